@@ -1,0 +1,41 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def zlbench(*args, cwd=None, env=None, timeout=600):
+    """Run `python -m zlbench` for real, as a user would."""
+    full_env = dict(os.environ)
+    for k in ("ZL_BACKEND", "ZL_ENABLE_CUDAGRAPH", "ZL_DIRECT_REPEAT", "BENCH_LEVEL", "SHAPE_MODE",
+              "TEST_NODE", "OP", "OP_FILE", "USE_FLAGTUNE", "FLAGGEMS_ROOT", "ZLBENCH_SMI_OUTPUT"):
+        full_env.pop(k, None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "zlbench", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def run_zlbench(tmp_path):
+    def _run(*args, env=None, run_dir=None):
+        run_dir = run_dir or tmp_path / "run"
+        res = zlbench(f"hydra.run.dir={run_dir}", "progress=plain", *args, cwd=tmp_path, env=env)
+        res.run_dir = run_dir
+        return res
+
+    return _run
+
+
+@pytest.fixture
+def faulty_corpus(tmp_path):
+    """A copy of the fault fixture corpus (FlagGems layout) the test may modify."""
+    dst = tmp_path / "faulty_corpus"
+    shutil.copytree(FIXTURES / "faulty_corpus", dst)
+    return dst

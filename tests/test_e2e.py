@@ -1,0 +1,103 @@
+"""Real runs of `python -m zlbench` on the demo corpus (the embedded default), as a user would."""
+
+import csv
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def read_status(run_dir):
+    with open(run_dir / "ops_status.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def read_rows(run_dir):
+    return [json.loads(l) for l in (run_dir / "rows.jsonl").read_text().splitlines() if l.strip()]
+
+
+def test_demo_run_writes_every_output(run_zlbench):
+    res = run_zlbench("ops=[exp,softmax,mm]", "dtypes=[float32]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    for name in ("run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md", "speedup.png"):
+        assert (d / name).is_file(), name
+    status = read_status(d)
+    assert {s["op"] for s in status} == {"exp", "softmax", "mm"}
+    assert all(s["status"] == "ok" and s["backend"] == "cpu" and s["timer"] == "host" for s in status)
+    assert all(int(s["rows"]) == 3 for s in status)
+    rows = read_rows(d)
+    assert len(rows) == 9
+    assert all(r["timer_used"] == "host" and r["latency"] > 0 and r["latency_base"] > 0 for r in rows)
+    assert {r["dtype"] for r in rows} == {"torch.float32"}
+    ident = json.loads((d / "run_identity.json").read_text())
+    assert ident["backend"]["name"] == "cpu" and ident["timer"]["name"] == "host"
+    assert ident["config"]["ops"] == ["exp", "softmax", "mm"]  # resolved, not Hydra's unresolved copy
+    assert ident["processes"] and ident["processes"][0]["torch"]
+    assert ident["versions"]["torch"]
+    log_records = [l for l in (d / "run.log").read_text().splitlines() if l.startswith("[INFO] {")]
+    assert len(log_records) == 3  # one per op and dtype, FlagGems' format
+    assert "## Results per op and dtype" in (d / "summary.md").read_text()
+    assert "[zlbench] " in res.stderr  # progress was visible
+
+
+def test_env_migration_reaches_the_identity(run_zlbench):
+    res = run_zlbench(env={"OP": "exp", "ZL_DIRECT_REPEAT": "2", "ZL_BACKEND": "cpu"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    ident = json.loads((res.run_dir / "run_identity.json").read_text())
+    assert ident["config"]["ops"] == ["exp"]
+    assert ident["timer"]["repeat"] == 2
+    assert ident["provenance"]["env"] == {"OP": "exp", "ZL_DIRECT_REPEAT": "2", "ZL_BACKEND": "cpu"}
+    assert "ops=['exp']" in ident["provenance"]["env_overrides"]
+
+
+def test_batch_summary_reads_a_run_dir(run_zlbench):
+    import subprocess
+    import sys
+
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(res.run_dir)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "| exp" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(res.run_dir / "run.log")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "| exp" in out.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["backend=tpu"], "unknown backend 'tpu'"),
+    (["timer=bogus"], "Could not find 'timer/bogus'"),
+    (["timer.repeat=abc"], "timer.repeat"),
+    (["timer=graph"], "timer=graph needs graph capture"),
+    (["ops=[expp]"], "Close matches: exp"),
+    (["op_file=test_nope.py"], "is not a test file"),
+    (["corpus=flaggems"], "FLAGGEMS_ROOT"),
+    (["corpus=flaggems", "corpus.root=/nonexistent/FlagGems"], "does not exist"),
+    (["shape=file"], "shape.file"),
+    (["shape=file", "shape.file=/nonexistent.yaml"], "does not exist"),
+    (["devices=[5]"], "device 5 does not exist on backend=cpu"),
+    (["ab.values=[1]", "ab.var=X", "ab.name=x", "ab.sides=[off,on]"], "two values"),
+])
+def test_bad_input_is_one_clear_message_and_no_result(run_zlbench, args, needle):
+    res = run_zlbench(*args)
+    assert res.returncode != 0
+    assert needle in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    assert not (res.run_dir / "rows.jsonl").exists() and not (res.run_dir / "run_identity.json").exists()
+
+
+def test_malformed_shape_file(run_zlbench, tmp_path):
+    bad = tmp_path / "shapes.yaml"
+    bad.write_text("softmax:\n  shapes: nope\n")
+    res = run_zlbench("shape=file", f"shape.file={bad}")
+    assert res.returncode == 2 and "entry 'softmax' needs a list" in res.stderr
+
+
+def test_shape_file_mode_runs_the_given_shapes(run_zlbench, tmp_path):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("Benchmark:\n  shapes: [[32, 16]]\n")
+    res = run_zlbench("shape=file", f"shape.file={shapes}", "ops=[exp]", "dtypes=[float32]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [r["shape"] for r in read_rows(res.run_dir)] == ["[[32,16]]"]

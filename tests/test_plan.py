@@ -1,0 +1,136 @@
+from pathlib import Path
+
+import pytest
+
+from zlbench.backends import get_backend
+from zlbench.backends.base import DeviceInfo, SMI_OUTPUT_ENV
+from zlbench.errors import UsageError
+from zlbench.plan import CORE_PLUGINS, balance, make_plan, plugin_list, resolve_timer, sides_of
+
+from .conftest import DATA, FIXTURES
+
+MINI = FIXTURES / "mini_corpus"
+
+
+def cfg(**over):
+    base = {
+        "backend": {"name": "cpu", "capture_deny_ops": [], "slots": 1},
+        "timer": {"name": "auto", "repeat": 1, "warmup_ms": None, "rep_ms": None},
+        "shape": {"mode": "upstream", "level": "core", "file": None},
+        "corpus": {"name": "flaggems", "root": str(MINI), "test_dir": "benchmark", "pythonpath": ["src"],
+                   "pytest_args": ["--mode", "kernel", "--record", "log"],
+                   "timer_modules": ["triton.testing"], "warmup_ms": None, "rep_ms": None, "env": {}},
+        "launcher": {"name": "local", "node_timeout_s": 60, "shard_size": 0, "crash_retries": 0},
+        "ab": {"name": "none", "var": None, "values": [], "sides": ["main"], "side": None, "rounds": 1, "fixed": {}},
+        "devices": "all", "gpus": None, "ops": [], "op_file": None, "test_node": None, "dtypes": [],
+        "autotune": False, "isolate_caches": True,
+    }
+    for k, v in over.items():
+        if isinstance(v, dict):
+            base[k] = {**base[k], **v}
+        else:
+            base[k] = v
+    return base
+
+
+def devs(n):
+    return [DeviceInfo(i, f"dev{i}") for i in range(n)]
+
+
+def test_compat_plugins_come_first():
+    plugins = plugin_list(get_backend("musa"), "direct")
+    assert plugins[0] == "zlbench.backends.musa_compat"
+    assert plugins[1:] == list(CORE_PLUGINS)
+
+
+@pytest.mark.parametrize("name", ["cuda", "rocm", "ascend", "cpu"])
+def test_one_backends_compat_plugins_never_appear_for_another(name):
+    assert not any("musa" in p for p in plugin_list(get_backend(name), "direct"))
+
+
+def test_graph_timer_refused_without_graph_capture():
+    with pytest.raises(UsageError, match="timer=graph needs graph capture.*backend=cpu"):
+        resolve_timer("graph", get_backend("cpu"))
+    assert resolve_timer("auto", get_backend("cuda")) == "graph"
+    assert resolve_timer("auto", get_backend("musa")) == "direct"
+    assert resolve_timer("auto", get_backend("cpu")) == "host"
+
+
+def test_units_carry_visibility_key_caches_and_autotune(tmp_path):
+    plan = make_plan(cfg(backend={"name": "musa"}, autotune=True), get_backend("musa"), devs(2), MINI, tmp_path)
+    assert plan.timer == "direct"
+    assert {u.device for u in plan.units} == {0, 1}
+    for u in plan.units:
+        assert u.env["MUSA_VISIBLE_DEVICES"] == str(u.device)
+        assert "CUDA_VISIBLE_DEVICES" not in u.env
+        assert u.env["USE_FLAGTUNE"] == "1"
+        assert u.env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "main" / "triton")
+        assert u.argv.index("-p") < u.argv.index("zlbench.backends.musa_compat") < u.argv.index("zlbench.plugins.record")
+        assert str(MINI / "src") in u.env["PYTHONPATH"]
+    nodes = sorted(n for u in plan.units for n in u.nodes)
+    assert nodes == sorted(n.nodeid for n in plan.nodes)  # every node exactly once
+
+
+def test_devices_are_checked_against_the_enumeration(tmp_path, monkeypatch):
+    monkeypatch.setenv(SMI_OUTPUT_ENV, str(DATA / "smi" / "nvidia-smi.txt"))
+    cuda = get_backend("cuda")
+    plan = make_plan(cfg(backend={"name": "cuda"}, devices=[1, 3]), cuda, cuda.enumerate_devices(), MINI, tmp_path)
+    assert [d.index for d in plan.devices] == [1, 3]
+    with pytest.raises(UsageError, match=r"device 7 does not exist on backend=cuda; devices here: 0 \(NVIDIA H200\)"):
+        make_plan(cfg(backend={"name": "cuda"}, gpus=[7]), cuda, cuda.enumerate_devices(), MINI, tmp_path)
+    with pytest.raises(UsageError, match="found no device"):
+        make_plan(cfg(backend={"name": "cuda"}), cuda, [], MINI, tmp_path)
+
+
+def test_level_dtypes_and_shape_file_reach_the_corpus(tmp_path):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("exp:\n  shapes: [[8, 8]]\n")
+    plan = make_plan(cfg(shape={"mode": "file", "level": "comprehensive", "file": str(shapes)},
+                         dtypes=["float16", "bfloat16"], timer={"warmup_ms": 5, "rep_ms": 7}),
+                     get_backend("cpu"), devs(1), MINI, tmp_path)
+    argv = " ".join(plan.units[0].argv)
+    assert "--level comprehensive" in argv
+    assert f"--shape_file {shapes}" in argv
+    assert "--dtypes float16 --dtypes bfloat16" in argv
+    assert "--warmup 5 --iter 7" in argv
+
+
+def test_ab_sides_both_set_the_variable_and_rounds_alternate(tmp_path):
+    ab = {"name": "x", "var": "SWITCH", "values": [0, 1], "sides": ["off", "on"], "rounds": 4,
+          "fixed": {"MASK": "15"}}
+    plan = make_plan(cfg(ab=ab), get_backend("cpu"), devs(1), MINI, tmp_path)
+    assert [s.env for s in plan.sides] == [{"MASK": "15", "SWITCH": "0"}, {"MASK": "15", "SWITCH": "1"}]
+    order = [(u.round, u.side) for u in plan.units]
+    assert order == [(0, "off"), (0, "on"), (1, "on"), (1, "off"), (2, "off"), (2, "on"), (3, "on"), (3, "off")]
+    caches = {u.side: u.env["TRITON_CACHE_DIR"] for u in plan.units}
+    assert caches["off"] != caches["on"]
+
+
+def test_ab_sides_of_a_row_share_its_device(tmp_path):
+    ab = {"name": "x", "var": "SWITCH", "values": [0, 1], "sides": ["off", "on"], "rounds": 2}
+    plan = make_plan(cfg(ab=ab), get_backend("cpu", slots=3), devs(3), MINI, tmp_path)
+    where = {}
+    for u in plan.units:
+        for n in u.nodes:
+            where.setdefault(n, set()).add(u.device)
+    assert all(len(d) == 1 for d in where.values())
+
+
+def test_ab_axis_needs_two_values():
+    with pytest.raises(UsageError, match="needs exactly two values"):
+        sides_of({"name": "x", "var": "V", "values": [1], "sides": ["off", "on"]})
+
+
+def test_balance_spreads_known_costs():
+    from zlbench.corpus import TestNode
+
+    nodes = [TestNode(f"f::t{i}", "f", f"op{i}", ()) for i in range(6)]
+    costs = {"f::t0": 10, "f::t1": 1, "f::t2": 1, "f::t3": 1, "f::t4": 1, "f::t5": 6}
+    out = balance(nodes, devs(2), costs)
+    loads = sorted(sum(costs[n.nodeid] for n in v) for v in out.values())
+    assert loads == [10, 10]
+
+
+def test_shard_size_splits_a_device_queue(tmp_path):
+    plan = make_plan(cfg(launcher={"shard_size": 2}), get_backend("cpu"), devs(1), MINI, tmp_path)
+    assert all(len(u.nodes) <= 2 for u in plan.units) and len(plan.units) >= 3

@@ -1,0 +1,49 @@
+"""The shard worker survives crashes, hangs and broken files: real pytest processes that die."""
+
+import csv
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def status_by_op(run_dir):
+    with open(run_dir / "ops_status.csv") as f:
+        return {r["op"]: r for r in csv.DictReader(f)}
+
+
+def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_corpus):
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}",
+                      "launcher.node_timeout_s=4")
+    assert res.returncode == 0, res.stderr[-3000:]
+    st = status_by_op(res.run_dir)
+    assert st["good"]["status"] == "ok" and st["good"]["rows"] == "2"
+    assert st["fails"]["status"] == "failed" and "kernel produced NaN" in st["fails"]["reason"]
+    assert st["skipped_op"]["status"] == "skipped" and "not supported" in st["skipped_op"]["reason"]
+    assert st["crash"]["status"] == "crashed" and "exited with code 3" in st["crash"]["reason"]
+    assert st["crash"]["rows"] == "2"  # measured before the crash: kept
+    assert st["segv"]["status"] == "crashed" and "SIGSEGV" in st["segv"]["reason"]
+    assert st["hang"]["status"] == "timeout" and "node_timeout_s=4" in st["hang"]["reason"]
+    assert st["after"]["status"] == "ok" and st["after"]["rows"] == "2"  # ran after all the faults
+    assert st["broken"]["status"] == "failed" and "collection error" in st["broken"]["reason"]
+    assert "this_module_does_not_exist" in st["broken"]["reason"]
+    rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    hang_rows = [r for r in rows if r["op"] == "hang"]
+    assert hang_rows and hang_rows[0]["status"] == "timeout"  # a status, never a missing row
+    # Each crash cost one fresh process, not a retry loop.
+    launches = sum(1 for l in (res.run_dir / "units").glob("*/events.jsonl")
+                   for e in l.read_text().splitlines() if '"launch"' in e)
+    # first (refused whole: a named file fails to import) + rest + after crash, segv, hang
+    assert launches == 5
+
+
+def test_crash_retries_rerun_a_crashed_node_once(run_zlbench, faulty_corpus):
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}",
+                      "ops=[crash,after]", "launcher.crash_retries=1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    st = status_by_op(res.run_dir)
+    assert st["crash"]["status"] == "crashed" and st["after"]["status"] == "ok"
+    events = (res.run_dir / "units").glob("*/events.jsonl")
+    retries = sum(1 for p in events for e in p.read_text().splitlines() if '"retry"' in e)
+    assert retries == 1

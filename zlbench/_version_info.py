@@ -1,0 +1,32 @@
+"""Small shared helpers: versions and commits of what a run used, dtype spelling."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Optional
+
+
+def dist_version(name: str) -> Optional[str]:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(path: Path) -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+    return out.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def short_dtype(dtype: Optional[str]) -> str:
+    return str(dtype).replace("torch.", "") if dtype else "-"

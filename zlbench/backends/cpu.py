@@ -1,0 +1,48 @@
+"""The host CPU: a real backend with N simulated device slots and the host wall-clock timer."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Dict, List
+
+from .base import DeviceBackend, DeviceInfo
+
+SLOT_ENV = "ZLBENCH_CPU_SLOT"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class CpuBackend(DeviceBackend):
+    name = "cpu"
+    aliases = ("host",)
+    torch_device = "cpu"
+    visibility_env = SLOT_ENV
+    default_timer = "host"
+    slots = 1
+
+    def parse_devices(self, text: str) -> List[DeviceInfo]:
+        model = _cpu_model()
+        return [DeviceInfo(i, f"{model} (slot {i})") for i in range(int(text))]
+
+    def enumerate_devices(self) -> List[DeviceInfo]:
+        return self.parse_devices(str(self.slots))
+
+    def tool_present(self) -> bool:
+        return True
+
+    def visibility(self, indices: List[int]) -> Dict[str, str]:
+        # Share the cores among the slots so simulated devices do not fight over them.
+        threads = max(1, (os.cpu_count() or 1) // max(1, self.slots))
+        env = super().visibility(indices)
+        env["OMP_NUM_THREADS"] = str(threads)
+        return env

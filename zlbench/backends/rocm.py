@@ -1,0 +1,47 @@
+"""AMD ROCm (and Hygon DCU, which shares its visibility rules)."""
+
+from __future__ import annotations
+
+import json
+from typing import List
+
+from .base import DeviceBackend, DeviceInfo
+
+
+class RocmBackend(DeviceBackend):
+    name = "rocm"
+    aliases = ("amd", "hip", "hygon", "dcu")
+    flag_gems_vendors = ("amd", "hygon")
+    torch_device = "cuda"  # ROCm builds of torch expose torch.cuda
+    visibility_env = "HIP_VISIBLE_DEVICES"
+    extra_visibility_envs = ("ROCR_VISIBLE_DEVICES",)
+    enumerate_command = ("rocm-smi", "--showproductname", "--showbus", "--showdriverversion", "--json")
+    graph_class = "torch.cuda.CUDAGraph"
+    default_timer = "graph"
+    capture_refused_wording = (
+        "hipErrorStreamCaptureUnsupported",
+        "hipErrorStreamCaptureInvalidated",
+        "operation not permitted when stream is capturing",
+        "stream is capturing",
+        "capture",
+    )
+    device_fault_wording = (
+        "memory access fault",
+        "hipErrorIllegalAddress",
+        "an illegal memory access was encountered",
+        "out of memory",
+    )
+    switch_env_prefixes = ("FLAGTREE_", "TRITON_", "HIP_", "AMD_")
+
+    def parse_devices(self, text: str) -> List[DeviceInfo]:
+        data = json.loads(text)
+        driver = str(data.get("system", {}).get("Driver version", ""))
+        devices = []
+        for key, card in data.items():
+            if not key.startswith("card"):
+                continue
+            name = card.get("Card Series") or card.get("Card series") or card.get("Card model", "")
+            devices.append(
+                DeviceInfo(int(key[4:]), str(name), str(card.get("PCI Bus", "")), driver)
+            )
+        return sorted(devices, key=lambda d: d.index)

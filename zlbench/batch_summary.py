@@ -1,0 +1,66 @@
+"""`python -m zlbench.batch_summary PATH [--ab PATH_B]`: summarize a run dir or a FlagGems result
+log; with --ab, pair two runs (or logs) and compare the same implementation across them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+from .errors import UsageError
+
+
+def load(path: Path) -> Tuple[List[dict], List[dict], str]:
+    """(rows, status rows, label) of a run dir or a result log."""
+    from .results.flaggems_log import rows_from_log
+    from .results.rundir import PLAN_FILE, load_rows, load_status
+
+    if path.is_dir():
+        if not (path / PLAN_FILE).exists() and not (path / "rows.jsonl").exists():
+            logs = sorted(path.glob("result_*.log")) + sorted(path.glob("run.log"))
+            if logs:
+                return load(logs[0])
+            raise UsageError(f"{path} is neither a zlbench run dir nor holds a FlagGems result log.")
+        return load_rows(path), load_status(path), path.name
+    if not path.exists():
+        raise UsageError(f"{path} does not exist. Fix: pass a run dir or a result log.")
+    rows = rows_from_log(path)
+    status = {}
+    for r in rows:
+        s = status.setdefault(r["op"], {"op": r["op"], "test_node": "", "side": "main", "status": "ok",
+                                        "reason": ""})
+        if r["status"] != "ok":
+            s["status"], s["reason"] = r["status"], r.get("reason") or ""
+    return rows, list(status.values()), path.name
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zlbench.batch_summary", description=__doc__)
+    parser.add_argument("path", type=Path, help="run dir, run.log, or FlagGems result_*.log")
+    parser.add_argument("--ab", type=Path, help="second run (side B) to pair with PATH (side A)")
+    parser.add_argument("--out", type=Path, help="folder for ab.md/ab.csv/ab.json/ab.png (with --ab)")
+    parser.add_argument("--threshold", type=float, default=0.02,
+                        help="relative change below which a difference is 'below threshold' (default 0.02)")
+    args = parser.parse_args(argv)
+    try:
+        rows_a, status_a, label_a = load(args.path)
+        if args.ab is None:
+            from .report.summary import render_summary
+
+            print(render_summary(rows_a, status_a, f"summary of {label_a}"))
+            return 0
+        from .report.ab import compare_runs
+
+        rows_b, _, label_b = load(args.ab)
+        report = compare_runs(rows_a, rows_b, label_a, label_b, threshold=args.threshold,
+                              out_dir=args.out)
+        print(report)
+        return 0
+    except UsageError as e:
+        print(f"zlbench: error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Command-line front: backend aliases and the old runner's env vars, turned into Hydra overrides
+before Hydra composes anything. Command-line overrides win over env vars; both are recorded."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+
+from .backends import canonical_name
+from .errors import UsageError
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in TRUE:
+        return True
+    if v in FALSE:
+        return False
+    raise UsageError(f"environment variable {name}={value!r} is not a boolean. Fix: set it to 0 or 1.")
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"environment variable {name}={value!r} is not an integer.")
+
+
+# env var -> (config keys it sets, override builder). The first key is the one a CLI override
+# must name to win; selection env vars all yield to any selection given on the command line.
+SELECTION = ("ops", "op_file", "test_node")
+ENV_MIGRATION: Dict[str, Tuple[Tuple[str, ...], Callable[[str, str], str]]] = {
+    "ZL_BACKEND": (("backend",), lambda n, v: f"backend={canonical_name(v)}"),
+    "ZL_ENABLE_CUDAGRAPH": (("timer",), lambda n, v: "timer=graph" if _bool(n, v) else "timer=direct"),
+    "ZL_DIRECT_REPEAT": (("timer.repeat",), lambda n, v: f"timer.repeat={_int(n, v)}"),
+    "ZL_ISOLATE_TUNER_CACHE": (("isolate_caches",), lambda n, v: f"isolate_caches={str(_bool(n, v)).lower()}"),
+    "BENCH_LEVEL": (("shape.level",), lambda n, v: f"shape.level={v.strip().lower()}"),
+    "SHAPE_MODE": (("shape",), lambda n, v: f"shape={v.strip().lower()}"),
+    "SHAPE_FILE": (("shape.file",), lambda n, v: f"shape.file={_quote(v)}"),
+    "TEST_NODE": (SELECTION, lambda n, v: f"test_node={_quote(v)}"),
+    "OP": (SELECTION, lambda n, v: "ops=[" + ",".join(_quote(x.strip()) for x in v.split(",") if x.strip()) + "]"),
+    "OP_FILE": (SELECTION, lambda n, v: f"op_file={_quote(v)}"),
+    "USE_FLAGTUNE": (("autotune",), lambda n, v: f"autotune={str(_bool(n, v)).lower()}"),
+}
+
+
+def override_key(arg: str) -> str:
+    return arg.split("=", 1)[0].lstrip("+~")
+
+
+def _normalize_backend(arg: str) -> str:
+    key, _, value = arg.partition("=")
+    if override_key(key) not in ("backend", "backend.name"):
+        return arg
+    names = [canonical_name(v) for v in value.split(",")]
+    return f"{key}={','.join(names)}"
+
+
+def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[List[str], dict]:
+    """Returns (argv for Hydra, provenance). Raises UsageError on an unknown backend or a bad env value."""
+    flags = [a for a in argv if a.startswith("-") or "=" not in a]
+    overrides = [_normalize_backend(a) for a in argv if not (a.startswith("-") or "=" not in a)]
+    cli_keys = {override_key(a) for a in overrides}
+    if "backend.name" in cli_keys:
+        cli_keys.add("backend")
+    env_used: Dict[str, str] = {}
+    env_overrides: List[str] = []
+    for name, (keys, build) in ENV_MIGRATION.items():
+        if name not in environ:
+            continue
+        value = environ[name]
+        env_used[name] = value
+        if any(k in cli_keys for k in keys):
+            continue  # the command line wins
+        if keys == SELECTION and any(o.startswith(SELECTION) for o in env_overrides):
+            continue  # one selection: the first env var in table order
+        env_overrides.append(build(name, value))
+    provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides)}
+    # Env-derived overrides first: a later override of the same key (from the CLI) would win anyway.
+    return flags + env_overrides + overrides, provenance

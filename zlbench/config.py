@@ -1,0 +1,112 @@
+"""Structured-config schemas: they type-check conf/ (where every default lives)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+def conf_dir() -> Path:
+    """conf/ ships inside the wheel as zlbench/conf; in a source checkout it is ../conf."""
+    packaged = Path(__file__).resolve().parent / "conf"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "conf"
+
+
+@dataclass
+class BackendConf:
+    name: str = "auto"
+    capture_deny_ops: List[str] = field(default_factory=list)
+    slots: Optional[int] = None
+
+
+@dataclass
+class TimerConf:
+    name: str = "auto"
+    repeat: int = 1
+    warmup_ms: Optional[int] = None
+    rep_ms: Optional[int] = None
+
+
+@dataclass
+class ShapeConf:
+    mode: str = "upstream"
+    level: str = "core"
+    file: Optional[str] = None
+
+
+@dataclass
+class CorpusConf:
+    name: str = "demo"
+    root: Optional[str] = None
+    test_dir: str = "benchmark"
+    pythonpath: List[str] = field(default_factory=list)
+    pytest_args: List[str] = field(default_factory=list)
+    timer_modules: List[str] = field(default_factory=list)
+    warmup_ms: Optional[int] = None
+    rep_ms: Optional[int] = None
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LauncherConf:
+    name: str = "local"
+    node_timeout_s: float = 900.0
+    run_timeout_s: Optional[float] = None
+    shard_size: int = 0
+    crash_retries: int = 0
+    wait: bool = True
+    # Slurm settings (launcher=slurm); ignored by the local launcher.
+    partition: Optional[str] = None
+    time_min: int = 60
+    gpus_per_task: int = 1
+    cpus_per_task: int = 2
+    mem_gb: Optional[int] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    constraint: Optional[str] = None
+    array_parallelism: int = 64
+    setup: List[str] = field(default_factory=list)
+    additional_parameters: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ABConf:
+    name: str = "none"
+    var: Optional[str] = None
+    values: List[str] = field(default_factory=list)
+    sides: List[str] = field(default_factory=lambda: ["main"])
+    side: Optional[str] = None
+    rounds: int = 1
+    fixed: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ZlbenchConfig:
+    backend: BackendConf = MISSING
+    timer: TimerConf = MISSING
+    shape: ShapeConf = MISSING
+    corpus: CorpusConf = MISSING
+    launcher: LauncherConf = MISSING
+    ab: ABConf = MISSING
+    devices: Any = "all"
+    gpus: Any = None
+    ops: List[str] = field(default_factory=list)
+    op_file: Optional[str] = None
+    test_node: Optional[str] = None
+    dtypes: List[str] = field(default_factory=list)
+    autotune: bool = False
+    isolate_caches: bool = True
+    resume: Optional[str] = None
+    cost_from: Optional[str] = None
+    progress: str = "auto"
+
+
+def register_schemas() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="zlbench_schema", node=ZlbenchConfig)

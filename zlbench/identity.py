@@ -1,0 +1,104 @@
+"""The run identity: the resolved config plus what the run found. Two runs whose calibers differ
+(anything that can change a number) get different identity hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
+
+from . import __version__
+from ._version_info import dist_version, git_commit
+from .backends import DeviceBackend
+from .plan import Plan
+
+IDENTITY_FILE = "run_identity.json"
+# Config keys that say how to run, not what is measured: excluded from the hash.
+NOT_CALIBER = ("resume", "cost_from", "progress")
+# Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
+COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
+
+
+def switch_env(backend: DeviceBackend, environ: Mapping[str, str]) -> Dict[str, str]:
+    prefixes = tuple(backend.switch_env_prefixes)
+    return {k: v for k, v in sorted(environ.items())
+            if COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
+
+
+def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
+                   provenance: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    environ = os.environ if environ is None else environ
+    caliber_cfg = {k: v for k, v in cfg.items() if k not in NOT_CALIBER}
+    corpus_root = Path(plan.corpus_root)
+    package_dir = Path(__file__).resolve().parent
+    identity: Dict[str, Any] = {
+        "config": caliber_cfg,
+        "backend": backend.describe(),
+        "devices": [d.as_dict() for d in plan.devices],
+        "timer": {**dict(cfg["timer"]), "name": plan.timer},
+        "autotune": "1" if cfg.get("autotune") else "0",
+        "plugins": plan.plugins,
+        "test_nodes": [n.nodeid for n in plan.nodes],
+        "sides": {s.name: s.env for s in plan.sides},
+        "rounds": plan.rounds,
+        "corpus": {"name": cfg["corpus"]["name"], "root": str(corpus_root),
+                   "commit": git_commit(corpus_root)},
+        "versions": {
+            "zlbench": __version__,
+            "zlbench_commit": git_commit(package_dir.parent),
+            "python": platform.python_version(),
+            "torch": dist_version("torch"),
+            "triton": dist_version("triton"),
+            "flag_gems": dist_version("flag_gems") or _source_version(corpus_root),
+            "hydra-core": dist_version("hydra-core"),
+            "submitit": dist_version("submitit"),
+        },
+        "switch_env": switch_env(backend, environ),
+        "host": socket.gethostname(),
+    }
+    identity["identity_hash"] = identity_hash(identity)
+    identity["provenance"] = dict(provenance)
+    identity["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return identity
+
+
+def identity_hash(identity: Mapping[str, Any]) -> str:
+    caliber = {k: v for k, v in identity.items()
+               if k not in ("identity_hash", "provenance", "created", "host", "processes")}
+    text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _source_version(root: Path) -> Optional[str]:
+    init = root / "src" / "flag_gems" / "__init__.py"
+    if init.is_file():
+        m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", init.read_text(encoding="utf-8"))
+        if m:
+            return m.group(1)
+    return None
+
+
+def write_identity(run_dir: Path, identity: Mapping[str, Any]) -> Path:
+    path = run_dir / IDENTITY_FILE
+    path.write_text(json.dumps(identity, indent=2, default=str, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def add_process_facts(run_dir: Path) -> None:
+    """Merge what the benchmark processes found (device names, driver, flag_gems vendor) into the
+    identity, without changing its hash (facts observed, not chosen)."""
+    path = run_dir / IDENTITY_FILE
+    facts_path = run_dir / "processes.json"
+    if not path.exists() or not facts_path.exists():
+        return
+    identity = json.loads(path.read_text(encoding="utf-8"))
+    facts = json.loads(facts_path.read_text(encoding="utf-8"))
+    unique = {json.dumps({k: v for k, v in f.items()}, sort_keys=True) for f in facts.values()}
+    identity["processes"] = [json.loads(u) for u in sorted(unique)]
+    write_identity(run_dir, identity)

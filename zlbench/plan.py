@@ -1,0 +1,239 @@
+"""Planner: pure functions from the composed config to work units.
+
+config -> backend + timer -> plugin list -> test nodes -> sides (A/B env) -> units (argv, env,
+device, side, round). No I/O beyond reading the corpus to resolve nodes and checking files exist.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from .backends import DeviceBackend, DeviceInfo
+from .corpus import Corpus, TestNode, check_shape_file
+from .errors import UsageError
+
+CORE_PLUGINS = ("zlbench.plugins.device_setup", "zlbench.plugins.timing", "zlbench.plugins.record")
+TIMERS = ("graph", "direct", "host")
+
+
+@dataclass
+class Side:
+    name: str
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class WorkUnit:
+    unit_id: str
+    side: str
+    round: int
+    device: int
+    nodes: List[str]
+    argv: List[str]
+    env: Dict[str, str]
+    corpus_root: str
+    plugin_config: Dict[str, Any]
+    node_timeout_s: float
+    crash_retries: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    backend: str
+    timer: str
+    devices: List[DeviceInfo]
+    nodes: List[TestNode]
+    sides: List[Side]
+    rounds: int
+    plugins: List[str]
+    units: List[WorkUnit]
+    corpus_root: str
+
+
+def resolve_timer(name: str, backend: DeviceBackend) -> str:
+    if name in (None, "", "auto"):
+        return backend.default_timer
+    if name not in TIMERS:
+        raise UsageError(f"unknown timer '{name}'. Valid: auto, {', '.join(TIMERS)}.")
+    if name == "graph" and not backend.supports_graph:
+        raise UsageError(
+            f"timer=graph needs graph capture, which backend={backend.name} does not have. "
+            "Fix: timer=direct (or timer=host on the CPU)."
+        )
+    return name
+
+
+def plugin_list(backend: DeviceBackend, timer: str) -> List[str]:
+    """Compat plugins first: they rewrite collection-time markers and nothing may read the item
+    list before them. Only this backend's compat plugins, never another's."""
+    del timer  # every timer goes through the timing plugin, which records the timer used
+    return list(backend.compat_plugins) + list(CORE_PLUGINS)
+
+
+def select_devices(wanted: Any, available: Sequence[DeviceInfo], backend: str) -> List[DeviceInfo]:
+    if not available:
+        raise UsageError(
+            f"backend={backend} found no device on this machine. Fix: backend=cpu (or auto), or run "
+            "where the vendor's tool lists devices."
+        )
+    if wanted in (None, "all", "ALL", ""):
+        return list(available)
+    if isinstance(wanted, (int, str)):
+        wanted = [x for x in str(wanted).split(",") if x.strip() != ""]
+    by_index = {d.index: d for d in available}
+    out = []
+    for w in wanted:
+        try:
+            idx = int(w)
+        except (TypeError, ValueError):
+            raise UsageError(f"device '{w}' is not an index. Fix: devices=[0,1] or devices=all.")
+        if idx not in by_index:
+            raise UsageError(
+                f"device {idx} does not exist on backend={backend}; devices here: "
+                f"{', '.join(f'{d.index} ({d.name})' for d in available)}. Fix: devices=[...] with those."
+            )
+        if by_index[idx] not in out:
+            out.append(by_index[idx])
+    return out
+
+
+def sides_of(ab: Mapping[str, Any]) -> List[Side]:
+    if ab.get("name", "none") == "none" or not ab.get("var"):
+        return [Side("main", {})]
+    names = list(ab.get("sides") or [])
+    values = [str(v) for v in ab.get("values") or []]
+    if len(values) != 2 or len(names) != 2:
+        raise UsageError(
+            f"A/B axis '{ab.get('name')}' needs exactly two values and two side names, got "
+            f"values={values} sides={names}. Fix: ab.values=[0,1] ab.sides=[off,on]."
+        )
+    fixed = {str(k): str(v) for k, v in (ab.get("fixed") or {}).items()}
+    sides = [Side(n, {**fixed, ab["var"]: v}) for n, v in zip(names, values)]
+    if ab.get("side"):
+        match = [s for s in sides if s.name == ab["side"]]
+        if not match:
+            raise UsageError(f"ab.side={ab['side']} is not one of {names}.")
+        return match
+    return sides
+
+
+def balance(nodes: Sequence[TestNode], devices: Sequence[DeviceInfo],
+            costs: Mapping[str, float]) -> Dict[int, List[TestNode]]:
+    """Longest-processing-time-first: nodes with known wall times (earlier run) spread evenly."""
+    default = (sum(costs.values()) / len(costs)) if costs else 1.0
+    load = {d.index: 0.0 for d in devices}
+    out: Dict[int, List[TestNode]] = {d.index: [] for d in devices}
+    order = sorted(nodes, key=lambda n: -costs.get(n.nodeid, default))
+    for n in order:
+        target = min(load, key=lambda i: (load[i], i))
+        out[target].append(n)
+        load[target] += costs.get(n.nodeid, default)
+    # Keep corpus order inside a device: it is what users read in logs.
+    rank = {n.nodeid: i for i, n in enumerate(nodes)}
+    return {i: sorted(v, key=lambda n: rank[n.nodeid]) for i, v in out.items()}
+
+
+def corpus_args(cfg: Mapping[str, Any], timer: str) -> List[str]:
+    corpus, shape = cfg["corpus"], cfg["shape"]
+    args = list(corpus.get("pytest_args") or [])
+    args += ["--level", str(shape.get("level", "core"))]
+    if shape.get("mode") == "file":
+        if not shape.get("file"):
+            raise UsageError("shape=file needs a shape-record file. Fix: shape.file=/path/to/shapes.yaml "
+                             "(FlagGems' core_shapes.yaml format), or shape=upstream.")
+        args += ["--shape_file", str(check_shape_file(shape["file"]))]
+    for d in cfg.get("dtypes") or []:
+        args += ["--dtypes", str(d)]
+    warmup = cfg["timer"].get("warmup_ms") or corpus.get("warmup_ms")
+    rep = cfg["timer"].get("rep_ms") or corpus.get("rep_ms")
+    if warmup:
+        args += ["--warmup", str(warmup)]
+    if rep:
+        args += ["--iter", str(rep)]
+    return args
+
+
+def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequence[DeviceInfo],
+              corpus_root: Path, run_dir: Path, costs: Optional[Mapping[str, float]] = None,
+              python: str = sys.executable) -> Plan:
+    timer = resolve_timer(cfg["timer"].get("name"), backend)
+    if cfg["shape"].get("mode") not in ("upstream", "file"):
+        raise UsageError(f"shape.mode={cfg['shape'].get('mode')} is not upstream or file.")
+    if cfg["shape"].get("level") not in ("core", "comprehensive"):
+        raise UsageError(f"shape.level={cfg['shape'].get('level')} is not core or comprehensive.")
+    wanted = cfg.get("gpus") if cfg.get("gpus") is not None else cfg.get("devices")
+    devices = select_devices(wanted, available, backend.name)
+    corpus = Corpus(corpus_root, cfg["corpus"].get("test_dir", "benchmark"))
+    nodes = corpus.select(cfg.get("ops") or [], cfg.get("op_file"), cfg.get("test_node"))
+    if not nodes:
+        raise UsageError(f"the corpus at {corpus.root} has no test nodes to run.")
+    plugins = plugin_list(backend, timer)
+    sides = sides_of(cfg.get("ab") or {})
+    rounds = max(1, int((cfg.get("ab") or {}).get("rounds", 1)))
+    launcher = cfg["launcher"]
+    args = corpus_args(cfg, timer)
+
+    base_argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 "--continue-on-collection-errors", "--rootdir", str(corpus.root)]
+    if corpus.ini is not None:
+        base_argv += ["-c", str(corpus.ini)]
+    for p in plugins:
+        base_argv += ["-p", p]
+    base_argv += args
+
+    pythonpath = [str(corpus.root)] + [str(corpus.root / p) for p in cfg["corpus"].get("pythonpath") or []]
+    assignment = balance(nodes, devices, costs or {})
+    shard = int(launcher.get("shard_size") or 0)
+    units: List[WorkUnit] = []
+    for r in range(rounds):
+        # ABBA across rounds: A,B then B,A; node order shuffled per round (seeded, reproducible).
+        order = sides if r % 2 == 0 else list(reversed(sides))
+        for dev in devices:
+            dev_nodes = [n.nodeid for n in assignment[dev.index]]
+            if not dev_nodes:
+                continue
+            if rounds > 1:
+                dev_nodes = dev_nodes[:]
+                random.Random(f"{r}:{dev.index}").shuffle(dev_nodes)
+            chunks = [dev_nodes[i:i + shard] for i in range(0, len(dev_nodes), shard)] if shard else [dev_nodes]
+            for side in order:
+                for k, chunk in enumerate(chunks):
+                    unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
+                    env = unit_env(cfg, backend, dev, side, run_dir)
+                    env["PYTHONPATH"] = ":".join(pythonpath)
+                    units.append(WorkUnit(
+                        unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=chunk,
+                        argv=list(base_argv), env=env, corpus_root=str(corpus.root),
+                        plugin_config={
+                            "unit": unit_id, "backend": backend.name, "side": side.name, "round": r,
+                            "device": dev.index, "timer": {**dict(cfg["timer"]), "name": timer},
+                            "timer_modules": list(cfg["corpus"].get("timer_modules") or []),
+                            "capture_deny_ops": list(cfg["backend"].get("capture_deny_ops") or []),
+                        },
+                        node_timeout_s=float(launcher.get("node_timeout_s") or 900),
+                        crash_retries=int(launcher.get("crash_retries") or 0),
+                    ))
+    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
+
+
+def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,
+             run_dir: Path) -> Dict[str, str]:
+    env: Dict[str, str] = {}
+    env.update({str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()})
+    env.update(backend.visibility([device.index]))
+    env["ZLBENCH_TORCH_DEVICE"] = backend.torch_device
+    env["USE_FLAGTUNE"] = "1" if cfg.get("autotune") else "0"
+    if cfg.get("isolate_caches", True):
+        cache = run_dir / "cache" / side.name
+        env["TRITON_CACHE_DIR"] = str(cache / "triton")
+        env["FLAGGEMS_CACHE_DIR"] = str(cache / "flaggems")
+    env.update(side.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

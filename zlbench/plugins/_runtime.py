@@ -1,0 +1,45 @@
+"""State shared by zlbench's plugins inside one benchmark process, and the events writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+CONFIG_ENV = "ZLBENCH_PLUGIN_CONFIG"
+
+_config: Optional[Dict[str, Any]] = None
+_events = None
+
+# Set by the record plugin around each test item; read by the timing plugin.
+current_op: Optional[str] = None
+current_node: Optional[str] = None
+# One entry per timing call since the last corpus record: {"timer_used", "markers", "reason"}.
+timing_calls: List[Dict[str, Any]] = []
+
+
+def config() -> Dict[str, Any]:
+    global _config
+    if _config is None:
+        path = os.environ.get(CONFIG_ENV)
+        if path:
+            with open(path, encoding="utf-8") as f:
+                _config = json.load(f)
+        else:
+            _config = {}
+    return _config
+
+
+def emit(event: str, **fields: Any) -> None:
+    """Append one event line and flush: a killed process loses at most the line in flight."""
+    global _events
+    path = config().get("events")
+    if not path:
+        return
+    if _events is None:
+        _events = open(path, "a", encoding="utf-8")
+    fields = {"event": event, "t": time.time(), "pid": os.getpid(), **fields}
+    _events.write(json.dumps(fields, default=str) + "\n")
+    _events.flush()
+    os.fsync(_events.fileno())

@@ -1,0 +1,89 @@
+"""Device setup inside the benchmark process: import the vendor's torch extension before anything
+imports flag_gems, check that flag_gems dispatched to the vendor the run asked for, and record the
+process' device facts (name, driver, versions) for the run identity."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import sys
+
+import pytest
+
+from ..backends import get_backend
+from . import _runtime
+
+_backend = get_backend(_runtime.config().get("backend", "cpu"))
+
+# At import time (-p plugins load before the corpus' conftest imports flag_gems).
+if _backend.torch_extension:
+    try:
+        importlib.import_module(_backend.torch_extension)
+    except ImportError as e:  # reported at session start with a clear message
+        _extension_error = f"{_backend.torch_extension} is not importable: {e}"
+    else:
+        _extension_error = None
+else:
+    _extension_error = None
+
+
+def _version(module: str):
+    mod = sys.modules.get(module)
+    if mod is None:
+        try:
+            mod = importlib.import_module(module)
+        except Exception:
+            return None
+    return getattr(mod, "__version__", None)
+
+
+def process_facts():
+    import torch
+
+    facts = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": _version("triton") if _backend.torch_device != "cpu" else None,
+        "visibility": {k: os.environ.get(k) for k in _backend.visibility([0])},
+    }
+    flag_gems = sys.modules.get("flag_gems")
+    if flag_gems is not None:
+        facts["flag_gems"] = getattr(flag_gems, "__version__", None)
+        facts["flag_gems_vendor"] = getattr(flag_gems, "vendor_name", None)
+        facts["flag_gems_device"] = getattr(flag_gems, "device", None)
+    if _backend.torch_device == "cpu":
+        from ..backends.cpu import _cpu_model
+
+        facts["device_name"] = _cpu_model()
+    else:
+        dev = getattr(torch, _backend.torch_device)
+        try:
+            facts["device_name"] = dev.get_device_name(0)
+            props = dev.get_device_properties(0)
+            facts["device_bus_id"] = "{:04x}:{:02x}:{:02x}".format(
+                getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", 0),
+                getattr(props, "pci_device_id", 0))
+            facts["device_uuid"] = str(getattr(props, "uuid", ""))
+            facts["device_count_visible"] = dev.device_count()
+        except Exception as e:  # pragma: no cover - vendor specific
+            facts["device_error"] = str(e)
+        facts["driver"] = getattr(getattr(torch, "version", None), _backend.torch_device, None)
+    return facts
+
+
+def pytest_sessionstart(session):
+    if _extension_error:
+        _runtime.emit("setup_error", reason=_extension_error)
+        raise pytest.UsageError(f"backend={_backend.name}: {_extension_error}")
+    flag_gems = sys.modules.get("flag_gems")
+    if flag_gems is not None and _backend.flag_gems_vendors:
+        vendor = getattr(flag_gems, "vendor_name", None)
+        if vendor not in _backend.flag_gems_vendors:
+            reason = (
+                f"backend={_backend.name} but flag_gems dispatched to {vendor}: set GEMS_VENDOR or "
+                f"pick the backend that matches this machine"
+            )
+            _runtime.emit("setup_error", reason=reason)
+            raise pytest.UsageError(reason)
+    _runtime.emit("process", facts=process_facts())

@@ -1,0 +1,150 @@
+"""Record what the benchmark process does: node start/end with typed status, the corpus' own
+`[INFO] {json}` records (rows), and collection errors. Events go to the unit's events.jsonl."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from ..backends.base import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from . import _runtime
+
+RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
+BUILTIN_MARKS = {
+    "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
+    "tryfirst", "trylast",
+}
+
+
+def op_of(item) -> str:
+    """FlagGems' rule: the first non-builtin mark is the operator id."""
+    for mark in item.iter_markers():
+        if mark.name not in BUILTIN_MARKS:
+            return mark.name
+    return item.nodeid
+
+
+def _markers_for_results(n_results: int):
+    """Attach the timing calls made since the last record to its shapes.
+
+    Per shape the corpus times torch, then the alternative: 2 calls a shape (or 1 where only one
+    latency is measured). When the count does not fit, every shape carries the union of markers:
+    a fallback is over-marked rather than lost."""
+    calls, _runtime.timing_calls[:] = list(_runtime.timing_calls), []
+    if n_results and len(calls) == 2 * n_results:
+        per = [calls[2 * i : 2 * i + 2] for i in range(n_results)]
+    elif n_results and len(calls) == n_results:
+        per = [[c] for c in calls]
+    else:
+        per = [calls] * n_results
+    out = []
+    for group in per:
+        markers = sorted({m for c in group for m in c.get("markers", [])})
+        reasons = sorted({c["reason"] for c in group if c.get("reason")})
+        # timer_used: the alternative's ("latency") call; the baseline's is kept beside it.
+        out.append(
+            {
+                "timer_used": group[-1]["timer_used"] if group else None,
+                "timer_used_base": group[0]["timer_used"] if len(group) == 2 else None,
+                "markers": markers,
+                "marker_reason": "; ".join(reasons) or None,
+            }
+        )
+    return out
+
+
+class _RecordHandler(logging.Handler):
+    def emit(self, record):
+        message = record.getMessage()
+        line = f"[{record.levelname}] {message}"
+        try:
+            payload = json.loads(message)
+        except (TypeError, ValueError):
+            payload = None
+        if isinstance(payload, dict) and "op_name" in payload and "result" in payload:
+            results = payload.get("result") or []
+            timing = _markers_for_results(len(results))
+            for res, tinfo in zip(results, timing):
+                res.update({k: v for k, v in tinfo.items() if k in ("timer_used", "markers")})
+            _runtime.emit("record", node=_runtime.current_node, op=_runtime.current_op,
+                          payload=payload, timing=timing)
+            line = "[INFO] " + json.dumps(payload)
+            for res, tinfo in zip(results, timing):
+                if MARKER_FALLBACK in tinfo["markers"]:
+                    _runtime.emit("log", line=(
+                        f"[WARNING] {MARKER_FALLBACK} op={payload['op_name']} dtype={payload['dtype']} "
+                        f"shape={json.dumps(res.get('shape_detail'))} reason={tinfo['marker_reason']}"
+                    ))
+        _runtime.emit("log", line=line)
+
+
+_handler = _RecordHandler(level=logging.INFO)
+_reports = {}
+
+
+def pytest_sessionstart(session):
+    # The corpus' pytest_configure replaces its record logger's handlers; attach ours after it.
+    logger = logging.getLogger(RECORD_LOGGER)
+    logger.addHandler(_handler)
+    logger.setLevel(logging.INFO)
+    _runtime.emit("session_start", unit=_runtime.config().get("unit"))
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _runtime.emit("collect_error", nodeid=report.nodeid, reason=_reason(report))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _runtime.current_node = item.nodeid
+    _runtime.current_op = op_of(item)
+    _runtime.timing_calls.clear()
+    _reports[item.nodeid] = []
+    started = time.time()
+    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op)
+    yield
+    status, reason = _status(_reports.pop(item.nodeid, []))
+    _runtime.emit("end", node=item.nodeid, op=_runtime.current_op, status=status, reason=reason,
+                  wall_s=round(time.time() - started, 3))
+    _runtime.current_node = _runtime.current_op = None
+
+
+def pytest_runtest_logreport(report):
+    if report.nodeid in _reports:
+        _reports[report.nodeid].append(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _runtime.emit("session_end", exitstatus=int(exitstatus))
+
+
+def _reason(report) -> str:
+    longrepr = report.longrepr
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message
+    return str(longrepr).strip().splitlines()[-1] if str(longrepr).strip() else ""
+
+
+def _status(reports):
+    """Typed status of one test item from its phase reports."""
+    for rep in reports:
+        if rep.failed:
+            text = getattr(rep, "longreprtext", "") or _reason(rep)
+            if MARKER_POISONED in text:
+                return "poisoned", _reason(rep)
+            if MARKER_FATAL in text:
+                return "fatal", _reason(rep)
+            return "failed", _reason(rep)
+    for rep in reports:
+        if rep.skipped:
+            return "skipped", _reason(rep)
+    return "ok", ""

@@ -1,0 +1,249 @@
+"""Timing policy inside the benchmark process.
+
+Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
+`triton.testing.do_bench` up at call time) so every timing call goes through the run's policy:
+
+- graph:  capture and replay. On CUDA, upstream triton.testing.do_bench_cudagraph itself (numbers
+          do not move); elsewhere a port that takes stream/event/synchronize from Triton's device
+          interface and the graph class from the backend. Per shape, a refused capture falls back
+          to direct timing and is marked; a device fault is fatal; a capture that poisons the
+          context raises BENCHMARK_CAPTURE_POISONED.
+- direct: the corpus' own direct timer, called timer.repeat times, median kept.
+- host:   host wall clock around each call, synchronizing the device (the CPU's timer).
+Every call records the timer actually used (rows carry it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import statistics
+import time
+from typing import Any, Callable, Dict, Optional
+
+from ..backends import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, get_backend
+from . import _runtime
+
+_patched: Dict[str, Any] = {}
+
+
+def _note(timer_used: str, markers=(), reason: Optional[str] = None) -> None:
+    _runtime.timing_calls.append(
+        {"timer_used": timer_used, "markers": list(markers), "reason": reason}
+    )
+
+
+def _device_module():
+    import torch
+
+    device = get_backend(_runtime.config().get("backend", "cpu")).torch_device
+    return None if device == "cpu" else getattr(torch, device)
+
+
+def _summarize(times, quantiles, return_mode):
+    if quantiles is not None:
+        ordered = sorted(times)
+        return [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
+    return {
+        "min": min, "max": max, "median": statistics.median, "all": list,
+    }.get(return_mode, statistics.fmean)(times)
+
+
+def host_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+    """Wall-clock timing of single calls, synchronizing the device around each (ms)."""
+    dev = _device_module()
+    sync = dev.synchronize if dev is not None else (lambda: None)
+    fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        fn()
+    sync()
+    estimate = max((time.perf_counter() - t0) * 1000 / 3, 1e-4)
+    for _ in range(max(1, int(warmup / estimate))):
+        fn()
+    times = []
+    for _ in range(max(5, int(rep / estimate))):
+        if grad_to_none is not None:
+            for x in grad_to_none:
+                x.grad = None
+        sync()
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t) * 1000)
+    return _summarize(times, quantiles, return_mode)
+
+
+def _resolve(dotted: str):
+    module, _, attr = dotted.rpartition(".")
+    obj = importlib.import_module(module.split(".")[0])
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean",
+                          graph_class: str = "torch.cuda.CUDAGraph"):
+    """triton.testing.do_bench_cudagraph, ported to any vendor: stream, events and synchronize
+    come from Triton's device interface, the graph class from the backend."""
+    import torch
+    from triton.runtime import driver
+
+    di = driver.active.get_device_interface()
+    graph_cls = _resolve(graph_class)
+    capture = getattr(importlib.import_module(graph_class.rpartition(".")[0]), "graph")
+    with di.stream(di.Stream()):
+        fn()
+        if grad_to_none is not None:
+            for x in grad_to_none:
+                x.detach_(); x.requires_grad_(True); x.grad = None  # noqa: E702
+        start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            fn()
+        end.record()
+        di.synchronize()
+        estimate_ms = start.elapsed_time(end) / 5
+        n_repeat = 1000 if estimate_ms == 0 else max(1, int(rep / estimate_ms))
+        g = graph_cls()
+        with _rng_guard(di):
+            with capture(g):
+                for _ in range(n_repeat):
+                    fn()
+        di.synchronize()
+        times = []
+        for _ in range(10):
+            start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
+            start.record()
+            g.replay()
+            end.record()
+            di.synchronize()
+            times.append(start.elapsed_time(end) / n_repeat)
+    del torch
+    return _summarize(times, quantiles, return_mode)
+
+
+class _rng_guard:
+    """Capture must not advance or re-register the default generators. Skipped when the device
+    interface exposes no default_generators (nothing is registered there to protect)."""
+
+    def __init__(self, di):
+        self.gens = list(getattr(di, "default_generators", None) or [])
+        self.states = []
+
+    def __enter__(self):
+        self.states = [g.get_state() for g in self.gens]
+
+    def __exit__(self, *exc):
+        for g, s in zip(self.gens, self.states):
+            g.set_state(s)
+        return False
+
+
+def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
+    cfg = _runtime.config()
+    timer = cfg.get("timer", {})
+    name = timer.get("name", "direct")
+    repeat = max(1, int(timer.get("repeat", 1)))
+    backend = get_backend(cfg.get("backend", "cpu"))
+    deny = set(cfg.get("capture_deny_ops", []))
+
+    def direct(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
+               **kw):
+        if quantiles is not None or repeat == 1:
+            value = orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                               quantiles=quantiles, return_mode=return_mode, **kw)
+        else:
+            value = statistics.median(
+                orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                           return_mode=return_mode, **kw)
+                for _ in range(repeat)
+            )
+        return value
+
+    def host(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
+        values = [host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode)
+                  for _ in range(repeat)]
+        return values[0] if quantiles is not None else statistics.median(values)
+
+    def capture(fn, rep, grad_to_none, quantiles, return_mode):
+        if backend.name == "cuda" and orig_graph is not None:
+            return orig_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                              return_mode=return_mode)
+        return interface_bench_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                                     return_mode=return_mode, graph_class=backend.graph_class)
+
+    def graph(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
+        op = _runtime.current_op
+        if op in deny:
+            value = direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+            _note("direct", [MARKER_FALLBACK], f"capture not attempted: '{op}' is in capture_deny_ops")
+            return value
+        try:
+            values = [capture(fn, rep, grad_to_none, quantiles, return_mode) for _ in range(repeat)]
+            _note("graph")
+            return values[0] if quantiles is not None else statistics.median(values)
+        except Exception as e:  # classified by the backend's wording
+            message = f"{type(e).__name__}: {e}"
+            verdict = backend.classify_capture_failure(message)
+        if verdict == "fatal":
+            raise RuntimeError(f"{MARKER_FATAL}: op '{op}' failed on the device: {message}")
+        if verdict == "poisoned":
+            _runtime.emit("poison", node=_runtime.current_node, op=op, reason=message)
+            raise RuntimeError(
+                f"{MARKER_POISONED}: op '{op}' is capture-incompatible (the capture attempt left "
+                f"the device context unusable): {message}"
+            )
+        try:
+            value = direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+        except Exception as e2:
+            # The refused attempt left nothing usable behind: that is poisoning, not a broken op.
+            _runtime.emit("poison", node=_runtime.current_node, op=op, reason=message)
+            raise RuntimeError(
+                f"{MARKER_POISONED}: op '{op}' is capture-incompatible: capture failed ({message}) "
+                f"and the direct fallback then failed too ({type(e2).__name__}: {e2})"
+            ) from e2
+        _note("direct", [MARKER_FALLBACK], f"capture refused: {message[:300]}")
+        return value
+
+    def timed_direct(*a, **kw):
+        value = direct(*a, **kw)
+        _note("direct")
+        return value
+
+    def timed_host(*a, **kw):
+        value = host(*a, **kw)
+        _note("host")
+        return value
+
+    policy = {"graph": graph, "direct": timed_direct, "host": timed_host}[name]
+
+    def graph_entry(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
+        # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.
+        return policy(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                      return_mode=return_mode)
+
+    return policy, graph_entry
+
+
+def install() -> None:
+    cfg = _runtime.config()
+    for modname in cfg.get("timer_modules", []):
+        if modname in _patched:
+            continue
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError as e:
+            _runtime.emit("warning", message=f"timer module {modname} not importable: {e}")
+            continue
+        orig_bench = getattr(mod, "do_bench")
+        orig_graph = getattr(mod, "do_bench_cudagraph", None)
+        policy, graph_entry = make_policy(orig_bench, orig_graph)
+        _patched[modname] = (orig_bench, orig_graph)
+        mod.do_bench = policy
+        if orig_graph is not None:
+            mod.do_bench_cudagraph = graph_entry
+
+
+def pytest_sessionstart(session):
+    install()

@@ -1,0 +1,109 @@
+"""Progress while a run goes: done/total, failures by status, ETA, what each device is running.
+
+A live rich display on a terminal; plain lines elsewhere (CI, Slurm logs). It only reads the units'
+events files, so it works the same for local and Slurm jobs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from .worker import base_node, read_events
+
+
+class RunState:
+    def __init__(self, run_dir: Path, units: List[dict]):
+        self.run_dir = run_dir
+        self.units = units
+        self.total = sum(len(u["nodes"]) for u in units)
+        self.started = time.time()
+        self.initial_done: Optional[int] = None
+
+    def poll(self):
+        done = 0
+        statuses: Counter = Counter()
+        running: Dict[int, str] = {}
+        for u in self.units:
+            events = read_events(self.run_dir / "units" / u["unit_id"] / "events.jsonl")
+            ended = {}
+            current = None
+            for e in events:
+                if e.get("event") == "end":
+                    ended[base_node(e["node"])] = e["status"]
+                    current = None
+                elif e.get("event") == "start":
+                    current = e["node"]
+            finished = [n for n in u["nodes"] if n in ended]
+            done += len(finished)
+            statuses.update(ended[n] for n in finished)
+            if current:
+                running[u["device"]] = f"{u['side']} r{u['round']}: {current.split('::')[-1]}"
+        if self.initial_done is None:
+            self.initial_done = done
+        return done, statuses, running
+
+    def eta(self, done: int) -> str:
+        fresh = done - (self.initial_done or 0)
+        if fresh <= 0:
+            return "?"
+        left = (time.time() - self.started) / fresh * (self.total - done)
+        return f"{int(left // 60)}m{int(left % 60):02d}s"
+
+
+def _failures(statuses: Counter) -> str:
+    bad = {k: v for k, v in statuses.items() if k != "ok"}
+    return ", ".join(f"{k}={v}" for k, v in sorted(bad.items())) or "none"
+
+
+def watch(state: RunState, finished: Callable[[], bool], mode: str = "auto") -> None:
+    if mode == "none":
+        while not finished():
+            time.sleep(0.5)
+        return
+    live = mode == "live" or (mode == "auto" and sys.stderr.isatty())
+    if live:
+        _watch_live(state, finished)
+    else:
+        _watch_plain(state, finished)
+
+
+def _watch_plain(state: RunState, finished: Callable[[], bool]) -> None:
+    last = None
+    last_print = 0.0
+    while True:
+        is_done = finished()
+        done, statuses, running = state.poll()
+        now = time.time()
+        line = (f"[zlbench] {done}/{state.total} nodes | failures: {_failures(statuses)} | "
+                f"ETA {state.eta(done)} | " + "; ".join(f"dev {d}: {w}" for d, w in sorted(running.items())))
+        if (done, tuple(sorted(statuses.items()))) != last or now - last_print > 30 or is_done:
+            print(line, file=sys.stderr, flush=True)
+            last, last_print = (done, tuple(sorted(statuses.items()))), now
+        if is_done:
+            return
+        time.sleep(1.0)
+
+
+def _watch_live(state: RunState, finished: Callable[[], bool]) -> None:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    def render():
+        done, statuses, running = state.poll()
+        table = Table(title=f"zlbench  {done}/{state.total} nodes   ETA {state.eta(done)}")
+        table.add_column("device")
+        table.add_column("running")
+        for d, w in sorted(running.items()):
+            table.add_row(str(d), w)
+        table.caption = f"failures: {_failures(statuses)}"
+        return table
+
+    with Live(render(), console=Console(stderr=True), refresh_per_second=2) as live:
+        while not finished():
+            time.sleep(0.5)
+            live.update(render())
+        live.update(render())

@@ -1,0 +1,1 @@
+"""Reports: summaries (Markdown for terminals and PRs), A/B tables, plots."""

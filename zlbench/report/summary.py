@@ -1,0 +1,79 @@
+"""summary.md of a single run (or a FlagGems result log): status counts and per-op results."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from typing import Dict, Iterable, List, Optional
+
+from tabulate import tabulate
+
+from ..backends import MARKER_FALLBACK
+from .._version_info import short_dtype
+from ..results.schema import STATUSES
+
+
+def _fmt(x: Optional[float], digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
+    groups: Dict[tuple, List[dict]] = defaultdict(list)
+    for r in rows:
+        if r.get("status") == "ok" and r.get("latency"):
+            groups[(r["op"], r.get("side") or "main", short_dtype(r.get("dtype")))].append(r)
+    table = []
+    for (op, side, dtype), rs in sorted(groups.items()):
+        speedups = [r["speedup"] for r in rs if r.get("speedup")]
+        fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
+        timers = sorted({str(r.get("timer_used")) for r in rs})
+        table.append([
+            op, side, dtype, str(len(rs)),
+            _fmt(statistics.median(r["latency_base"] for r in rs if r.get("latency_base") is not None)
+                 if any(r.get("latency_base") is not None for r in rs) else None),
+            _fmt(statistics.median(r["latency"] for r in rs)),
+            _fmt(statistics.geometric_mean(speedups) if speedups else None, 3),
+            f"{_fmt(min(speedups), 3)}..{_fmt(max(speedups), 3)}" if speedups else "-",
+            ",".join(timers) + (f" ({fallback} fallback)" if fallback else ""),
+        ])
+    return table
+
+
+def render_summary(rows: List[dict], status_rows: List[dict], title: str,
+                   identity: Optional[dict] = None) -> str:
+    counts = Counter(s["status"] for s in status_rows)
+    lines = [f"# {title}", ""]
+    if identity:
+        lines += [
+            f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
+            + ", ".join(f"{d['index']} ({d['name']})" for d in identity.get("devices", [])),
+            f"- timer: **{identity.get('timer', {}).get('name')}** "
+            f"(repeat {identity.get('timer', {}).get('repeat')}), autotune (USE_FLAGTUNE): "
+            f"{identity.get('autotune')}",
+            f"- corpus: {identity.get('corpus', {}).get('name')} at {identity.get('corpus', {}).get('root')}",
+            f"- identity: `{identity.get('identity_hash', '')[:16]}`",
+            "",
+        ]
+    lines += ["## Status", ""]
+    lines.append(tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
+                          headers=["status", "ops"], tablefmt="github"))
+    lines.append("")
+    bad = [s for s in status_rows if s["status"] != "ok"]
+    if bad:
+        lines += ["## Not ok", ""]
+        lines.append(tabulate(
+            [[s["op"], s["test_node"], s.get("side", ""), s["status"], (s.get("reason") or "")[:160]]
+             for s in bad],
+            headers=["op", "test node", "side", "status", "reason"], tablefmt="github"))
+        lines.append("")
+    table = per_op_table(rows)
+    lines += ["## Results per op and dtype", "",
+              "latencies are medians over shapes (ms); speedup = torch / alternative, geometric mean.", ""]
+    lines.append(tabulate(table, headers=["op", "side", "dtype", "shapes", "torch ms", "gems ms",
+                                          "speedup", "range", "timer"], tablefmt="github")
+                 if table else "(no measured rows)")
+    fallback_rows = sum(1 for r in rows if MARKER_FALLBACK in (r.get("markers") or []))
+    if fallback_rows:
+        lines += ["", f"> {fallback_rows} row(s) were timed by the direct fallback "
+                  f"({MARKER_FALLBACK}): their regime differs from graph replay."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""A zlbench run dir: collect the units' events into rows.jsonl, ops_status.csv and run.log.
+
+Collection is idempotent and can run any time (while a run is going, after a kill, after Slurm
+jobs finish): events are the source of truth, the tables are derived from them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from ..errors import UsageError
+from ..worker import base_node, read_events
+from .schema import OPS_STATUS_FIELDS, ROW_FIELDS, SEVERITY, shape_key
+
+PLAN_FILE = "plan.json"
+
+
+def load_plan(run_dir: Path) -> dict:
+    path = run_dir / PLAN_FILE
+    if not path.is_file():
+        raise UsageError(f"{run_dir} is not a zlbench run dir (no {PLAN_FILE}).")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
+    """Derive rows and per-op status from the events of every unit of the plan."""
+    plan = load_plan(run_dir)
+    devices = {d["index"]: d for d in plan.get("devices", [])}
+    rows: List[dict] = []
+    nodes: Dict[Tuple[str, str], dict] = {}  # (node, side) -> status row
+    log_lines: List[str] = []
+    processes: Dict[str, dict] = {}
+    for unit in plan["units"]:
+        events = read_events(run_dir / "units" / unit["unit_id"] / "events.jsonl")
+        dev = unit["device"]
+        dev_name = devices.get(dev, {}).get("name", "")
+        for e in events:
+            kind = e.get("event")
+            if kind == "log":
+                log_lines.append(e["line"])
+            elif kind == "process":
+                processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **e.get("facts", {})}
+            elif kind == "record":
+                payload = e["payload"]
+                for res, timing in zip(payload.get("result") or [], e.get("timing") or []):
+                    rows.append({
+                        "op": payload.get("op_name"), "dtype": payload.get("dtype"),
+                        "shape": shape_key(res.get("shape_detail")),
+                        "legacy_shape": res.get("legacy_shape"),
+                        "latency_base": res.get("latency_base"), "latency": res.get("latency"),
+                        "speedup": res.get("speedup"), "gbps_base": res.get("gbps_base"),
+                        "gbps": res.get("gbps"), "timer_used": timing.get("timer_used"),
+                        "timer_used_base": timing.get("timer_used_base"),
+                        "markers": timing.get("markers") or [],
+                        "marker_reason": timing.get("marker_reason"),
+                        "status": "failed" if res.get("error_msg") else "ok",
+                        "reason": res.get("error_msg"), "side": unit["side"],
+                        "round": unit["round"], "device": dev, "device_name": dev_name,
+                        "node": e.get("node"), "unit": unit["unit_id"],
+                    })
+            elif kind == "end":
+                key = (base_node(e["node"]), unit["side"])
+                prev = nodes.get(key)
+                entry = {
+                    "op": e.get("op") or "", "test_node": key[0], "side": unit["side"],
+                    "status": e["status"], "reason": (e.get("reason") or "")[:500],
+                    "wall_s": float(e.get("wall_s") or 0.0), "device": dev,
+                }
+                if prev is None:
+                    nodes[key] = entry
+                else:  # several rounds / items: worst status, summed wall time
+                    worst = min((prev, entry), key=lambda x: SEVERITY.get(x["status"], 0))
+                    nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"],
+                                  "op": prev["op"] or entry["op"]}
+    # Nodes that produced no row still get one, carrying their status: nothing goes missing silently.
+    rows_per = {}
+    for r in rows:
+        k = (base_node(r["node"] or ""), r["side"])
+        rows_per[k] = rows_per.get(k, 0) + 1
+    node_ops = {n["nodeid"]: n["op"] for n in plan.get("nodes", [])}
+    for key, st in nodes.items():
+        st["op"] = st["op"] or node_ops.get(key[0], key[0])
+        st["rows"] = rows_per.get(key, 0)
+        st["backend"] = plan["backend"]
+        st["timer"] = plan["timer"]
+        if st["rows"] == 0:
+            rows.append({
+                "op": st["op"], "dtype": None, "shape": None, "status": st["status"],
+                "reason": st["reason"], "side": st["side"], "node": key[0], "device": st["device"],
+                "markers": [], "timer_used": None,
+            })
+    status_rows = sorted(nodes.values(), key=lambda s: (s["op"], s["test_node"], s["side"]))
+    for s in status_rows:
+        s["device"] = _device_label(s["device"], devices)
+    _write_outputs(run_dir, rows, status_rows, log_lines, processes)
+    return rows, status_rows
+
+
+def _device_label(index, devices) -> str:
+    d = devices.get(index)
+    return f"{index}:{d['name']}" if d else str(index)
+
+
+def _write_outputs(run_dir, rows, status_rows, log_lines, processes) -> None:
+    _atomic_write(run_dir / "rows.jsonl", "".join(
+        json.dumps({k: r.get(k) for k in ROW_FIELDS}) + "\n" for r in rows))
+    import io
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=OPS_STATUS_FIELDS, extrasaction="ignore")
+    w.writeheader()
+    for s in status_rows:
+        w.writerow({**s, "wall_s": f"{s['wall_s']:.2f}"})
+    _atomic_write(run_dir / "ops_status.csv", buf.getvalue())
+    header = ["[INFO] Benchmark record logger enabled"]
+    _atomic_write(run_dir / "run.log", "\n".join(header + log_lines) + "\n")
+    _atomic_write(run_dir / "processes.json", json.dumps(processes, indent=1, default=str))
+
+
+def load_rows(run_dir: Path) -> List[dict]:
+    path = run_dir / "rows.jsonl"
+    if not path.exists():
+        collect(run_dir)
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as e:
+                    raise UsageError(f"{path}:{lineno}: malformed row ({e}).")
+    return out
+
+
+def load_status(run_dir: Path) -> List[dict]:
+    path = run_dir / "ops_status.csv"
+    if not path.exists():
+        collect(run_dir)
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f))

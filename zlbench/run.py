@@ -1,0 +1,209 @@
+"""One run, start to end: compose -> plan -> identity -> launch -> watch -> collect -> report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from .backends import get_backend
+from .backends.registry import backend_names, detect
+from .errors import UsageError
+from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
+from .plan import Plan, make_plan
+from .results.rundir import PLAN_FILE, collect, load_plan
+from .results.schema import OPS_STATUS_FIELDS  # noqa: F401  (schema is part of the run contract)
+
+
+def resolved_config(cfg: DictConfig) -> Dict[str, Any]:
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        msg = str(e).splitlines()[0]
+        key = getattr(e, "full_key", None)
+        hint = " Fix: shape.file=<path to a shape-record file>." if key == "shape.file" else ""
+        raise UsageError(f"config value {key or ''} is not set or cannot be resolved: {msg}.{hint}")
+
+
+def corpus_root(cfg: Mapping[str, Any]) -> Path:
+    corpus = cfg["corpus"]
+    if corpus["name"] == "demo" and not corpus.get("root"):
+        # Not a Python package on purpose: pytest must import it as `benchmark`, as FlagGems' is.
+        return Path(__file__).resolve().parent / "demo_corpus"
+    root = corpus.get("root")
+    if not root:
+        raise UsageError(
+            f"corpus={corpus['name']} needs its checkout: set corpus.root=/path/to/FlagGems or the "
+            "environment variable FLAGGEMS_ROOT."
+        )
+    path = Path(str(root)).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"corpus.root={root} does not exist. Fix: point it at a FlagGems checkout.")
+    return path
+
+
+def make_backend(cfg: Mapping[str, Any]):
+    name = cfg["backend"]["name"]
+    if name == "auto":
+        name = detect()
+    settings = {"slots": cfg["backend"].get("slots")} if name == "cpu" else {}
+    return get_backend(name, **settings)
+
+
+def earlier_costs(*run_dirs: Optional[str]) -> Dict[str, float]:
+    """Wall time per test node from an earlier run of the same corpus (for shard balancing)."""
+    import csv
+
+    for d in run_dirs:
+        if not d:
+            continue
+        path = Path(d) / "ops_status.csv"
+        if path.is_file():
+            with open(path, encoding="utf-8") as f:
+                return {r["test_node"]: float(r["wall_s"] or 0) for r in csv.DictReader(f)}
+    return {}
+
+
+def visibility_snapshot() -> Dict[str, Optional[str]]:
+    """This process' values of every backend's visibility keys (None = unset), restored in jobs."""
+    keys = set()
+    for name in backend_names():
+        b = get_backend(name)
+        if b.visibility_env:
+            keys.add(b.visibility_env)
+        keys.update(b.extra_visibility_envs)
+    return {k: os.environ.get(k) for k in sorted(keys)}
+
+
+def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
+    """Everything before execution; raises UsageError on bad input, writes nothing."""
+    resolved = resolved_config(cfg)
+    backend = make_backend(resolved)
+    devices = backend.enumerate_devices()
+    root = corpus_root(resolved)
+    costs = earlier_costs(resolved.get("cost_from"), resolved.get("resume"))
+    plan = make_plan(resolved, backend, devices, root, run_dir, costs)
+    identity = build_identity(resolved, plan, backend, provenance)
+    return resolved, backend, plan, identity
+
+
+def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
+    """True when run_dir already holds this run (resume it); error when it holds another caliber."""
+    path = run_dir / IDENTITY_FILE
+    if not path.exists():
+        return False
+    old = json.loads(path.read_text(encoding="utf-8"))
+    if old.get("identity_hash") != identity["identity_hash"]:
+        diff = sorted(k for k in identity if k not in ("provenance", "created", "identity_hash")
+                      and old.get(k) != identity.get(k))
+        raise UsageError(
+            f"{run_dir} holds a run of another caliber (differs in: {', '.join(diff) or 'unknown'}); "
+            "resuming it would mix measurements. Fix: resume with the same config, or start a new run dir."
+        )
+    return True
+
+
+def write_plan(run_dir: Path, plan: Plan) -> None:
+    data = {
+        "backend": plan.backend, "timer": plan.timer, "rounds": plan.rounds,
+        "devices": [d.as_dict() for d in plan.devices],
+        "nodes": [{"nodeid": n.nodeid, "op": n.op, "file": n.file} for n in plan.nodes],
+        "sides": [{"name": s.name, "env": s.env} for s in plan.sides],
+        "plugins": plan.plugins, "corpus_root": plan.corpus_root,
+        "units": [u.to_dict() for u in plan.units],
+    }
+    (run_dir / PLAN_FILE).write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def queues_of(plan: Plan) -> Dict[int, List[dict]]:
+    queues: Dict[int, List[dict]] = {}
+    for u in plan.units:
+        queues.setdefault(u.device, []).append(u.to_dict())
+    return queues
+
+
+def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any]) -> int:
+    resolved_resume = cfg.get("resume")
+    run_dir = Path(resolved_resume).resolve() if resolved_resume else hydra_run_dir
+    resolved, backend, plan, identity = prepare(cfg, run_dir, provenance)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resuming = check_resume(run_dir, identity)
+    try:
+        write_identity(run_dir, identity)
+        write_plan(run_dir, plan)
+    except OSError as e:
+        raise UsageError(f"cannot write the run dir {run_dir}: {e}. Fix: free space or choose "
+                         "hydra.run.dir=<writable path>.")
+    print(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
+          f"timer={plan.timer} devices={[d.index for d in plan.devices]} nodes={len(plan.nodes)} "
+          f"sides={[s.name for s in plan.sides]} rounds={plan.rounds}", file=sys.stderr, flush=True)
+
+    launcher_cfg = resolved["launcher"]
+    deadline = (time.time() + float(launcher_cfg["run_timeout_s"])) if launcher_cfg.get("run_timeout_s") else None
+    from .launchers import get_launcher
+    from .progress import RunState, watch
+
+    launch = get_launcher(launcher_cfg["name"])
+    jobs = launch(queues_of(plan), run_dir, launcher_cfg, deadline, visibility_snapshot())
+    if not launcher_cfg.get("wait", True):
+        print(f"[zlbench] submitted {len(jobs)} job(s); gather results later with "
+              f"`python -m zlbench.collect {run_dir}`", file=sys.stderr)
+        return 0
+    state = RunState(run_dir, [u.to_dict() for u in plan.units])
+    watch(state, lambda: all(j.done() for j in jobs), resolved.get("progress", "auto"))
+    for j in jobs:
+        try:
+            j.result()
+        except Exception as e:  # a job that died: its nodes are reported by collect as missing
+            print(f"[zlbench] job {j.job_id} failed: {str(e).strip().splitlines()[-1:]}", file=sys.stderr)
+    return finish(run_dir)
+
+
+def finish(run_dir: Path) -> int:
+    from .report.summary import render_summary
+    from .worker import finished_nodes, read_events
+
+    plan = load_plan(run_dir)
+    # Nodes with no terminal status (their job died from outside): say so, never drop them.
+    for unit in plan["units"]:
+        events_path = run_dir / "units" / unit["unit_id"] / "events.jsonl"
+        done = finished_nodes(read_events(events_path))
+        missing = [n for n in unit["nodes"] if n not in done]
+        if missing:
+            events_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(events_path, "a", encoding="utf-8") as f:
+                for n in missing:
+                    f.write(json.dumps({"event": "end", "node": n, "status": "crashed", "t": time.time(),
+                                        "reason": "its job ended without running it (worker killed?)"}) + "\n")
+    rows, status_rows = collect(run_dir)
+    add_process_facts(run_dir)
+    identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
+    text = render_summary(rows, status_rows, f"zlbench run {run_dir.name}", identity)
+    (run_dir / "summary.md").write_text(text, encoding="utf-8")
+    try:
+        from .report.plots import speedup_plot
+
+        speedup_plot(rows, run_dir / "speedup.png")
+    except ImportError:
+        pass
+    print(text)
+    print(f"[zlbench] results in {run_dir}: run_identity.json ops_status.csv rows.jsonl run.log summary.md",
+          file=sys.stderr)
+    return 0
+
+
+def remove_empty_run_dir(run_dir: Path) -> None:
+    """After a usage error, leave nothing that looks like a result: Hydra made the dir and its
+    .hydra/ before zlbench could check anything."""
+    if not run_dir.is_dir():
+        return
+    leftovers = [p for p in run_dir.iterdir() if p.name != ".hydra" and p.suffix != ".log"]
+    if not leftovers:
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,223 @@
+"""Run work units: one pytest process over a shard of test nodes, restarted when it dies.
+
+The benchmark process appends events (start/end/record/...) to the unit's events.jsonl. The
+worker watches that file: a node running past its timeout is killed (status timeout); when the
+process dies, the node in flight gets crashed (or poisoned, when the timing plugin said the capture
+attempt poisoned the context) and the rest of the shard goes on in a fresh process. Nothing
+already measured is lost: events are flushed as they are produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from .plugins._runtime import CONFIG_ENV
+
+TERMINAL = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
+POLL_S = 0.2
+
+
+def base_node(nodeid: str) -> str:
+    return nodeid.split("[")[0]
+
+
+def read_events(path: Path) -> List[dict]:
+    """All complete event lines; a torn last line (process killed mid-write) is ignored."""
+    if not path.exists():
+        return []
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def finished_nodes(events: Sequence[dict]) -> Dict[str, dict]:
+    """base node id -> its last end event."""
+    done = {}
+    for e in events:
+        if e.get("event") == "end" and e.get("status") in TERMINAL:
+            done[base_node(e["node"])] = e
+    return done
+
+
+def _append(path: Path, **fields) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"t": time.time(), "pid": os.getpid(), **fields}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _tail(path: Path, n: int = 6) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"process killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"process killed by signal {-code}"
+    return f"process exited with code {code}"
+
+
+def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
+             extra_env: Optional[Dict[str, str]] = None) -> Dict[str, int]:
+    """Run one work unit to completion (every node gets a terminal status). Returns status counts."""
+    unit_dir = Path(run_dir) / "units" / unit["unit_id"]
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    events = unit_dir / "events.jsonl"
+    log = unit_dir / "pytest.log"
+    cfg_path = unit_dir / "plugin_config.json"
+    cfg_path.write_text(json.dumps({**unit["plugin_config"], "events": str(events)}, indent=1))
+    env = dict(os.environ)
+    # The launcher may have set visibility keys of its own (submitit's local executor blanks
+    # CUDA_VISIBLE_DEVICES): restore the orchestrator's values (None = unset), then pin the unit.
+    for key, value in (extra_env or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    env.update(unit["env"])
+    env[CONFIG_ENV] = str(cfg_path)
+    crashes: Dict[str, int] = {}
+    node_timeout = float(unit["node_timeout_s"])
+
+    while True:
+        done = finished_nodes(read_events(events))
+        remaining = [n for n in unit["nodes"] if n not in done]
+        if not remaining:
+            break
+        if deadline is not None and time.time() >= deadline:
+            for n in remaining:
+                _append(events, event="end", node=n, status="timeout",
+                        reason="whole-run time limit (launcher.run_timeout_s) reached before it ran")
+            break
+        n_before = len(read_events(events))
+        argv = list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining]
+        _append(events, event="launch", nodes=len(remaining))
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"\n==== zlbench: launching pytest over {len(remaining)} node(s)\n")
+            out.flush()
+            proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            killed_for = _watch(proc, events, n_before, node_timeout, deadline)
+        new = read_events(events)[n_before:]
+        started = [e for e in new if e.get("event") == "start"]
+        ended_items = {e["node"] for e in new if e.get("event") == "end"}
+        ended = {base_node(n) for n in ended_items}
+        in_flight = started[-1]["node"] if started and started[-1]["node"] not in ended_items else None
+        setup_error = next((e["reason"] for e in new if e.get("event") == "setup_error"), None)
+        collect_errors = [e for e in new if e.get("event") == "collect_error"]
+
+        if setup_error:
+            for n in remaining:
+                if n not in ended:
+                    _append(events, event="end", node=n, status="fatal", reason=setup_error)
+            break
+        if in_flight is not None:
+            node = base_node(in_flight)
+            poison = next((e for e in new if e.get("event") == "poison" and
+                           base_node(e.get("node") or "") == node), None)
+            if killed_for == "node_timeout":
+                status, reason = "timeout", f"exceeded launcher.node_timeout_s={node_timeout:g}s"
+            elif killed_for == "deadline":
+                status, reason = "timeout", "whole-run time limit (launcher.run_timeout_s) reached"
+            elif poison is not None:
+                status, reason = "poisoned", f"capture poisoned the device context: {poison['reason']}"
+            else:
+                status, reason = "crashed", f"{_exit_reason(proc.returncode)}; log tail: {_tail(log)}"
+            crashes[node] = crashes.get(node, 0) + 1
+            if status == "crashed" and crashes[node] <= int(unit.get("crash_retries", 0)):
+                _append(events, event="retry", node=node, reason=reason)
+            else:
+                _append(events, event="end", node=in_flight, op=started[-1].get("op"),
+                        status=status, reason=reason,
+                        wall_s=round(time.time() - started[-1]["t"], 3))
+            continue
+        # The process ended between nodes. Nodes it never started: collection errors, or a
+        # process that died before its first node.
+        never = [n for n in remaining if n not in ended and n not in {base_node(s["node"]) for s in started}]
+        if not never:
+            continue
+        broken = False
+        for n in never:
+            err = next((c for c in collect_errors if n.startswith(c.get("nodeid") or "\0")), None)
+            if err is not None:
+                broken = True
+                _append(events, event="end", node=n, status="failed",
+                        reason=f"collection error: {err.get('reason')}")
+        if broken:
+            # pytest refuses the whole argv when a named node's file fails to import: the other
+            # nodes go on in a fresh process.
+            continue
+        for n in never:
+            if not started:
+                _append(events, event="end", node=n, status="crashed",
+                        reason=f"{_exit_reason(proc.returncode)} before running any node; log tail: {_tail(log)}")
+            else:
+                _append(events, event="end", node=n, status="failed",
+                        reason="not collected by pytest (deselected or missing)")
+    return status_counts(read_events(events), unit["nodes"])
+
+
+def _watch(proc: subprocess.Popen, events: Path, n_before: int, node_timeout: float,
+           deadline: Optional[float]) -> Optional[str]:
+    """Wait for the process; kill its process group on a node timeout or the run deadline."""
+    current = None
+    since = time.time()
+    offset = 0
+    while proc.poll() is None:
+        time.sleep(POLL_S)
+        new = read_events(events)[n_before:]
+        if len(new) > offset:
+            for e in new[offset:]:
+                if e.get("event") == "start":
+                    current, since = e["node"], e["t"]
+                elif e.get("event") == "end":
+                    current = None
+            offset = len(new)
+        now = time.time()
+        reason = None
+        if current is not None and now - since > node_timeout:
+            reason = "node_timeout"
+        elif deadline is not None and now > deadline:
+            reason = "deadline"
+        if reason:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            return reason
+    return None
+
+
+def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int]:
+    done = finished_nodes(events)
+    counts: Dict[str, int] = {}
+    for n in nodes:
+        s = done.get(n, {}).get("status", "missing")
+        counts[s] = counts.get(s, 0) + 1
+    return counts
+
+
+def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
+              extra_env: Optional[Dict[str, str]] = None) -> Dict[str, Dict[str, int]]:
+    """The job function both launchers run: a device's units, in order."""
+    return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}
