@@ -52,9 +52,14 @@ def main(argv=None) -> int:
             return 0
         from .report.ab import compare_runs
 
+        from .results.rundir import load_artifacts
+
         rows_b, _, label_b = load(args.ab)
+        art = [load_artifacts(p) if p.is_dir() else {} for p in (args.path, args.ab)]
+        # One side per run dir (a multirun sweep): its artifacts are under its only side.
+        art_a, art_b = (next(iter(a.values()), {}) if len(a) == 1 else {} for a in art)
         report = compare_runs(rows_a, rows_b, label_a, label_b, threshold=args.threshold,
-                              out_dir=args.out)
+                              out_dir=args.out, artifacts_a=art_a, artifacts_b=art_b)
         print(report)
         return 0
     except UsageError as e:

@@ -84,6 +84,15 @@ class ABConf:
     side: Optional[str] = None
     rounds: int = 1
     fixed: Dict[str, str] = field(default_factory=dict)
+    # A/A: both sides get values[0] (measures the false positive rate of the whole pipeline).
+    aa: bool = False
+    # A run whose axis is found not live exits non-zero unless this is set.
+    allow_dead: bool = False
+    # Relative change below which a significant difference is "changed below threshold".
+    threshold: float = 0.02
+    # separate: each side tunes itself. replay: side B runs with the tuned configs side A recorded
+    # (one FLAGGEMS_CACHE_DIR, A tunes first), so the A/B isolates the switch from autotuning luck.
+    tuning: str = "separate"
 
 
 @dataclass

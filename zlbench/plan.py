@@ -105,16 +105,28 @@ def select_devices(wanted: Any, available: Sequence[DeviceInfo], backend: str) -
 
 
 def sides_of(ab: Mapping[str, Any]) -> List[Side]:
-    if ab.get("name", "none") == "none" or not ab.get("var"):
+    if ab.get("name", "none") == "none":
         return [Side("main", {})]
+    if not ab.get("var"):
+        raise UsageError(f"A/B axis '{ab.get('name')}' names no variable. Fix: ab.var=NAME "
+                         "(e.g. ab=env ab.var=FLAGTREE_MUSA_RLC_ENHANCE ab.values=[0,1]).")
     names = list(ab.get("sides") or [])
     values = [str(v) for v in ab.get("values") or []]
+    if (ab.get("tuning") or "separate") not in ("separate", "replay"):
+        raise UsageError(f"ab.tuning={ab.get('tuning')} is not separate or replay.")
     if len(values) != 2 or len(names) != 2:
         raise UsageError(
             f"A/B axis '{ab.get('name')}' needs exactly two values and two side names, got "
             f"values={values} sides={names}. Fix: ab.values=[0,1] ab.sides=[off,on]."
         )
     fixed = {str(k): str(v) for k, v in (ab.get("fixed") or {}).items()}
+    if ab.get("aa"):
+        values = [values[0], values[0]]
+    elif values[0] == values[1]:
+        raise UsageError(
+            f"A/B axis '{ab.get('name')}' sets {ab['var']}={values[0]} on both sides: it can change "
+            "nothing. Fix: give two different ab.values, or ab.aa=true for a deliberate A/A run."
+        )
     sides = [Side(n, {**fixed, ab["var"]: v}) for n, v in zip(names, values)]
     if ab.get("side"):
         match = [s for s in sides if s.name == ab["side"]]
@@ -206,7 +218,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
             for side in order:
                 for k, chunk in enumerate(chunks):
                     unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
-                    env = unit_env(cfg, backend, dev, side, run_dir)
+                    env = unit_env(cfg, backend, dev, side, run_dir, sides[0])
                     env["PYTHONPATH"] = ":".join(pythonpath)
                     units.append(WorkUnit(
                         unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=chunk,
@@ -224,7 +236,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
 
 
 def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,
-             run_dir: Path) -> Dict[str, str]:
+             run_dir: Path, first_side: Optional[Side] = None) -> Dict[str, str]:
     env: Dict[str, str] = {}
     env.update({str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()})
     env.update(backend.visibility([device.index]))
@@ -234,6 +246,9 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         cache = run_dir / "cache" / side.name
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         env["FLAGGEMS_CACHE_DIR"] = str(cache / "flaggems")
+        if (cfg.get("ab") or {}).get("tuning") == "replay" and first_side is not None:
+            # Side A tunes first (round 0 runs A first on every device); B replays A's configs.
+            env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / first_side.name / "flaggems")
     env.update(side.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -186,6 +186,14 @@ def finish(run_dir: Path) -> int:
     add_process_facts(run_dir)
     identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
     text = render_summary(rows, status_rows, f"zlbench run {run_dir.name}", identity)
+    code = 0
+    sides = [s["name"] for s in plan["sides"]]
+    if len(sides) == 2:
+        ab_text, code = ab_report(run_dir, rows, sides, identity)
+        text = ab_text + "\n" + text
+    elif identity["config"]["ab"]["name"] != "none":
+        text += (f"\n> One side ({sides[0]}) of A/B axis {identity['config']['ab']['name']}: pair it with "
+                 "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
     try:
         from .report.plots import speedup_plot
@@ -194,9 +202,30 @@ def finish(run_dir: Path) -> int:
     except ImportError:
         pass
     print(text)
-    print(f"[zlbench] results in {run_dir}: run_identity.json ops_status.csv rows.jsonl run.log summary.md",
-          file=sys.stderr)
-    return 0
+    print(f"[zlbench] results in {run_dir}: run_identity.json ops_status.csv rows.jsonl run.log summary.md"
+          + (" ab.md ab.csv ab.json ab.png" if len(sides) == 2 else ""), file=sys.stderr)
+    return code
+
+
+def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any]):
+    """The interleaved A/B of this run; exit code 3 when the axis is not live (unless allowed)."""
+    from .report.ab import compare
+    from .results.rundir import load_artifacts
+
+    ab = identity["config"]["ab"]
+    artifacts = load_artifacts(run_dir)
+    result = compare([r for r in rows if r.get("side") == sides[0]],
+                     [r for r in rows if r.get("side") == sides[1]],
+                     f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
+                     f"{ab['var']}={identity['sides'][sides[1]].get(ab['var'])} ({sides[1]})",
+                     threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
+                     artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")), out_dir=run_dir)
+    code = 0
+    if result["summary"]["liveness"] == "not live" and not ab.get("allow_dead"):
+        print(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
+              "sides. Exiting 3 (set ab.allow_dead=true to accept).", file=sys.stderr)
+        code = 3
+    return result["markdown"], code
 
 
 def remove_empty_run_dir(run_dir: Path) -> None:

@@ -93,7 +93,11 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             env.pop(key, None)
         else:
             env[key] = value
+    inherited_path = env.get("PYTHONPATH")
     env.update(unit["env"])
+    if inherited_path and "PYTHONPATH" in unit["env"]:
+        # The corpus' paths first, then whatever made zlbench itself importable here.
+        env["PYTHONPATH"] = unit["env"]["PYTHONPATH"] + os.pathsep + inherited_path
     env[CONFIG_ENV] = str(cfg_path)
     crashes: Dict[str, int] = {}
     node_timeout = float(unit["node_timeout_s"])

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import time
 
 import pytest
@@ -84,6 +86,37 @@ class _RecordHandler(logging.Handler):
 _handler = _RecordHandler(level=logging.INFO)
 _reports = {}
 
+# Compiled kernel binaries, by suffix, across vendors (Triton cache entries).
+ARTIFACT_SUFFIXES = (".cubin", ".hsaco", ".mubin", ".npubin", ".o", ".spv")
+
+
+def _cache_dir():
+    return os.environ.get("TRITON_CACHE_DIR")
+
+
+def _cache_entries():
+    path = _cache_dir()
+    try:
+        return set(os.listdir(path)) if path else set()
+    except OSError:
+        return set()
+
+
+def _artifact_hashes(entries):
+    """sha256 of every kernel binary in the given new cache entries: 'name:sha' strings."""
+    out = []
+    for entry in sorted(entries):
+        folder = os.path.join(_cache_dir(), entry)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(ARTIFACT_SUFFIXES):
+                with open(os.path.join(folder, name), "rb") as f:
+                    out.append(f"{name}:{hashlib.sha256(f.read()).hexdigest()}")
+    return sorted(out)
+
 
 def pytest_sessionstart(session):
     # The corpus' pytest_configure replaces its record logger's handlers; attach ours after it.
@@ -105,8 +138,13 @@ def pytest_runtest_protocol(item, nextitem):
     _runtime.timing_calls.clear()
     _reports[item.nodeid] = []
     started = time.time()
+    before = _cache_entries()
     _runtime.emit("start", node=item.nodeid, op=_runtime.current_op)
     yield
+    # Liveness evidence: the kernels this node compiled (only new cache entries: first compile).
+    kernels = _artifact_hashes(_cache_entries() - before)
+    if kernels:
+        _runtime.emit("artifacts", node=item.nodeid, op=_runtime.current_op, kernels=kernels)
     status, reason = _status(_reports.pop(item.nodeid, []))
     _runtime.emit("end", node=item.nodeid, op=_runtime.current_op, status=status, reason=reason,
                   wall_s=round(time.time() - started, 3))

@@ -43,6 +43,7 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     nodes: Dict[Tuple[str, str], dict] = {}  # (node, side) -> status row
     log_lines: List[str] = []
     processes: Dict[str, dict] = {}
+    kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
     for unit in plan["units"]:
         events = read_events(run_dir / "units" / unit["unit_id"] / "events.jsonl")
         dev = unit["device"]
@@ -51,6 +52,8 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
             kind = e.get("event")
             if kind == "log":
                 log_lines.append(e["line"])
+            elif kind == "artifacts":
+                kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e["kernels"])
             elif kind == "process":
                 processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **e.get("facts", {})}
             elif kind == "record":
@@ -106,7 +109,21 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     for s in status_rows:
         s["device"] = _device_label(s["device"], devices)
     _write_outputs(run_dir, rows, status_rows, log_lines, processes)
+    _atomic_write(run_dir / "artifacts.json", json.dumps(
+        {side: {op: fingerprint(h) for op, h in ops.items()} for side, ops in kernels.items()}, indent=1))
     return rows, status_rows
+
+
+def fingerprint(kernel_hashes) -> str:
+    """One hash for all kernels an op compiled on a side: equal means byte-identical kernels."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(kernel_hashes)).encode()).hexdigest()
+
+
+def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
+    path = run_dir / "artifacts.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def _device_label(index, devices) -> str:

@@ -1,0 +1,102 @@
+import math
+
+import numpy as np
+import pytest
+
+from zlbench.report import stats
+from zlbench.report.ab import compare
+from zlbench.results.pairing import pair
+
+
+def rows(side_values, op="exp", dtype="torch.float16", shape="[[64]]", markers=None, status="ok"):
+    return [{"op": op, "dtype": dtype, "shape": shape, "latency": v, "latency_base": 1.0, "round": r,
+             "status": status, "markers": markers or []} for r, v in enumerate(side_values)]
+
+
+def test_paired_t_interval_on_known_data():
+    a = [1.0, 1.0, 1.0, 1.0]
+    b = [1.10, 1.12, 1.08, 1.10]
+    s = stats.row_stat(a, b)
+    d = np.log(b)
+    assert s.ratio == pytest.approx(math.exp(d.mean()))
+    half = 3.182446305284263 * d.std(ddof=1) / 2  # t(0.975, 3) * sd / sqrt(4)
+    assert s.lo == pytest.approx(math.exp(d.mean() - half))
+    assert s.hi == pytest.approx(math.exp(d.mean() + half))
+    assert s.p == pytest.approx(0.00102239, rel=1e-3)  # scipy.stats.ttest_1samp on ln ratios
+
+
+def test_a_a_simulation_false_positive_rate_at_most_five_percent():
+    """Rows with no effect and round-to-round noise: after BH, <= 5% of rows flagged."""
+    rng = np.random.default_rng(7)
+    flagged = total = 0
+    for _ in range(40):  # 40 A/A experiments of 50 rows x 10 rounds
+        row_stats, live = [], []
+        for _ in range(50):
+            base = rng.lognormal(0, 1)
+            a = base * np.exp(rng.normal(0, 0.05, 10))
+            b = base * np.exp(rng.normal(0, 0.05, 10))
+            row_stats.append(stats.row_stat(a, b))
+            live.append(None)
+        stats.analyse(row_stats, live, threshold=0.02)
+        flagged += sum(s.verdict in ("faster", "slower", "changed below threshold") for s in row_stats)
+        total += len(row_stats)
+    assert flagged / total <= 0.05
+
+
+def test_real_effect_is_detected_with_ten_rounds():
+    rng = np.random.default_rng(3)
+    a = np.exp(rng.normal(0, 0.03, 10))
+    b = 0.9 * np.exp(rng.normal(0, 0.03, 10))
+    s = stats.row_stat(a, b)
+    stats.analyse([s], [True], 0.02)
+    assert s.verdict == "faster" and 0.85 < s.ratio < 0.95
+
+
+def test_verdicts_cover_threshold_unstable_and_inconclusive():
+    tiny = stats.row_stat([1.0] * 10, [1.005, 1.006, 1.004, 1.005, 1.005, 1.006, 1.004, 1.005, 1.005, 1.006])
+    same = stats.row_stat([1.0] * 6, [1.001, 0.999, 1.0, 1.001, 0.999, 1.0])
+    wild = stats.row_stat([1.0] * 5, [0.5, 2.0, 0.6, 1.8, 1.0])
+    one = stats.row_stat([1.0], [0.5])
+    stats.analyse([tiny, same, wild, one], [True, True, True, True], 0.02)
+    assert tiny.verdict == "changed below threshold"
+    assert same.verdict == "no difference beyond threshold"
+    assert wild.verdict == "unstable"
+    assert one.verdict == "inconclusive"
+    dead = stats.row_stat([1.0, 1.0], [0.5, 0.5])
+    stats.analyse([dead], [False], 0.02)
+    assert dead.verdict == "not live"
+
+
+def test_pairing_counts_unpaired_and_failed_rows():
+    a = rows([1.0, 1.0]) + rows([2.0], op="only_a") + rows([1.0, 1.0], op="mm")
+    b = rows([0.9, 0.9]) + rows([1.0, 1.0], op="mm", status="failed")
+    p = pair(a, b)
+    assert [r.key[0] for r in p.rows] == ["exp"]
+    why = dict((k[0], w) for k, w in p.unpaired)
+    assert why["only_a"] == "only on side A"
+    assert "failed" in why["mm"]
+
+
+def test_report_marks_fallback_unpaired_and_dead_axis(tmp_path):
+    a = rows([1.0, 1.01, 0.99], markers=["BENCHMARK_DIRECT_NO_CUDAGRAPH"]) + rows([1.0], op="lonely")
+    b = rows([1.0, 0.99, 1.01])
+    res = compare(a, b, "off", "on", artifacts_a={"exp": "h1"}, artifacts_b={"exp": "h1"}, out_dir=tmp_path)
+    s = res["summary"]
+    assert s["liveness"] == "not live" and s["fallback_rows"] == 1 and s["unpaired_rows"] == 1
+    assert "AXIS NOT LIVE" in res["markdown"]
+    assert "unpaired" in res["markdown"] and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in res["markdown"]
+    for name in ("ab.md", "ab.csv", "ab.json", "ab.png"):
+        assert (tmp_path / name).is_file()
+
+
+def test_live_axis_with_artifacts_that_differ():
+    res = compare(rows([1.0, 1.0, 1.0]), rows([0.8, 0.81, 0.79]), "off", "on",
+                  artifacts_a={"exp": "h1"}, artifacts_b={"exp": "h2"})
+    assert res["summary"]["liveness"] == "live"
+    assert res["rows"][0]["verdict"] == "faster"
+
+
+def test_unknown_liveness_is_never_called_live():
+    res = compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on")
+    assert res["summary"]["liveness"] == "unknown"
+    assert "cannot tell a dead switch" in res["markdown"]

@@ -1,0 +1,170 @@
+"""A/B report: pair two sides, per-row paired statistics, liveness, overall verdict; Markdown for a
+pull request, CSV and JSON of the same, and a forest plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from tabulate import tabulate
+
+from .._version_info import short_dtype
+from ..backends import MARKER_FALLBACK
+from ..results.pairing import pair
+from . import stats
+
+AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
+             "p", "q", "mde_pct", "live", "fallback", "verdict"]
+
+
+def liveness_of(op: str, artifacts_a: Mapping[str, str], artifacts_b: Mapping[str, str]) -> Optional[bool]:
+    """True: both sides compiled, differently. False: byte-identical kernels. None: no artifacts."""
+    fa, fb = artifacts_a.get(op), artifacts_b.get(op)
+    if not fa or not fb:
+        return None
+    return fa != fb
+
+
+def _pct(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round((x - 1.0) * 100, 3)
+
+
+def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_b: str,
+            threshold: float = 0.02, artifacts_a: Optional[Mapping[str, str]] = None,
+            artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
+            out_dir: Optional[Path] = None) -> Dict:
+    pairing = pair(rows_a, rows_b, "latency")
+    artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
+    row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
+    live = [liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
+    stats.analyse(row_stats, live, threshold)
+    table = []
+    for p, s, lv in zip(pairing.rows, row_stats, live):
+        table.append({
+            "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "rounds": s.n,
+            "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+            "change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi),
+            "p": s.p, "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2),
+            "live": {True: "live", False: "not live", None: "unknown"}[lv],
+            "fallback": p.fallback, "verdict": s.verdict, "ratio": s.ratio, "lo": s.lo, "hi": s.hi,
+        })
+    known = [lv for lv in live if lv is not None]
+    if not known:
+        axis_live = "unknown"
+    elif any(known):
+        axis_live = "live"
+    else:
+        axis_live = "not live"
+    considered = [t for t, lv in zip(table, live) if lv is not False]
+    summary = {
+        "label_a": label_a, "label_b": label_b, "threshold": threshold, "aa": aa,
+        "liveness": axis_live,
+        "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
+        "unknown_liveness_rows": sum(1 for lv in live if lv is None),
+        "paired_rows": len(pairing.rows), "unpaired_rows": len(pairing.unpaired),
+        "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
+        "verdicts": dict(Counter(t["verdict"] for t in table)),
+        "overall": stats.overall([t["ratio"] for t in considered]),
+        "baseline_drift": stats.overall([
+            (sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base))
+            for p in pairing.rows if p.a_base]),
+    }
+    flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
+    summary["flagged_rows"] = flagged
+    summary["false_positive_rate"] = (flagged / len(considered)) if (aa and considered) else None
+    result = {"summary": summary, "rows": table, "unpaired": [
+        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in pairing.unpaired]}
+    result["markdown"] = render_markdown(result)
+    if out_dir is not None:
+        write(result, Path(out_dir))
+    return result
+
+
+def headline(summary: Mapping) -> List[str]:
+    lines = []
+    if summary["liveness"] == "not live":
+        lines.append("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
+                     "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
+                     "noise check, not an effect.")
+    elif summary["liveness"] == "unknown":
+        lines.append("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
+                     "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
+    else:
+        lines.append(f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
+                     "row(s) compiled identical kernels (excluded; they are a free A/A check).")
+    o = summary["overall"]
+    if o["geomean"] is not None:
+        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
+        lines.append(f"Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
+                     "(geometric mean; negative = B faster).")
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"
+    lines.append(f"Verdicts: {counts}.")
+    if summary.get("aa"):
+        fpr = summary["false_positive_rate"]
+        lines.append(f"A/A mode: {summary['flagged_rows']} row(s) flagged after BH "
+                     f"(false positive rate {fpr:.1%})." if fpr is not None else "A/A mode: no rows.")
+    caveats = []
+    if summary["unpaired_rows"]:
+        caveats.append(f"{summary['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete")
+    if summary["fallback_rows"]:
+        caveats.append(f"{summary['fallback_rows']} row(s) timed by the direct fallback on a side "
+                       f"({MARKER_FALLBACK}): another timing regime")
+    d = summary["baseline_drift"]
+    if d["geomean"] is not None and abs(d["geomean"] - 1) > summary["threshold"]:
+        caveats.append(f"the torch baseline itself moved {_fmt_pct(d['geomean'])} between sides: "
+                       "suspect machine drift")
+    if caveats:
+        lines.append("Caveats: " + "; ".join(caveats) + ".")
+    return lines
+
+
+def _fmt_pct(ratio: Optional[float]) -> str:
+    return "-" if ratio is None else f"{(ratio - 1) * 100:+.2f}%"
+
+
+def render_markdown(result: Mapping) -> str:
+    s = result["summary"]
+    out = [f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
+    out += [f"- {line}" for line in headline(s)]
+    out.append("")
+    rows = []
+    for t in result["rows"]:
+        ci = (f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-")
+        rows.append([t["op"], t["dtype"], t["shape"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
+                     f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
+                     t["verdict"] + (" (fallback)" if t["fallback"] else "")
+                     + ("" if t["live"] == "live" else f" [{t['live']}]")])
+    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "A ms", "B ms", "change", "95% CI",
+                                       "q", "verdict"], tablefmt="github") if rows else "(no paired rows)")
+    if result["unpaired"]:
+        out += ["", "## Unpaired rows", ""]
+        out.append(tabulate([[u["op"], u["dtype"], u["shape"], u["why"][:120]] for u in result["unpaired"]],
+                            headers=["Operator", "dtype", "shape", "why"], tablefmt="github"))
+    return "\n".join(out) + "\n"
+
+
+def write(result: Mapping, out_dir: Path) -> None:
+    from .plots import forest_plot
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ab.md").write_text(result["markdown"], encoding="utf-8")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=AB_FIELDS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(result["rows"])
+    (out_dir / "ab.csv").write_text(buf.getvalue(), encoding="utf-8")
+    (out_dir / "ab.json").write_text(json.dumps({k: v for k, v in result.items() if k != "markdown"},
+                                                indent=1, default=str), encoding="utf-8")
+    forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
+                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}")
+
+
+def compare_runs(rows_a, rows_b, label_a, label_b, threshold=0.02, out_dir=None, artifacts_a=None,
+                 artifacts_b=None) -> str:
+    result = compare(rows_a, rows_b, label_a, label_b, threshold, artifacts_a, artifacts_b,
+                     out_dir=out_dir)
+    return result["markdown"]

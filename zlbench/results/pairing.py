@@ -1,0 +1,80 @@
+"""Pair rows of two sides by (operator, dtype, shape detail) and round.
+
+Only rows that succeeded on both sides with a positive latency count; everything else is listed
+as unpaired with the reason, so an incomplete pairing never looks complete."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..backends import MARKER_FALLBACK
+
+Key = Tuple[str, str, str]  # (op, dtype, shape)
+
+
+def row_key(r: dict) -> Key:
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")))
+
+
+def _usable(r: dict, field_name: str) -> bool:
+    v = r.get(field_name)
+    return r.get("status") == "ok" and isinstance(v, (int, float)) and v > 0
+
+
+@dataclass
+class PairedRow:
+    key: Key
+    a: List[float] = field(default_factory=list)  # per round, same order as b
+    b: List[float] = field(default_factory=list)
+    a_base: List[float] = field(default_factory=list)  # the torch baseline: a free control
+    b_base: List[float] = field(default_factory=list)
+    fallback: bool = False
+    node: Optional[str] = None
+
+
+@dataclass
+class Pairing:
+    rows: List[PairedRow]
+    unpaired: List[Tuple[Key, str]]  # (key, why)
+
+
+def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
+    by_a: Dict[Key, Dict[int, dict]] = defaultdict(dict)
+    by_b: Dict[Key, Dict[int, dict]] = defaultdict(dict)
+    for src, dst in ((rows_a, by_a), (rows_b, by_b)):
+        for r in src:
+            if r.get("dtype") is None and r.get("shape") is None:
+                continue  # a node-level status row: its status is reported in ops_status
+            dst[row_key(r)][int(r.get("round") or 0)] = r
+    paired: List[PairedRow] = []
+    unpaired: List[Tuple[Key, str]] = []
+    for key in sorted(set(by_a) | set(by_b)):
+        ra, rb = by_a.get(key, {}), by_b.get(key, {})
+        if not ra or not rb:
+            unpaired.append((key, "only on side " + ("A" if ra else "B")))
+            continue
+        p = PairedRow(key)
+        reasons = []
+        for rnd in sorted(set(ra) | set(rb)):
+            x, y = ra.get(rnd), rb.get(rnd)
+            if x is None or y is None:
+                reasons.append(f"round {rnd} missing on side {'A' if x is None else 'B'}")
+                continue
+            if not (_usable(x, field_name) and _usable(y, field_name)):
+                bad = x if not _usable(x, field_name) else y
+                reasons.append(f"round {rnd}: {bad.get('status')} {bad.get('reason') or ''}".strip())
+                continue
+            p.a.append(float(x[field_name]))
+            p.b.append(float(y[field_name]))
+            if _usable(x, "latency_base") and _usable(y, "latency_base"):
+                p.a_base.append(float(x["latency_base"]))
+                p.b_base.append(float(y["latency_base"]))
+            p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])
+            p.node = p.node or x.get("node")
+        if p.a:
+            paired.append(p)
+        else:
+            unpaired.append((key, "; ".join(reasons) or "no usable round"))
+    return Pairing(paired, unpaired)
