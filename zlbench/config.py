@@ -114,6 +114,7 @@ class ZlbenchConfig:
     resume: Optional[str] = None
     cost_from: Optional[str] = None
     progress: str = "auto"
+    dry_run: bool = False
 
 
 def register_schemas() -> None:

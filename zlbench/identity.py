@@ -20,7 +20,7 @@ from .plan import Plan
 
 IDENTITY_FILE = "run_identity.json"
 # Config keys that say how to run, not what is measured: excluded from the hash.
-NOT_CALIBER = ("resume", "cost_from", "progress")
+NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
 COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
 

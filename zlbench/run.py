@@ -122,6 +122,21 @@ def write_plan(run_dir: Path, plan: Plan) -> None:
     (run_dir / PLAN_FILE).write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
+def print_plan(plan: Plan, identity: Mapping[str, Any]) -> None:
+    print(f"backend={plan.backend} timer={plan.timer} identity={identity['identity_hash'][:16]}")
+    print("devices: " + ", ".join(f"{d.index} ({d.name})" for d in plan.devices))
+    print(f"plugins: {' '.join(plan.plugins)}")
+    print(f"nodes ({len(plan.nodes)}):")
+    for n in plan.nodes:
+        print(f"  {n.op:24s} {n.nodeid}")
+    print(f"units ({len(plan.units)}):")
+    for u in plan.units:
+        env = " ".join(f"{k}={v}" for k, v in sorted(u.env.items()) if k != "PYTHONPATH")
+        print(f"  {u.unit_id}: {len(u.nodes)} node(s) on device {u.device}; {env}")
+    if plan.units:
+        print("argv: " + " ".join(plan.units[0].argv))
+
+
 def queues_of(plan: Plan) -> Dict[int, List[dict]]:
     queues: Dict[int, List[dict]] = {}
     for u in plan.units:
@@ -133,6 +148,10 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
     resolved_resume = cfg.get("resume")
     run_dir = Path(resolved_resume).resolve() if resolved_resume else hydra_run_dir
     resolved, backend, plan, identity = prepare(cfg, run_dir, provenance)
+    if resolved.get("dry_run"):
+        print_plan(plan, identity)
+        remove_empty_run_dir(run_dir)
+        return 0
     run_dir.mkdir(parents=True, exist_ok=True)
     resuming = check_resume(run_dir, identity)
     try:

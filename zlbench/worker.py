@@ -170,6 +170,10 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             # pytest refuses the whole argv when a named node's file fails to import: the other
             # nodes go on in a fresh process.
             continue
+        if ended_items and proc.returncode not in (0, 1):
+            # It left between nodes (e.g. after a device fault made its context unusable): the
+            # rest goes on in a fresh process. Progress was made, so this cannot loop forever.
+            continue
         for n in never:
             if not started:
                 _append(events, event="end", node=n, status="crashed",

@@ -149,6 +149,11 @@ def pytest_runtest_protocol(item, nextitem):
     _runtime.emit("end", node=item.nodeid, op=_runtime.current_op, status=status, reason=reason,
                   wall_s=round(time.time() - started, 3))
     _runtime.current_node = _runtime.current_op = None
+    if status in ("fatal", "poisoned"):
+        # The device context is unusable now: anything measured after this in this process would
+        # be measured inside a dead context. Leave; the worker goes on in a fresh process.
+        _runtime.emit("exit", reason=f"{status}: device context unusable")
+        os._exit(70)
 
 
 def pytest_runtest_logreport(report):

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# GPU validation, part 2 (issue 3's benchmark): zlbench against FlagGems' own runner on the same
+# file, side by side in one call, caches warm for both. Two runs of each; run-to-run noise per row
+# (abs log ratio: median, p90, max) and wall time. Same setup as validate.sh. Results under $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/zl_gpu_out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
+# One cache for both runners: warm after the first run of either.
+export TRITON_CACHE_DIR=/tmp/zl_triton FLAGGEMS_CACHE_DIR=/tmp/zl_flaggems
+FILE=${FILE:-test_exp.py}
+R=$OUT/cmp; mkdir -p "$R"
+WALL=$OUT/wall.txt; : > "$WALL"
+timed() { local name=$1; shift; local t0; t0=$(date +%s.%N); "$@" > "$R/$name.out" 2>&1; local rc=$?
+  echo "$name $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") rc=$rc" | tee -a "$WALL"; }
+native() { # FlagGems' runner: one pytest over the file, from the checkout, kernel mode (its default)
+  (cd "$FLAGGEMS_ROOT" && rm -f result_*.log && python3 -m pytest -q "benchmark/$FILE" --level core --mode "$2" --record log \
+     && mv result_*.log "$R/$1.log"); }
+zl() { python3 -m zlbench corpus=flaggems backend=cuda op_file=$FILE isolate_caches=false progress=none \
+     hydra.run.dir=$R/$1 "${@:2}"; }
+
+timed native_kernel_1 native native_kernel_1 kernel
+timed native_kernel_2 native native_kernel_2 kernel
+timed zl_graph_1 zl zl_graph_1 timer=graph
+timed zl_graph_2 zl zl_graph_2 timer=graph
+timed zl_direct_1 zl zl_direct_1 timer=direct
+timed zl_direct_2 zl zl_direct_2 timer=direct
+for pair in native_kernel_1.log:native_kernel_2.log zl_graph_1:zl_graph_2 zl_direct_1:zl_direct_2; do
+  a=${pair%%:*}; b=${pair##*:}
+  echo "== $a vs $b" >> "$OUT/noise.txt"
+  python3 benchmarks/noise.py "$R/$a" "$R/$b" >> "$OUT/noise.txt" 2>&1
+done
+cat "$OUT/noise.txt"
+tar czf "$OUT/cmp.tgz" --exclude=cache --exclude=submitit -C "$OUT" cmp && rm -rf "$R"

@@ -1,0 +1,50 @@
+"""Run-to-run noise between two runs of the same rows: abs(log ratio) per row, for the alternative
+("FlagGems rows": latency) and the torch baseline (latency_base). Accepts zlbench run dirs and
+FlagGems result logs alike.
+
+    python benchmarks/noise.py RUN_OR_LOG_1 RUN_OR_LOG_2 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import numpy as np
+
+from zlbench.batch_summary import load
+from zlbench.results.pairing import row_key
+
+
+def noise(rows1, rows2, field):
+    a = {row_key(r): r.get(field) for r in rows1 if r.get("status") == "ok"}
+    b = {row_key(r): r.get(field) for r in rows2 if r.get("status") == "ok"}
+    keys = [k for k in a if k in b and a[k] and b[k] and a[k] > 0 and b[k] > 0]
+    d = np.array([abs(math.log(b[k] / a[k])) for k in keys])
+    if len(d) == 0:
+        return {"rows": 0}
+    return {"rows": int(len(d)), "median_pct": float(np.median(d) * 100),
+            "p90_pct": float(np.percentile(d, 90) * 100), "max_pct": float(d.max() * 100)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("first")
+    p.add_argument("second")
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    from pathlib import Path
+
+    r1, _, _ = load(Path(args.first))
+    r2, _, _ = load(Path(args.second))
+    out = {"flaggems_rows": noise(r1, r2, "latency"), "torch_rows": noise(r1, r2, "latency_base")}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

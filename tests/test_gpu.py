@@ -1,0 +1,45 @@
+"""On a CUDA device (the lent H200): graph timing, per-shape fallback, fatal and poisoned capture.
+
+Skipped where torch sees no CUDA device (CI, these CPU machines); benchmarks/gpu/ records runs."""
+
+import csv
+import json
+
+import pytest
+
+from .conftest import FIXTURES
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
+    res = run_zlbench("backend=cuda", "timer=graph", "corpus=flaggems",
+                      f"corpus.root={FIXTURES / 'gpu_corpus'}", "devices=[0]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    with open(res.run_dir / "ops_status.csv") as f:
+        st = {r["op"]: r for r in csv.DictReader(f)}
+    rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    by_op = {}
+    for r in rows:
+        by_op.setdefault(r["op"], []).append(r)
+    assert st["capture_ok"]["status"] == "ok"
+    assert all(r["timer_used"] == "graph" and not r["markers"] for r in by_op["capture_ok"])
+    assert st["capture_refused"]["status"] == "ok"
+    assert all(r["timer_used"] == "direct" and r["timer_used_base"] == "graph" for r in by_op["capture_refused"])
+    assert all("BENCHMARK_DIRECT_NO_CUDAGRAPH" in r["markers"] for r in by_op["capture_refused"])
+    assert "BENCHMARK_DIRECT_NO_CUDAGRAPH" in (res.run_dir / "run.log").read_text()
+    assert st["device_fault"]["status"] == "fatal" and "BENCHMARK_DEVICE_FAULT" in st["device_fault"]["reason"]
+    assert st["capture_poison"]["status"] == "poisoned"
+    assert "capture-incompatible" in st["capture_poison"]["reason"]
+    assert st["after_fault"]["status"] == "ok"  # measured in a fresh process
+    assert all(r["latency"] > 0 for r in by_op["after_fault"])
+
+
+def test_deny_list_skips_the_attempt(run_zlbench):
+    res = run_zlbench("backend=cuda", "timer=graph", "corpus=flaggems", "backend.capture_deny_ops=[capture_poison]",
+                      f"corpus.root={FIXTURES / 'gpu_corpus'}", "ops=[capture_poison]", "devices=[0]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    assert rows and all(r["status"] == "ok" and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in r["markers"] for r in rows)
+    assert "capture_deny_ops" in rows[0]["marker_reason"]
