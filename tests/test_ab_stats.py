@@ -80,7 +80,7 @@ def test_pairing_counts_unpaired_and_failed_rows():
 def test_report_marks_fallback_unpaired_and_dead_axis(tmp_path):
     a = rows([1.0, 1.01, 0.99], markers=["BENCHMARK_DIRECT_NO_CUDAGRAPH"]) + rows([1.0], op="lonely")
     b = rows([1.0, 0.99, 1.01])
-    res = compare(a, b, "off", "on", artifacts_a={"exp": "h1"}, artifacts_b={"exp": "h1"}, out_dir=tmp_path)
+    res = compare(a, b, "off", "on", artifacts_a={"exp": ["k.cubin:h1"]}, artifacts_b={"exp": ["k.cubin:h1"]}, out_dir=tmp_path)
     s = res["summary"]
     assert s["liveness"] == "not live" and s["fallback_rows"] == 1 and s["unpaired_rows"] == 1
     assert "AXIS NOT LIVE" in res["markdown"]
@@ -91,7 +91,7 @@ def test_report_marks_fallback_unpaired_and_dead_axis(tmp_path):
 
 def test_live_axis_with_artifacts_that_differ():
     res = compare(rows([1.0, 1.0, 1.0]), rows([0.8, 0.81, 0.79]), "off", "on",
-                  artifacts_a={"exp": "h1"}, artifacts_b={"exp": "h2"})
+                  artifacts_a={"exp": ["k.cubin:h1"]}, artifacts_b={"exp": ["k.cubin:h2"]})
     assert res["summary"]["liveness"] == "live"
     assert res["rows"][0]["verdict"] == "faster"
 
@@ -100,3 +100,16 @@ def test_unknown_liveness_is_never_called_live():
     res = compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on")
     assert res["summary"]["liveness"] == "unknown"
     assert "cannot tell a dead switch" in res["markdown"]
+
+
+def test_liveness_compares_kernel_by_kernel():
+    from zlbench.report.ab import liveness_of
+
+    a = {"op": ["k1.cubin:x", "k2.cubin:y"]}
+    assert liveness_of("op", a, {"op": ["k1.cubin:x", "k2.cubin:y"]}) is False
+    assert liveness_of("op", a, {"op": ["k1.cubin:x", "k2.cubin:z"]}) is True
+    # B stopped early and compiled only k1 (identical): comparable kernels are all equal.
+    assert liveness_of("op", a, {"op": ["k1.cubin:x"]}) is False
+    # Different numbers of variants and different bytes: not comparable.
+    assert liveness_of("op", {"op": ["k.cubin:x"]}, {"op": ["k.cubin:y", "k.cubin:z"]}) is None
+    assert liveness_of("op", a, {}) is None

@@ -23,6 +23,7 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     by_op = {}
     for r in rows:
         by_op.setdefault(r["op"], []).append(r)
+    print({op: (s["status"], s["reason"][:300]) for op, s in st.items()})  # shown on failure
     assert st["capture_ok"]["status"] == "ok"
     assert all(r["timer_used"] == "graph" and not r["markers"] for r in by_op["capture_ok"])
     assert st["capture_refused"]["status"] == "ok"

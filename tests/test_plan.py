@@ -64,7 +64,7 @@ def test_units_carry_visibility_key_caches_and_autotune(tmp_path):
         assert u.env["MUSA_VISIBLE_DEVICES"] == str(u.device)
         assert "CUDA_VISIBLE_DEVICES" not in u.env
         assert u.env["USE_FLAGTUNE"] == "1"
-        assert u.env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "main" / "triton")
+        assert u.env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "side0" / "triton")
         assert u.argv.index("-p") < u.argv.index("zlbench.backends.musa_compat") < u.argv.index("zlbench.plugins.record")
         assert str(MINI / "src") in u.env["PYTHONPATH"]
     nodes = sorted(n for u in plan.units for n in u.nodes)
@@ -103,6 +103,7 @@ def test_ab_sides_both_set_the_variable_and_rounds_alternate(tmp_path):
     order = [(u.round, u.side) for u in plan.units]
     assert order == [(0, "off"), (0, "on"), (1, "on"), (1, "off"), (2, "off"), (2, "on"), (3, "on"), (3, "off")]
     caches = {u.side: u.env["TRITON_CACHE_DIR"] for u in plan.units}
+    assert caches["off"].endswith("cache/side0/triton") and caches["on"].endswith("cache/side1/triton")
     assert caches["off"] != caches["on"]
 
 

@@ -24,6 +24,7 @@ TIMERS = ("graph", "direct", "host")
 class Side:
     name: str
     env: Dict[str, str] = field(default_factory=dict)
+    index: int = 0
 
 
 @dataclass
@@ -127,7 +128,7 @@ def sides_of(ab: Mapping[str, Any]) -> List[Side]:
             f"A/B axis '{ab.get('name')}' sets {ab['var']}={values[0]} on both sides: it can change "
             "nothing. Fix: give two different ab.values, or ab.aa=true for a deliberate A/A run."
         )
-    sides = [Side(n, {**fixed, ab["var"]: v}) for n, v in zip(names, values)]
+    sides = [Side(n, {**fixed, ab["var"]: v}, i) for i, (n, v) in enumerate(zip(names, values))]
     if ab.get("side"):
         match = [s for s in sides if s.name == ab["side"]]
         if not match:
@@ -243,12 +244,14 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
     env["ZLBENCH_TORCH_DEVICE"] = backend.torch_device
     env["USE_FLAGTUNE"] = "1" if cfg.get("autotune") else "0"
     if cfg.get("isolate_caches", True):
-        cache = run_dir / "cache" / side.name
+        # Named by position, not by side name: both sides' paths have the same length, so kernels
+        # whose debug info embeds a generated source's path compare equal once the path is masked.
+        cache = run_dir / "cache" / f"side{side.index}"
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         env["FLAGGEMS_CACHE_DIR"] = str(cache / "flaggems")
         if (cfg.get("ab") or {}).get("tuning") == "replay" and first_side is not None:
             # Side A tunes first (round 0 runs A first on every device); B replays A's configs.
-            env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / first_side.name / "flaggems")
+            env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / f"side{first_side.index}" / "flaggems")
     env.update(side.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -113,7 +113,8 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
                         reason="whole-run time limit (launcher.run_timeout_s) reached before it ran")
             break
         n_before = len(read_events(events))
-        argv = list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining]
+        argv = pytest_argv(list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining],
+                           unit_dir)
         _append(events, event="launch", nodes=len(remaining))
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"\n==== zlbench: launching pytest over {len(remaining)} node(s)\n")
@@ -182,6 +183,36 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
                 _append(events, event="end", node=n, status="failed",
                         reason="not collected by pytest (deselected or missing)")
     return status_counts(read_events(events), unit["nodes"])
+
+
+def _args_file_supported() -> bool:
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(x) for x in version("pytest").split(".")[:2])
+    except Exception:
+        return False
+    return (major, minor) >= (8, 2)
+
+
+def pytest_argv(argv: List[str], unit_dir: Path) -> List[str]:
+    """Keep `python -m pytest -p ...` on the command line and put the rest (paths, options, node
+    ids) into an @args file. FlagGems names its result log after the command-line arguments, and
+    hundreds of absolute node ids overflow a file name (OSError: File name too long)."""
+    if not _args_file_supported():
+        return argv
+    head, rest = argv[:3], argv[3:]
+    keep, spill = [], []
+    i = 0
+    while i < len(rest):
+        if rest[i] == "-p" and i + 1 < len(rest):
+            keep += rest[i:i + 2]
+            i += 2
+        else:
+            spill.append(rest[i])
+            i += 1
+    (unit_dir / "pytest_args.txt").write_text("\n".join(spill) + "\n", encoding="utf-8")
+    return head + keep + ["@pytest_args.txt"]
 
 
 def _watch(proc: subprocess.Popen, events: Path, n_before: int, node_timeout: float,

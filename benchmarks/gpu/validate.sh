@@ -13,19 +13,26 @@ export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=/tmp/zl_triton FLAGGEMS_CACHE_DIR=/tmp/zl_flaggems
 R=$OUT/runs; mkdir -p "$R"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt"; }
-STEPS=${STEPS:-fixtures graph direct ab_live ab_dead}
-step() { local name=$1 limit=$2; shift 2; case " $STEPS " in *" $name "*) ;; *) return;; esac; log "start $name"; timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1; log "end $name rc=$?"; }
+STEPS=${STEPS:-fixtures graph direct ab_live ab_dead graph_rest}
+# Each step's output and run dir go under $R; runs.tgz is refreshed after every step, so a call cut
+# short still brings back what finished.
+step() { local name=$1 limit=$2; shift 2; case " $STEPS " in *" $name "*) ;; *) return;; esac; log "start $name"
+  timeout "$limit" "$@" >"$R/$name.txt" 2>&1; log "end $name rc=$?"
+  tar czf "$OUT/runs.tgz" --exclude=cache --exclude=submitit --exclude='*.pyc' -C "$OUT" runs; }
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
   (cd .fg && git log -1 --format=%H 2>/dev/null || echo "flaggems: archive of the fetched checkout")
+  python3 -m pytest --version
 } > "$OUT/env.txt" 2>&1
 
 OPS='[exp,gelu,sum,argmax,layer_norm,softmax,fft,topk,mm,rand,cumsum,nonzero]'
-step fixtures 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py
-step graph 260 python3 -m zlbench corpus=flaggems backend=cuda timer=graph "ops=$OPS" isolate_caches=false launcher.run_timeout_s=230 progress=plain hydra.run.dir=$R/graph
-step direct 140 python3 -m zlbench corpus=flaggems backend=cuda timer=direct "ops=$OPS" dtypes=[float16] timer.warmup_ms=25 timer.rep_ms=50 isolate_caches=false launcher.run_timeout_s=120 progress=plain hydra.run.dir=$R/direct
-step ab_live 130 python3 -m zlbench corpus=flaggems backend=cuda ab=triton_fp_fusion ab.rounds=2 ops=[layer_norm] dtypes=[float32] launcher.run_timeout_s=110 progress=plain hydra.run.dir=$R/ab_live
-step ab_dead 130 python3 -m zlbench corpus=flaggems backend=cuda ab=musa_rlc ab.rounds=2 ops=[exp] dtypes=[float32] launcher.run_timeout_s=110 progress=plain hydra.run.dir=$R/ab_dead
-[ -d "$R" ] && [ -n "$(ls -A "$R")" ] && tar czf "$OUT/runs.tgz" --exclude=cache --exclude=submitit -C "$OUT" runs && rm -rf "$R"
+step fixtures 100 python3 -m pytest -q -s -p no:cacheprovider --basetemp=$R/fixtures_tmp tests/test_gpu.py
+step graph 200 python3 -m zlbench corpus=flaggems backend=cuda timer=graph "ops=$OPS" isolate_caches=false launcher.run_timeout_s=180 progress=plain hydra.run.dir=$R/graph
+step direct 110 python3 -m zlbench corpus=flaggems backend=cuda timer=direct "ops=$OPS" dtypes=[float16] timer.warmup_ms=25 timer.rep_ms=50 isolate_caches=false launcher.run_timeout_s=100 progress=plain hydra.run.dir=$R/direct
+step ab_live 95 python3 -m zlbench corpus=flaggems backend=cuda ab=triton_fp_fusion ab.rounds=2 ops=[layer_norm] dtypes=[float32] launcher.run_timeout_s=90 progress=plain hydra.run.dir=$R/ab_live
+step ab_dead 80 python3 -m zlbench corpus=flaggems backend=cuda ab=musa_rlc ab.rounds=2 ops=[exp] dtypes=[float32] launcher.run_timeout_s=75 progress=plain hydra.run.dir=$R/ab_dead
+OPS_REST='[topk,mm,rand,cumsum,nonzero]'
+step graph_rest 110 python3 -m zlbench corpus=flaggems backend=cuda timer=graph "ops=$OPS_REST" isolate_caches=false launcher.run_timeout_s=100 progress=plain hydra.run.dir=$R/graph_rest
+rm -rf "$R"
 log done

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import statistics
+import sys
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -106,10 +107,9 @@ def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_
         estimate_ms = start.elapsed_time(end) / 5
         n_repeat = 1000 if estimate_ms == 0 else max(1, int(rep / estimate_ms))
         g = graph_cls()
-        with _rng_guard(di):
-            with capture(g):
-                for _ in range(n_repeat):
-                    fn()
+        with capture(g):
+            for _ in range(n_repeat):
+                fn()
         di.synchronize()
         times = []
         for _ in range(10):
@@ -124,19 +124,49 @@ def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_
 
 
 class _rng_guard:
-    """Capture must not advance or re-register the default generators. Skipped when the device
-    interface exposes no default_generators (nothing is registered there to protect)."""
+    """Capture must not advance or re-register the default generators.
 
-    def __init__(self, di):
-        self.gens = list(getattr(di, "default_generators", None) or [])
-        self.states = []
+    A capture registers the device's default generators with the graph; one that fails midway
+    (a kernel refusing capture) never unregisters them, and the next random tensor then raises
+    "Offset increment outside graph capture encountered unexpectedly". So: save the generators'
+    states, and after a failed attempt run an empty scratch capture (which closes the
+    registration) and restore them. Skipped when the device interface exposes no
+    default_generators: there is then no registration to protect."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.gens, self.states, self.module = [], [], None
 
     def __enter__(self):
-        self.states = [g.get_state() for g in self.gens]
+        try:
+            from triton.runtime import driver
 
-    def __exit__(self, *exc):
-        for g, s in zip(self.gens, self.states):
-            g.set_state(s)
+            self.module = driver.active.get_device_interface()
+        except Exception:
+            self.module = None
+        self.gens = list(getattr(self.module, "default_generators", None) or [])
+        self.states = [g.get_state() for g in self.gens]
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self.gens:
+            return False
+        if exc_type is not None:
+            try:
+                graph_module = importlib.import_module(self.backend.graph_class.rpartition(".")[0])
+                scratch = _resolve(self.backend.graph_class)()
+                stream = self.module.Stream()
+                with self.module.stream(stream):
+                    with graph_module.graph(scratch, stream=stream):
+                        pass
+                self.module.synchronize()
+            except Exception:
+                pass  # a dead context: the fallback's own failure will say so
+        try:
+            for g, s in zip(self.gens, self.states):
+                g.set_state(s)
+        except Exception:
+            pass
         return False
 
 
@@ -180,7 +210,8 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
             _note("direct", [MARKER_FALLBACK], f"capture not attempted: '{op}' is in capture_deny_ops")
             return value
         try:
-            values = [capture(fn, rep, grad_to_none, quantiles, return_mode) for _ in range(repeat)]
+            with _rng_guard(backend):
+                values = [capture(fn, rep, grad_to_none, quantiles, return_mode) for _ in range(repeat)]
             _note("graph")
             return values[0] if quantiles is not None else statistics.median(values)
         except Exception as e:  # classified by the backend's wording
@@ -216,7 +247,15 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
         _note("host")
         return value
 
-    policy = {"graph": graph, "direct": timed_direct, "host": timed_host}[name]
+    chosen = {"graph": graph, "direct": timed_direct, "host": timed_host}[name]
+
+    def policy(*a, **kw):
+        # Triton's autotuner benchmarks its configs through triton.testing.do_bench too: those calls
+        # are not the corpus' rows. They keep Triton's own timer and are not recorded.
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "triton" or caller.startswith("triton."):
+            return orig_bench(*a, **kw)
+        return chosen(*a, **kw)
 
     def graph_entry(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
         # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.

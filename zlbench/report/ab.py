@@ -21,12 +21,30 @@ AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci
              "p", "q", "mde_pct", "live", "fallback", "verdict"]
 
 
-def liveness_of(op: str, artifacts_a: Mapping[str, str], artifacts_b: Mapping[str, str]) -> Optional[bool]:
-    """True: both sides compiled, differently. False: byte-identical kernels. None: no artifacts."""
-    fa, fb = artifacts_a.get(op), artifacts_b.get(op)
-    if not fa or not fb:
+def _by_kernel(entries) -> Dict[str, set]:
+    out: Dict[str, set] = {}
+    for e in entries or []:
+        name, _, digest = str(e).rpartition(":")
+        out.setdefault(name, set()).add(digest)
+    return out
+
+
+def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
+                artifacts_b: Mapping[str, Sequence[str]]) -> Optional[bool]:
+    """Compare the kernels an op compiled on each side, kernel by kernel name.
+
+    True (live): some kernel compiled the same number of variants on both sides, with different
+    bytes. False (not live): every kernel both sides compiled is byte-identical. None (unknown):
+    no artifacts, or nothing comparable (e.g. one side stopped before compiling)."""
+    ka, kb = _by_kernel(artifacts_a.get(op)), _by_kernel(artifacts_b.get(op))
+    common = sorted(set(ka) & set(kb))
+    if not common:
         return None
-    return fa != fb
+    if any(ka[n] != kb[n] and len(ka[n]) == len(kb[n]) for n in common):
+        return True
+    if all(ka[n] == kb[n] for n in common):
+        return False
+    return None
 
 
 def _pct(x: Optional[float]) -> Optional[float]:

@@ -110,7 +110,7 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
         s["device"] = _device_label(s["device"], devices)
     _write_outputs(run_dir, rows, status_rows, log_lines, processes)
     _atomic_write(run_dir / "artifacts.json", json.dumps(
-        {side: {op: fingerprint(h) for op, h in ops.items()} for side, ops in kernels.items()}, indent=1))
+        {side: {op: sorted(h) for op, h in ops.items()} for side, ops in kernels.items()}, indent=1))
     return rows, status_rows
 
 
