@@ -16,9 +16,11 @@ R=$OUT/cmp; mkdir -p "$R"
 WALL=$OUT/wall.txt; : > "$WALL"
 timed() { local name=$1; shift; local t0; t0=$(date +%s.%N); "$@" > "$R/$name.out" 2>&1; local rc=$?
   echo "$name $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") rc=$rc" | tee -a "$WALL"; }
-native() { # FlagGems' runner: one pytest over the file, from the checkout, kernel mode (its default)
-  (cd "$FLAGGEMS_ROOT" && rm -f result_*.log && python3 -m pytest -q "benchmark/$FILE" --level core --mode "$2" --record log \
-     && mv result_*.log "$R/$1.log"); }
+native() { # FlagGems' runner: one pytest over the file, from the checkout. Its log is named after
+  # argv (result-q_benchmark_...log here).
+  (cd "$FLAGGEMS_ROOT" && rm -f result*.log
+   python3 -m pytest -q "benchmark/$FILE" --level core --mode "$2" --record log
+   mv result*.log "$R/$1.log"); }
 zl() { python3 -m zlbench corpus=flaggems backend=cuda op_file=$FILE isolate_caches=false progress=none \
      hydra.run.dir=$R/$1 "${@:2}"; }
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 
 import pytest
@@ -86,8 +87,13 @@ class _RecordHandler(logging.Handler):
 _handler = _RecordHandler(level=logging.INFO)
 _reports = {}
 
-# Compiled kernel binaries, by suffix, across vendors (Triton cache entries).
-ARTIFACT_SUFFIXES = (".cubin", ".hsaco", ".mubin", ".npubin", ".o", ".spv")
+# What identifies a compiled kernel, best first: text IR with debug locations stripped (the paths
+# of generated sources differ per A/B side and end up in debug info), then binaries, masked.
+TEXT_ARTIFACTS = (".ptx", ".amdgcn", ".llir", ".ttgir", ".ttir")
+BINARY_ARTIFACTS = (".cubin", ".hsaco", ".mubin", ".npubin", ".o", ".spv")
+_DEBUG_LINE = re.compile(r"^\s*(?:\.file\b|\.loc\b|#loc\w*\s*=|!).*$", re.M)
+_MLIR_LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)")
+_LLVM_DBG = re.compile(r",\s*!dbg\s*!\d+")
 
 
 def _cache_dir():
@@ -102,8 +108,17 @@ def _cache_entries():
         return set()
 
 
+def normalize_ir(text: str) -> str:
+    """Code generation only: no debug sections, file/line directives or source locations."""
+    cut = re.search(r"^\s*\.section\s+\.debug", text, re.M)
+    if cut:
+        text = text[:cut.start()]
+    text = _LLVM_DBG.sub("", _MLIR_LOC.sub("", text))
+    return _DEBUG_LINE.sub("", text)
+
+
 def _artifact_hashes(entries):
-    """sha256 of every kernel binary in the given new cache entries: 'name:sha' strings."""
+    """One 'kernel:sha256' per compiled kernel in the given new cache entries."""
     out = []
     for entry in sorted(entries):
         folder = os.path.join(_cache_dir(), entry)
@@ -111,16 +126,23 @@ def _artifact_hashes(entries):
             names = os.listdir(folder)
         except OSError:
             continue
+        by_stem = {}
         for name in names:
-            if name.endswith(ARTIFACT_SUFFIXES):
-                with open(os.path.join(folder, name), "rb") as f:
-                    out.append(f"{name}:{hashlib.sha256(_mask_side_paths(f.read())).hexdigest()}")
+            stem, ext = os.path.splitext(name)
+            if ext in TEXT_ARTIFACTS + BINARY_ARTIFACTS:
+                by_stem.setdefault(stem, {})[ext] = name
+        for stem, files in sorted(by_stem.items()):
+            ext = next(e for e in TEXT_ARTIFACTS + BINARY_ARTIFACTS if e in files)
+            with open(os.path.join(folder, files[ext]), "rb") as f:
+                blob = f.read()
+            if ext in TEXT_ARTIFACTS:
+                blob = normalize_ir(blob.decode("utf-8", errors="replace")).encode()
+            out.append(f"{stem}{ext}:{hashlib.sha256(_mask_side_paths(blob)).hexdigest()}")
     return sorted(out)
 
 
 def _mask_side_paths(blob: bytes) -> bytes:
-    """Kernels embed the path of their (generated) source in debug info, and each A/B side has its
-    own cache dirs. Mask those paths (same length on both sides) so equal code hashes equal."""
+    """Each A/B side has its own cache dirs (same length): mask their paths so equal code hashes equal."""
     for key in ("FLAGGEMS_CACHE_DIR", "TRITON_CACHE_DIR"):
         path = os.environ.get(key)
         if path:
