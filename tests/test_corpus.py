@@ -63,3 +63,9 @@ def test_shape_file_validation(tmp_path):
         check_shape_file(str(broken))
     with pytest.raises(UsageError, match="does not exist"):
         check_shape_file(str(tmp_path / "nope.yaml"))
+
+
+def test_op_patterns_select_by_glob():
+    c = Corpus(MINI)
+    assert {n.op for n in c.select(ops=["*xp"])} == {"exp"}
+    assert {n.op for n in c.select(ops=["[ft]*"])} == {"fft", "topk"}

@@ -61,6 +61,7 @@ class LauncherConf:
     shard_size: int = 0
     crash_retries: int = 0
     wait: bool = True
+    tasks: int = 1
     # Slurm settings (launcher=slurm); ignored by the local launcher.
     partition: Optional[str] = None
     time_min: int = 60

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
@@ -119,7 +120,10 @@ class Corpus:
         if ops:
             out: List[TestNode] = []
             for op in ops:
-                hits = [n for n in self.nodes if op in n.marks or n.op == op]
+                if any(c in op for c in "*?["):  # a pattern: ops=['*norm*']
+                    hits = [n for n in self.nodes if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
+                else:
+                    hits = [n for n in self.nodes if op in n.marks or n.op == op]
                 if not hits:
                     raise UsageError(
                         f"op '{op}' matches no test in {self.root / self.test_dir}."

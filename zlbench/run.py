@@ -86,7 +86,13 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     """Everything before execution; raises UsageError on bad input, writes nothing."""
     resolved = resolved_config(cfg)
     backend = make_backend(resolved)
-    devices = backend.enumerate_devices()
+    if resolved["launcher"]["name"] == "slurm":
+        # Devices are Slurm's to allocate: plan one queue per array task, pinned at run time.
+        from .backends import DeviceInfo
+
+        devices = [DeviceInfo(i, f"slurm task {i}") for i in range(max(1, int(resolved["launcher"].get("tasks") or 1)))]
+    else:
+        devices = backend.enumerate_devices()
     root = corpus_root(resolved)
     costs = earlier_costs(resolved.get("cost_from"), resolved.get("resume"))
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
@@ -170,7 +176,9 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
     from .progress import RunState, watch
 
     launch = get_launcher(launcher_cfg["name"])
-    jobs = launch(queues_of(plan), run_dir, launcher_cfg, deadline, visibility_snapshot())
+    keys = [k for k in backend.visibility([0]) if k.endswith("_DEVICES") or k.endswith("_SLOT")]
+    jobs = launch(queues_of(plan), run_dir, launcher_cfg, deadline, visibility_snapshot(), keys,
+                  backend.name != "cpu")
     if not launcher_cfg.get("wait", True):
         print(f"[zlbench] submitted {len(jobs)} job(s); gather results later with "
               f"`python -m zlbench.collect {run_dir}`", file=sys.stderr)
@@ -182,7 +190,15 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
             j.result()
         except Exception as e:  # a job that died: its nodes are reported by collect as missing
             print(f"[zlbench] job {j.job_id} failed: {str(e).strip().splitlines()[-1:]}", file=sys.stderr)
-    return finish(run_dir)
+    try:
+        return finish(run_dir)
+    except OSError as e:
+        raise UsageError(
+            f"could not write results into {run_dir}: {e}. The events already written are intact "
+            f"(tables are replaced atomically, never half-written). Fix: free space, then "
+            f"`python -m zlbench.collect {run_dir}` to rebuild the tables, or resume={run_dir} to "
+            "measure what is missing."
+        )
 
 
 def finish(run_dir: Path) -> int:
@@ -199,8 +215,12 @@ def finish(run_dir: Path) -> int:
             events_path.parent.mkdir(parents=True, exist_ok=True)
             with open(events_path, "a", encoding="utf-8") as f:
                 for n in missing:
+                    # Reported, but resumable: the node was not at fault, its job was ended
+                    # (cancelled, killed, preempted), so resume=RUN_DIR measures it.
                     f.write(json.dumps({"event": "end", "node": n, "status": "crashed", "t": time.time(),
-                                        "reason": "its job ended without running it (worker killed?)"}) + "\n")
+                                        "resumable": True,
+                                        "reason": "its job ended before the node finished (worker killed, job "
+                                                  "cancelled or preempted); resume to measure it"}) + "\n")
     rows, status_rows = collect(run_dir)
     add_process_facts(run_dir)
     identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -47,7 +48,7 @@ def finished_nodes(events: Sequence[dict]) -> Dict[str, dict]:
     """base node id -> its last end event."""
     done = {}
     for e in events:
-        if e.get("event") == "end" and e.get("status") in TERMINAL:
+        if e.get("event") == "end" and e.get("status") in TERMINAL and not e.get("resumable"):
             done[base_node(e["node"])] = e
     return done
 
@@ -115,12 +116,12 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
         n_before = len(read_events(events))
         argv = pytest_argv(list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining],
                            unit_dir)
-        _append(events, event="launch", nodes=len(remaining))
+        _append(events, event="launch", nodes=len(remaining), host=socket.gethostname(), job_id=_job_id())
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"\n==== zlbench: launching pytest over {len(remaining)} node(s)\n")
             out.flush()
-            proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
             killed_for = _watch(proc, events, n_before, node_timeout, deadline)
         new = read_events(events)[n_before:]
         started = [e for e in new if e.get("event") == "start"]
@@ -134,6 +135,13 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             for n in remaining:
                 if n not in ended:
                     _append(events, event="end", node=n, status="fatal", reason=setup_error)
+            break
+        if in_flight is not None and killed_for is None and proc.returncode == -signal.SIGTERM:
+            # Terminated from outside (scancel, preemption, a user's kill): not the node's fault.
+            # Record it as resumable and stop: the job itself is going away.
+            _append(events, event="end", node=in_flight, op=started[-1].get("op"), status="crashed",
+                    resumable=True, reason="terminated by SIGTERM (job cancelled or preempted); "
+                                           "resume to measure it")
             break
         if in_flight is not None:
             node = base_node(in_flight)
@@ -183,6 +191,25 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
                 _append(events, event="end", node=n, status="failed",
                         reason="not collected by pytest (deselected or missing)")
     return status_counts(read_events(events), unit["nodes"])
+
+
+def _job_id() -> str:
+    """Slurm array task (<array job>_<task>), plain Slurm job, or the local submitit job."""
+    env = os.environ
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    return env.get("SLURM_JOB_ID") or env.get("SUBMITIT_LOCAL_JOB_ID") or ""
+
+
+def _die_with_parent() -> None:
+    """In the benchmark process, before exec: get SIGKILL when the worker dies (Linux), so a killed
+    run leaves no orphan measuring on a device that a resumed run is about to use."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 def _args_file_supported() -> bool:

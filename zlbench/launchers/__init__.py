@@ -9,15 +9,9 @@ from ..errors import UsageError
 
 
 def get_launcher(name: str) -> Callable:
-    from . import local
+    from . import local, slurm
 
-    launchers: Dict[str, Callable] = {"local": local.launch}
-    try:
-        from . import slurm
-
-        launchers["slurm"] = slurm.launch
-    except ImportError:  # pragma: no cover
-        pass
+    launchers: Dict[str, Callable] = {"local": local.launch, "slurm": slurm.launch}
     if name not in launchers:
         raise UsageError(f"unknown launcher '{name}'. Valid: {', '.join(sorted(launchers))}.")
     return launchers[name]

@@ -11,7 +11,8 @@ from ..worker import run_queue
 
 
 def launch(queues: Dict[int, List[dict]], run_dir: Path, launcher: Mapping[str, Any],
-           deadline: Optional[float], restore_env: Dict[str, Optional[str]]) -> List[Any]:
+           deadline: Optional[float], restore_env: Dict[str, Optional[str]],
+           visibility_keys: List[str], gpus: bool) -> List[Any]:
     executor = submitit.AutoExecutor(folder=str(run_dir / "submitit" / "%j"), cluster="local")
     timeout_min = int(launcher.get("time_min") or 60 * 24 * 7)
     executor.update_parameters(timeout_min=timeout_min, name="zlbench")

@@ -39,11 +39,11 @@ def _version(module: str):
 
 
 def process_facts():
-    import torch
+    from .._version_info import dist_version
 
     facts = {
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": dist_version("torch"),
         "triton": _version("triton") if _backend.torch_device != "cpu" else None,
         "visibility": {k: os.environ.get(k) for k in _backend.visibility([0])},
     }
@@ -55,8 +55,11 @@ def process_facts():
     if _backend.torch_device == "cpu":
         from ..backends.cpu import _cpu_model
 
-        facts["device_name"] = _cpu_model()
+        facts["device_name"] = _cpu_model()  # no torch import: a CPU corpus may not need it
     else:
+        import torch
+
+        facts["torch"] = torch.__version__
         dev = getattr(torch, _backend.torch_device)
         try:
             facts["device_name"] = dev.get_device_name(0)

@@ -48,9 +48,12 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
         events = read_events(run_dir / "units" / unit["unit_id"] / "events.jsonl")
         dev = unit["device"]
         dev_name = devices.get(dev, {}).get("name", "")
+        where = {"host": "", "job_id": ""}
         for e in events:
             kind = e.get("event")
-            if kind == "log":
+            if kind == "launch":
+                where = {"host": e.get("host", ""), "job_id": e.get("job_id", "")}
+            elif kind == "log":
                 log_lines.append(e["line"])
             elif kind == "artifacts":
                 kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e["kernels"])
@@ -76,12 +79,18 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
                     })
             elif kind == "end":
                 key = (base_node(e["node"]), unit["side"])
+                if e.get("resumable") and key in nodes and nodes[key].get("measured"):
+                    continue  # measured later (a resume): the earlier placeholder no longer applies
                 prev = nodes.get(key)
                 entry = {
                     "op": e.get("op") or "", "test_node": key[0], "side": unit["side"],
                     "status": e["status"], "reason": (e.get("reason") or "")[:500],
-                    "wall_s": float(e.get("wall_s") or 0.0), "device": dev,
+                    "wall_s": float(e.get("wall_s") or 0.0), "device": dev, **where,
+                    "measured": not e.get("resumable"),
                 }
+                if prev is not None and prev.get("resumable_placeholder") and entry["measured"]:
+                    prev = None  # a resume measured what the killed job left
+                entry["resumable_placeholder"] = not entry["measured"]
                 if prev is None:
                     nodes[key] = entry
                 else:  # several rounds / items: worst status, summed wall time

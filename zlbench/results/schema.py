@@ -7,6 +7,7 @@ ROW_FIELDS = [
 ]
 OPS_STATUS_FIELDS = [
     "op", "test_node", "side", "status", "rows", "backend", "device", "timer", "wall_s", "reason",
+    "host", "job_id",
 ]
 STATUSES = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
 # Worst first: a node measured over several rounds reports its worst status.

@@ -1,0 +1,103 @@
+"""Engine benchmarks (issue: execution engine), measured side by side in one run on this machine.
+
+    python benchmarks/engine.py overhead [--nodes 64]
+    python benchmarks/engine.py scaling [--nodes 64 --wait 1.0 --devices 1,2,4,8]
+
+overhead: zlbench over N no-op nodes of the waiting corpus (one pytest process per device, all
+plugins), against bare pytest over the same nodes in one process, and against one pytest process
+per node (the old runner's way). zlbench's own overhead per node = (zlbench - bare) / N.
+scaling: the same corpus with nodes that wait (not compute, so a 2-core machine does not limit
+it) on 1, 2, 4, 8 simulated devices (cpu slots); throughput relative to one device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+WAIT = REPO / "tests" / "fixtures" / "wait_corpus"
+
+
+def timed(cmd, env=None, cwd=None):
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, env={**os.environ, **(env or {})}, cwd=cwd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{res.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def zl(run_dir, nodes, extra=(), wait="0"):
+    return timed([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", "backend=cpu",
+                  "corpus=flaggems", f"corpus.root={WAIT}", f"ops=[{','.join(nodes)}]", "progress=none",
+                  *extra], env={"WAIT_S": wait})
+
+
+def overhead(args):
+    nodes = [f"wait_{i:02d}" for i in range(args.nodes)]
+    ids = [str(WAIT / "benchmark" / "test_wait.py") + f"::test_{n}" for n in nodes]
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(WAIT), "-c",
+            str(WAIT / "pytest.ini")]
+    with tempfile.TemporaryDirectory() as tmp:
+        t_zl = zl(Path(tmp) / "zl", nodes)
+        t_bare = timed(base + ids, env={"WAIT_S": "0"}, cwd=tmp)
+        t_per = sum(timed(base + [i], env={"WAIT_S": "0"}, cwd=tmp) for i in ids)
+    out = {"nodes": args.nodes, "zlbench_s": round(t_zl, 2), "bare_pytest_one_process_s": round(t_bare, 2),
+           "one_pytest_per_node_s": round(t_per, 2),
+           "zlbench_overhead_per_node_s": round((t_zl - t_bare) / args.nodes, 4),
+           "one_process_per_node_cost_per_node_s": round(t_per / args.nodes, 4)}
+    return out
+
+
+def measuring_span(run_dir: Path) -> float:
+    """First node start to last node end, from the events: the devices' measuring time, without
+    zlbench's and the interpreters' start-up (CPU work these 2 cores serialize)."""
+    starts, ends = [], []
+    for path in run_dir.glob("units/*/events.jsonl"):
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("event") == "start":
+                starts.append(e["t"])
+            elif e.get("event") == "end":
+                ends.append(e["t"])
+    return max(ends) - min(starts)
+
+
+def scaling(args):
+    nodes = [f"wait_{i:02d}" for i in range(args.nodes)]
+    out = {"nodes": args.nodes, "wait_s": args.wait, "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(x) for x in args.devices.split(",")]:
+            t = zl(Path(tmp) / f"d{n}", nodes, [f"backend.slots={n}"], wait=str(args.wait))
+            span = measuring_span(Path(tmp) / f"d{n}")
+            out["runs"].append({"devices": n, "wall_s": round(t, 2), "nodes_per_s": round(args.nodes / t, 3),
+                                "measuring_s": round(span, 2), "measuring_nodes_per_s": round(args.nodes / span, 3)})
+    one, one_m = out["runs"][0]["nodes_per_s"], out["runs"][0]["measuring_nodes_per_s"]
+    for r in out["runs"]:
+        r["efficiency_wall"] = round(r["nodes_per_s"] / one / r["devices"], 3)
+        r["efficiency_measuring"] = round(r["measuring_nodes_per_s"] / one_m / r["devices"], 3)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=["overhead", "scaling"])
+    p.add_argument("--nodes", type=int, default=64)
+    p.add_argument("--wait", type=float, default=1.0)
+    p.add_argument("--devices", default="1,2,4,8")
+    args = p.parse_args()
+    result = {"overhead": overhead, "scaling": scaling}[args.what](args)
+    result["machine"] = f"{platform.node()} {os.cpu_count()} cores, python {platform.python_version()}"
+    result["date"] = time.strftime("%Y-%m-%d")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

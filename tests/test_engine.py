@@ -1,0 +1,143 @@
+"""The execution engine under faults: a run killed with SIGKILL resumes to the same result; a
+worker killed from outside leaves typed statuses; a full disk is a clear error; many devices."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import FIXTURES, zlbench
+
+pytestmark = pytest.mark.slow
+WAIT = FIXTURES / "wait_corpus"
+ARGS = ["backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']", "progress=plain"]
+
+
+def statuses(run_dir):
+    with open(run_dir / "ops_status.csv") as f:
+        return {r["test_node"]: r["status"] for r in csv.DictReader(f)}
+
+
+def row_set(run_dir):
+    rows = [json.loads(l) for l in (run_dir / "rows.jsonl").read_text().splitlines()]
+    return sorted((r["op"], r["dtype"], r["shape"], r["status"], r["latency"]) for r in rows)
+
+
+def ended(run_dir):
+    out = []
+    for path in (run_dir / "units").glob("*/events.jsonl"):
+        for line in path.read_text().splitlines():
+            if '"event": "end"' in line:
+                out.append(json.loads(line)["node"])
+    return out
+
+
+def start_run(run_dir, *extra, wait_s="0.4"):
+    env = {k: v for k, v in os.environ.items() if k not in ("ZL_BACKEND", "OP", "TEST_NODE")}
+    env["WAIT_S"] = wait_s
+    return subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", *ARGS, *extra],
+                            cwd=run_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def wait_for(predicate, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(tmp_path):
+    killed = tmp_path / "killed"
+    proc = start_run(killed)
+    assert wait_for(lambda: (killed / "units").exists() and len(ended(killed)) >= 4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = sorted(ended(killed))
+    time.sleep(1.5)
+    assert sorted(ended(killed)) == before  # nothing kept measuring after the kill
+    assert 4 <= len(before) < 10
+    env = {"WAIT_S": "0.4"}
+    res = zlbench(f"hydra.run.dir={tmp_path / 'elsewhere'}", *ARGS, f"resume={killed}", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "resuming" in res.stderr
+    ref = tmp_path / "reference"
+    res = zlbench(f"hydra.run.dir={ref}", *ARGS, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert statuses(killed) == statuses(ref) and set(statuses(ref).values()) == {"ok"}
+    assert len(statuses(ref)) == 10
+    assert row_set(killed) == row_set(ref)
+    # Nodes finished before the kill were not measured again.
+    counts = {n: ended(killed).count(n) for n in before}
+    assert set(counts.values()) == {1}
+
+
+def test_resume_refuses_another_caliber(tmp_path):
+    run = tmp_path / "run"
+    assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
+    res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, "timer.repeat=3", f"resume={run}", cwd=tmp_path)
+    assert res.returncode == 2 and "another caliber" in res.stderr and "timer" in res.stderr
+
+
+def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
+    run = tmp_path / "run"
+    proc = start_run(run, wait_s="0.5")
+    assert wait_for(lambda: (run / "units").exists() and len(ended(run)) >= 2)
+    jobs = [p for p in os.listdir("/proc") if p.isdigit() and _is_job_of(p, run)]
+    assert jobs, "no submitit job process found"
+    for pid in jobs:
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    st = statuses(run)
+    assert len(st) == 10
+    assert "crashed" in st.values() and "ok" in st.values()
+    reasons = (run / "ops_status.csv").read_text()
+    assert "resume to measure it" in reasons
+
+
+def _is_job_of(pid, run_dir):
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return False
+    return b"submitit.core._submit" in cmd and any(str(run_dir).encode() in c for c in cmd)
+
+
+def test_full_disk_is_a_clear_error_and_corrupts_nothing(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        run = mnt / "run"
+        res = zlbench(f"hydra.run.dir={run}", "backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}",
+                      "ops=['wait_*']", "progress=none", cwd=tmp_path, env={"WAIT_S": "0"})
+        assert res.returncode == 2, res.stderr[-2000:]
+        assert "No space left on device" in res.stderr and "Traceback" not in res.stderr
+        # Every events line that was written is whole JSON (a torn last line is ignored by readers).
+        for path in run.glob("units/*/events.jsonl"):
+            lines = path.read_text(errors="replace").split("\n")
+            for line in lines[:-1]:
+                json.loads(line)
+        for name in ("rows.jsonl", "ops_status.csv"):
+            assert not (run / name).exists() or (run / name).read_text().endswith("\n")
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_units_spread_over_simulated_devices(tmp_path):
+    res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", *ARGS, "backend.slots=4", cwd=tmp_path, env={"WAIT_S": "0.1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert sorted({u["device"] for u in plan["units"]}) == [0, 1, 2, 3]
+    assert {u["env"]["ZLBENCH_CPU_SLOT"] for u in plan["units"]} == {"0", "1", "2", "3"}
+    rows = [json.loads(l) for l in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
+    assert {r["device"] for r in rows} == {0, 1, 2, 3}
