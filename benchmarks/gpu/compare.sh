@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
 # GPU validation, part 2 (issue 3's benchmark): zlbench against FlagGems' own runner on the same
 # file, side by side in one call, caches warm for both. Two runs of each; run-to-run noise per row
-# (abs log ratio: median, p90, max) and wall time. Same setup as validate.sh. Results under $OUT.
+# (abs log ratio: median, p90, max) and wall time. Set-up: setup.sh.
 set -uo pipefail
-OUT=${OUT:-/tmp/zl_gpu_out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
-# One cache for both runners: warm after the first run of either.
-export TRITON_CACHE_DIR=/tmp/zl_triton FLAGGEMS_CACHE_DIR=/tmp/zl_flaggems
+. "$(dirname "$0")/setup.sh"
 FILE=${FILE:-test_exp.py}
 R=$OUT/cmp; mkdir -p "$R"
 WALL=$OUT/wall.txt; : > "$WALL"

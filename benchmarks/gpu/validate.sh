@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
 # GPU validation, part 1 (issues 3 and 5): fault classification on fixtures, >=10 real FlagGems op
 # files under timer=graph and timer=direct, A/B liveness of a live and a dead switch.
-# Run from the repo root on a CUDA machine with torch+triton, wheels of zlbench's missing deps in
-# .whl/ and a FlagGems checkout (src/ benchmark/ pytest.ini) in .fg/. Results under $OUT.
+# Set-up: setup.sh.
 set -uo pipefail
-OUT=${OUT:-/tmp/zl_gpu_out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
-export TRITON_CACHE_DIR=/tmp/zl_triton FLAGGEMS_CACHE_DIR=/tmp/zl_flaggems
+. "$(dirname "$0")/setup.sh"
 R=$OUT/runs; mkdir -p "$R"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt"; }
 STEPS=${STEPS:-fixtures graph direct ab_live ab_dead graph_rest}

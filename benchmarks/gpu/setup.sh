@@ -1,0 +1,11 @@
+# Sourced by the GPU scripts: carried wheels onto PYTHONPATH, FlagGems from .fg/, shared caches.
+# Run from the repo root of a CUDA machine with torch+triton, wheels of zlbench's missing deps in
+# .whl/ and a FlagGems checkout (src/ benchmark/ pytest.ini) in .fg/. Results go under $OUT.
+OUT=${OUT:-/tmp/zl_gpu_out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
+# One Triton/FlagGems cache for every run that does not isolate its own (warm after the first).
+export TRITON_CACHE_DIR=/tmp/zl_triton FLAGGEMS_CACHE_DIR=/tmp/zl_flaggems
