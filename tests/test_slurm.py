@@ -94,3 +94,29 @@ def test_scancel_midway_then_resume(tmp_path):
     # Cancelled nodes were not at fault: resume measures them (and everything the job never ran).
     final = {s["test_node"]: s["status"] for s in statuses(run)}
     assert final == {k: "ok" for k in final} and len(final) == 10
+
+
+def test_a_requeued_task_resumes_from_completed_nodes(tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "WAIT_S": "0.6"}
+    args = [*ARGS, "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']"]
+    proc = subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run}", *args], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def ends():
+        return [json.loads(l)["node"] for p in (run / "units").glob("*/events.jsonl")
+                for l in p.read_text().splitlines() if '"event": "end"' in l and "resumable" not in l]
+
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((run / "units").exists() and len(ends()) >= 3):
+        time.sleep(0.2)
+    jobs = subprocess.run(["squeue", "-h", "-n", "zlbench", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    assert jobs
+    # What a preemption or a timeout requeue does to the task: kill it and queue it again.
+    subprocess.run(["scontrol", "requeue", *jobs], check=True)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    final = {s["test_node"]: s["status"] for s in statuses(run)}
+    assert final == {k: "ok" for k in final} and len(final) == 10, err[-2000:]
+    done = ends()
+    assert len(done) == len(set(done)) == 10  # every node measured exactly once

@@ -72,6 +72,7 @@ class LauncherConf:
     qos: Optional[str] = None
     constraint: Optional[str] = None
     array_parallelism: int = 64
+    signal_delay_s: int = 90
     setup: List[str] = field(default_factory=list)
     additional_parameters: Dict[str, Any] = field(default_factory=dict)
 

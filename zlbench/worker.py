@@ -21,6 +21,10 @@ from typing import Dict, List, Optional, Sequence
 from .plugins._runtime import CONFIG_ENV
 
 TERMINAL = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
+
+
+class Terminated(RuntimeError):
+    """The job is being ended from outside (scancel, preemption, requeue): stop, claim nothing."""
 POLL_S = 0.2
 
 
@@ -142,7 +146,7 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             _append(events, event="end", node=in_flight, op=started[-1].get("op"), status="crashed",
                     resumable=True, reason="terminated by SIGTERM (job cancelled or preempted); "
                                            "resume to measure it")
-            break
+            raise Terminated(f"unit {unit['unit_id']}: the benchmark process got SIGTERM")
         if in_flight is not None:
             node = base_node(in_flight)
             poison = next((e for e in new if e.get("event") == "poison" and

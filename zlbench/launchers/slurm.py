@@ -15,7 +15,10 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
-from ..worker import run_queue
+from ..worker import Terminated, run_queue
+
+# Longer than any sane Slurm KillWait (default 30 s).
+KILL_WAIT_S = 300
 
 # Where Slurm says which GPUs this task got, most specific first.
 ALLOCATION_ENVS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
@@ -47,7 +50,15 @@ class SlurmQueue(submitit.helpers.Checkpointable):
                         u["env"][key] = allocation
             u["env"]["ZLBENCH_SLURM_JOB"] = os.environ.get("SLURM_JOB_ID", "")
             pinned.append(u)
-        return run_queue(pinned, run_dir, deadline, env)
+        try:
+            return run_queue(pinned, run_dir, deadline, env)
+        except Terminated:
+            # Slurm is ending this task (scancel, preemption, scontrol requeue) and will SIGKILL it
+            # after KillWait. Returning now would write a result and make a requeued task look
+            # finished; wait to be killed instead (a requeued task then simply runs again and
+            # resumes from the nodes already complete).
+            time.sleep(KILL_WAIT_S)
+            raise
 
 
 class _SlurmJob:
@@ -88,6 +99,8 @@ def launch(queues: Dict[int, List[dict]], run_dir: Path, launcher: Mapping[str, 
         "timeout_min": int(launcher.get("time_min") or 60),
         "slurm_array_parallelism": int(launcher.get("array_parallelism") or 64),
         "cpus_per_task": int(launcher.get("cpus_per_task") or 1),
+        # USR2 this long before the time limit: submitit checkpoints and requeues the task.
+        "slurm_signal_delay_s": int(launcher.get("signal_delay_s") or 90),
         "name": "zlbench",
     }
     if gpus and int(launcher.get("gpus_per_task") or 0) > 0:
