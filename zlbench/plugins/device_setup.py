@@ -71,6 +71,11 @@ def process_facts():
             facts["device_count_visible"] = dev.device_count()
         except Exception as e:  # pragma: no cover - vendor specific
             facts["device_error"] = str(e)
+        # Clocks move numbers: record the SM clock now (through NVML where the vendor has it).
+        try:
+            facts["sm_clock_mhz"] = dev.clock_rate()
+        except Exception:
+            facts["sm_clock_mhz"] = None
         facts["driver"] = getattr(getattr(torch, "version", None), _backend.torch_device, None)
     return facts
 
