@@ -7,7 +7,6 @@ import csv
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time

@@ -18,6 +18,6 @@ def launch(queues: Dict[int, List[dict]], run_dir: Path, launcher: Mapping[str, 
     executor.update_parameters(timeout_min=timeout_min, name="zlbench")
     jobs = []
     with executor.batch():
-        for device, units in sorted(queues.items()):
+        for _device, units in sorted(queues.items()):
             jobs.append(executor.submit(run_queue, units, str(run_dir), deadline, restore_env))
     return jobs

@@ -76,8 +76,7 @@ def host_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return
 
 
 def _resolve(dotted: str):
-    module, _, attr = dotted.rpartition(".")
-    obj = importlib.import_module(module.split(".")[0])
+    obj = importlib.import_module(dotted.split(".")[0])
     for part in dotted.split(".")[1:]:
         obj = getattr(obj, part)
     return obj
@@ -92,7 +91,7 @@ def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_
 
     di = driver.active.get_device_interface()
     graph_cls = _resolve(graph_class)
-    capture = getattr(importlib.import_module(graph_class.rpartition(".")[0]), "graph")
+    capture = importlib.import_module(graph_class.rpartition(".")[0]).graph
     with di.stream(di.Stream()):
         fn()
         if grad_to_none is not None:
@@ -275,7 +274,7 @@ def install() -> None:
         except ImportError as e:
             _runtime.emit("warning", message=f"timer module {modname} not importable: {e}")
             continue
-        orig_bench = getattr(mod, "do_bench")
+        orig_bench = mod.do_bench
         orig_graph = getattr(mod, "do_bench_cudagraph", None)
         policy, graph_entry = make_policy(orig_bench, orig_graph)
         _patched[modname] = (orig_bench, orig_graph)
