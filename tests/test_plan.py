@@ -134,3 +134,21 @@ def test_balance_spreads_known_costs():
 def test_shard_size_splits_a_device_queue(tmp_path):
     plan = make_plan(cfg(launcher={"shard_size": 2}), get_backend("cpu"), devs(1), MINI, tmp_path)
     assert all(len(u.nodes) <= 2 for u in plan.units) and len(plan.units) >= 3
+
+
+def test_earlier_wall_times_balance_the_shards(tmp_path):
+    from zlbench.run import earlier_costs
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    nodes = ["benchmark/test_fft.py::test_perf_fft", "benchmark/test_unary_pointwise_perf.py::test_perf_exp",
+             "benchmark/test_unary_pointwise_perf.py::test_perf_abs",
+             "benchmark/test_unary_pointwise_perf.py::TestTopk::test_perf_topk",
+             "benchmark/test_module_mark.py::test_perf_exp_out", "benchmark/test_fft.py::test_perf_fft_vendor_lib"]
+    walls = [50.0, 1.0, 1.0, 1.0, 1.0, 46.0]
+    (earlier / "ops_status.csv").write_text("op,test_node,wall_s\n" + "".join(
+        f"x,{n},{w}\n" for n, w in zip(nodes, walls)))
+    costs = earlier_costs(str(earlier))
+    plan = make_plan(cfg(), get_backend("cpu", slots=2), devs(2), MINI, tmp_path, costs)
+    loads = sorted(sum(costs[n] for n in u.nodes) for u in plan.units)
+    assert loads == [50.0, 50.0]  # the two heavy nodes on different devices, the light ones spread
