@@ -17,7 +17,7 @@ from .backends import get_backend
 from .backends.registry import backend_names, detect
 from .errors import UsageError
 from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
-from .plan import Plan, make_plan
+from .plan import Plan, WorkUnit, make_plan
 from .results.rundir import PLAN_FILE, collect, load_plan
 from .results.schema import OPS_STATUS_FIELDS  # noqa: F401  (schema is part of the run contract)
 
@@ -160,6 +160,10 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         return 0
     run_dir.mkdir(parents=True, exist_ok=True)
     resuming = check_resume(run_dir, identity)
+    if resuming and (run_dir / PLAN_FILE).exists():
+        # The same units as before, not a fresh balance (which the earlier wall times now known
+        # would change): completion is tracked per unit, so a re-planned unit would measure again.
+        plan.units = [WorkUnit(**u) for u in load_plan(run_dir)["units"]]
     try:
         write_identity(run_dir, identity)
         write_plan(run_dir, plan)
