@@ -113,3 +113,13 @@ def test_liveness_compares_kernel_by_kernel():
     # Different numbers of variants and different bytes: not comparable.
     assert liveness_of("op", {"op": ["k.cubin:x"]}, {"op": ["k.cubin:y", "k.cubin:z"]}) is None
     assert liveness_of("op", a, {}) is None
+
+
+def test_shared_state_is_a_caveat():
+    from zlbench.run import shared_state_caveats
+
+    ident = {"switch_env": {"FLAGGEMS_DB_URL": "sqlite:///x.db"}, "config": {"isolate_caches": False}}
+    caveats = shared_state_caveats(ident)
+    assert len(caveats) == 2
+    res = compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on", caveats=caveats)
+    assert "one tuning database" in res["markdown"] and "isolate_caches=false" in res["markdown"]

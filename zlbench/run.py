@@ -250,6 +250,18 @@ def finish(run_dir: Path) -> int:
     return code
 
 
+def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
+    """What both sides shared although each side should have had its own."""
+    out = []
+    if identity["switch_env"].get("FLAGGEMS_DB_URL"):
+        out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
+                   "ignores compiler switches): unset it to give each side its own")
+    if not identity["config"].get("isolate_caches", True):
+        out.append("isolate_caches=false: both sides shared Triton and FlagGems caches, so liveness "
+                   "and compile-time effects are not separated")
+    return out
+
+
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any]):
     """The interleaved A/B of this run; exit code 3 when the axis is not live (unless allowed)."""
     from .report.ab import compare
@@ -262,7 +274,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
                      f"{ab['var']}={identity['sides'][sides[1]].get(ab['var'])} ({sides[1]})",
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
-                     artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")), out_dir=run_dir)
+                     artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")), out_dir=run_dir,
+                     caveats=shared_state_caveats(identity))
     code = 0
     if result["summary"]["liveness"] == "not live" and not ab.get("allow_dead"):
         print(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "

@@ -54,7 +54,7 @@ def _pct(x: Optional[float]) -> Optional[float]:
 def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_b: str,
             threshold: float = 0.02, artifacts_a: Optional[Mapping[str, str]] = None,
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
-            out_dir: Optional[Path] = None) -> Dict:
+            out_dir: Optional[Path] = None, caveats: Sequence[str] = ()) -> Dict:
     pairing = pair(rows_a, rows_b, "latency")
     artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
     row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
@@ -93,6 +93,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     }
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
     summary["flagged_rows"] = flagged
+    summary["extra_caveats"] = list(caveats)
     summary["false_positive_rate"] = (flagged / len(considered)) if (aa and considered) else None
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in pairing.unpaired]}
@@ -135,6 +136,7 @@ def headline(summary: Mapping) -> List[str]:
     if d["geomean"] is not None and abs(d["geomean"] - 1) > summary["threshold"]:
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['geomean'])} between sides: "
                        "suspect machine drift")
+    caveats += list(summary.get("extra_caveats") or [])
     if caveats:
         lines.append("Caveats: " + "; ".join(caveats) + ".")
     return lines
