@@ -23,7 +23,15 @@ timed zl_graph_1 zl zl_graph_1 timer=graph
 timed zl_graph_2 zl zl_graph_2 timer=graph
 timed zl_direct_1 zl zl_direct_1 timer=direct
 timed zl_direct_2 zl zl_direct_2 timer=direct
-for pair in native_kernel_1.log:native_kernel_2.log zl_graph_1:zl_graph_2 zl_direct_1:zl_direct_2; do
+PAIRS="native_kernel_1.log:native_kernel_2.log zl_graph_1:zl_graph_2 zl_direct_1:zl_direct_2"
+if [ -n "${EXTRA:-}" ]; then  # the noise follow-ups: FlagGems' cudagraph mode, graph with more replay
+  timed native_cudagraph_1 native native_cudagraph_1 cudagraph
+  timed native_cudagraph_2 native native_cudagraph_2 cudagraph
+  timed zl_graph_r3_1 zl zl_graph_r3_1 timer=graph timer.repeat=3 timer.rep_ms=100
+  timed zl_graph_r3_2 zl zl_graph_r3_2 timer=graph timer.repeat=3 timer.rep_ms=100
+  PAIRS="$PAIRS native_cudagraph_1.log:native_cudagraph_2.log zl_graph_r3_1:zl_graph_r3_2"
+fi
+for pair in $PAIRS; do
   a=${pair%%:*}; b=${pair##*:}
   echo "== $a vs $b" >> "$OUT/noise.txt"
   python3 benchmarks/noise.py "$R/$a" "$R/$b" >> "$OUT/noise.txt" 2>&1
