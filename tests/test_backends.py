@@ -96,3 +96,8 @@ def test_only_musa_carries_a_compat_plugin():
     assert get_backend("musa").compat_plugins == ("zlbench.backends.musa_compat",)
     for name in ("cuda", "rocm", "ascend", "cpu"):
         assert get_backend(name).compat_plugins == ()
+
+
+def test_only_torch_cuda_backends_use_upstreams_graph_timer():
+    assert get_backend("cuda").upstream_graph_timer and get_backend("rocm").upstream_graph_timer
+    assert not get_backend("musa").upstream_graph_timer and not get_backend("ascend").upstream_graph_timer

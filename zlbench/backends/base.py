@@ -46,6 +46,9 @@ class DeviceBackend:
     enumerate_command: ClassVar[Tuple[str, ...]] = ()
     # Dotted path of the device graph class (None: no graph capture).
     graph_class: ClassVar[Optional[str]] = None
+    # Time graphs with upstream triton.testing.do_bench_cudagraph itself (it hardcodes torch.cuda),
+    # so numbers do not move where it runs; elsewhere zlbench's port through the device interface.
+    upstream_graph_timer: ClassVar[bool] = False
     default_timer: ClassVar[str] = "direct"
     # pytest plugins (dotted module paths) this backend needs in the benchmark process, planned
     # before every other plugin because they rewrite collection-time markers.
@@ -117,6 +120,7 @@ class DeviceBackend:
             "torch_extension": self.torch_extension,
             "visibility_env": self.visibility_env,
             "graph_class": self.graph_class,
+            "upstream_graph_timer": self.upstream_graph_timer,
             "default_timer": self.default_timer,
             "compat_plugins": list(self.compat_plugins),
         }

@@ -19,6 +19,7 @@ class CudaBackend(DeviceBackend):
         "--format=csv,noheader",
     )
     graph_class = "torch.cuda.CUDAGraph"
+    upstream_graph_timer = True
     default_timer = "graph"
     # Wording carried over from the old runner's CUDA marker list. No poisoning wording is guessed
     # for CUDA: nothing observed there says the capture attempt itself kills the context.

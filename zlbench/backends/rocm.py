@@ -17,6 +17,7 @@ class RocmBackend(DeviceBackend):
     extra_visibility_envs = ("ROCR_VISIBLE_DEVICES",)
     enumerate_command = ("rocm-smi", "--showproductname", "--showbus", "--showdriverversion", "--json")
     graph_class = "torch.cuda.CUDAGraph"
+    upstream_graph_timer = True  # ROCm's torch exposes torch.cuda: upstream's timer runs as is
     default_timer = "graph"
     capture_refused_wording = (
         "hipErrorStreamCaptureUnsupported",

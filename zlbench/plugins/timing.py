@@ -196,7 +196,7 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
         return values[0] if quantiles is not None else statistics.median(values)
 
     def capture(fn, rep, grad_to_none, quantiles, return_mode):
-        if backend.name == "cuda" and orig_graph is not None:
+        if backend.upstream_graph_timer and orig_graph is not None:
             return orig_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                               return_mode=return_mode)
         return interface_bench_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
