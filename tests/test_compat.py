@@ -39,3 +39,42 @@ def test_inert_when_flag_gems_dispatched_elsewhere():
 def test_without_the_plugin_mthreads_loses_the_op():
     out = run_fft_file("mthreads", plugins=())
     assert "2 skipped" in out, out
+
+
+def _zl_with_fakes(tmp_path, vendor, backend, smi, *args):
+    from .conftest import DATA, zlbench
+
+    env = {"PYTHONPATH": str(FAKES / vendor), "ZLBENCH_SMI_OUTPUT": str(DATA / "smi" / smi)}
+    run = tmp_path / "run"
+    res = zlbench(f"hydra.run.dir={run}", f"backend={backend}", "corpus=flaggems", f"corpus.root={MINI}",
+                  "op_file=test_fft.py", "progress=none", *args, cwd=tmp_path, env=env)
+    import csv
+
+    status = {}
+    if (run / "ops_status.csv").exists():
+        with open(run / "ops_status.csv") as f:
+            status = {r["test_node"].split("::")[1]: r for r in csv.DictReader(f)}
+    return res, run, status
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the guard only fires without CUDA")
+def test_simulated_musa_run_measures_the_op_the_cuda_guard_hid(tmp_path):
+    """MUSA simulated at the device boundary: mthreads-gmi output replayed, torch_musa and a
+    flag_gems that dispatched to mthreads stand in as modules. The rest is zlbench for real."""
+    res, run, st = _zl_with_fakes(tmp_path, "mthreads", "mt", "mthreads-gmi.txt", "devices=[1]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert st["test_perf_fft"]["status"] == "ok"
+    assert st["test_perf_fft_vendor_lib"]["status"] == "skipped"
+    plan = (run / "plan.json").read_text()
+    assert '"MUSA_VISIBLE_DEVICES": "1"' in plan and "CUDA_VISIBLE_DEVICES" not in plan
+    assert "zlbench.backends.musa_compat" in plan
+    assert st["test_perf_fft"]["timer"] == "direct"  # MUSA's default
+
+
+@pytest.mark.slow
+def test_flag_gems_on_another_vendor_fails_the_run_clearly(tmp_path):
+    res, run, st = _zl_with_fakes(tmp_path, "nvidia", "rocm", "rocm-smi.json", "timer=direct")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert {s["status"] for s in st.values()} == {"fatal"}
+    assert all("backend=rocm but flag_gems dispatched to nvidia" in s["reason"] for s in st.values())

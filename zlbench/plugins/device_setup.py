@@ -60,8 +60,8 @@ def process_facts():
         import torch
 
         facts["torch"] = torch.__version__
-        dev = getattr(torch, _backend.torch_device)
         try:
+            dev = getattr(torch, _backend.torch_device)
             facts["device_name"] = dev.get_device_name(0)
             props = dev.get_device_properties(0)
             facts["device_bus_id"] = "{:04x}:{:02x}:{:02x}".format(
@@ -73,7 +73,7 @@ def process_facts():
             facts["device_error"] = str(e)
         # Clocks move numbers: record the SM clock now (through NVML where the vendor has it).
         try:
-            facts["sm_clock_mhz"] = dev.clock_rate()
+            facts["sm_clock_mhz"] = getattr(torch, _backend.torch_device).clock_rate()
         except Exception:
             facts["sm_clock_mhz"] = None
         facts["driver"] = getattr(getattr(torch, "version", None), _backend.torch_device, None)
