@@ -152,3 +152,15 @@ def test_earlier_wall_times_balance_the_shards(tmp_path):
     plan = make_plan(cfg(), get_backend("cpu", slots=2), devs(2), MINI, tmp_path, costs)
     loads = sorted(sum(costs[n] for n in u.nodes) for u in plan.units)
     assert loads == [50.0, 50.0]  # the two heavy nodes on different devices, the light ones spread
+
+
+def test_tuning_replay_gives_side_b_the_configs_side_a_tuned(tmp_path):
+    ab = {"name": "x", "var": "SWITCH", "values": [0, 1], "sides": ["off", "on"], "rounds": 2, "tuning": "replay"}
+    plan = make_plan(cfg(ab=ab), get_backend("cpu"), devs(1), MINI, tmp_path)
+    fg = {u.side: u.env["FLAGGEMS_CACHE_DIR"] for u in plan.units}
+    triton = {u.side: u.env["TRITON_CACHE_DIR"] for u in plan.units}
+    assert fg["on"] == fg["off"] == str(tmp_path / "cache" / "side0" / "flaggems")
+    assert triton["on"] != triton["off"]  # compiled kernels stay per side
+    assert plan.units[0].side == "off"  # A tunes first
+    sep = make_plan(cfg(ab={**ab, "tuning": "separate"}), get_backend("cpu"), devs(1), MINI, tmp_path)
+    assert len({u.env["FLAGGEMS_CACHE_DIR"] for u in sep.units}) == 2
