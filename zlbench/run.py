@@ -19,7 +19,6 @@ from .errors import UsageError
 from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
 from .plan import Plan, WorkUnit, make_plan
 from .results.rundir import PLAN_FILE, collect, load_plan
-from .results.schema import OPS_STATUS_FIELDS  # noqa: F401  (schema is part of the run contract)
 
 
 def resolved_config(cfg: DictConfig) -> Dict[str, Any]:

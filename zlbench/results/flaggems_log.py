@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Iterator, List
 
 from ..errors import UsageError
 from .schema import shape_key
@@ -59,9 +59,3 @@ def rows_from_log(path: Path) -> List[dict]:
         )
     return rows
 
-
-def is_result_log(path: Path) -> bool:
-    return path.is_file()
-
-
-__all__ = ["iter_records", "rows_from_log", "is_result_log", "Dict"]

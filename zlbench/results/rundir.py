@@ -46,6 +46,11 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
     for unit in plan["units"]:
         events = read_events(run_dir / "units" / unit["unit_id"] / "events.jsonl")
+        # A resumable placeholder (its job died before the node ran) no longer applies once a
+        # resume measured the node: resumes reuse the unit, so that end is in the same file.
+        measured = {base_node(e["node"]) for e in events if e.get("event") == "end" and not e.get("resumable")}
+        events = [e for e in events if not (e.get("event") == "end" and e.get("resumable")
+                                            and base_node(e["node"]) in measured)]
         dev = unit["device"]
         dev_name = devices.get(dev, {}).get("name", "")
         where = {"host": "", "job_id": ""}
@@ -79,18 +84,12 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
                     })
             elif kind == "end":
                 key = (base_node(e["node"]), unit["side"])
-                if e.get("resumable") and key in nodes and nodes[key].get("measured"):
-                    continue  # measured later (a resume): the earlier placeholder no longer applies
                 prev = nodes.get(key)
                 entry = {
                     "op": e.get("op") or "", "test_node": key[0], "side": unit["side"],
                     "status": e["status"], "reason": (e.get("reason") or "")[:500],
                     "wall_s": float(e.get("wall_s") or 0.0), "device": dev, **where,
-                    "measured": not e.get("resumable"),
                 }
-                if prev is not None and prev.get("resumable_placeholder") and entry["measured"]:
-                    prev = None  # a resume measured what the killed job left
-                entry["resumable_placeholder"] = not entry["measured"]
                 if prev is None:
                     nodes[key] = entry
                 else:  # several rounds / items: worst status, summed wall time
