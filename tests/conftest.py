@@ -1,7 +1,9 @@
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,24 @@ def faulty_corpus(tmp_path):
     dst = tmp_path / "faulty_corpus"
     shutil.copytree(FIXTURES / "faulty_corpus", dst)
     return dst
+
+
+def measured_ends(run_dir):
+    """Node ids of every end event a benchmark process or worker wrote (placeholders left for a
+    resume excluded), across the run's units."""
+    out = []
+    for path in (Path(run_dir) / "units").glob("*/events.jsonl"):
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("event") == "end" and not event.get("resumable"):
+                out.append(event["node"])
+    return out
+
+
+def wait_for(predicate, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False

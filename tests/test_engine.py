@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import FIXTURES, zlbench
+from .conftest import FIXTURES, measured_ends, wait_for, zlbench
 
 pytestmark = pytest.mark.slow
 WAIT = FIXTURES / "wait_corpus"
@@ -29,15 +29,6 @@ def row_set(run_dir):
     return sorted((r["op"], r["dtype"], r["shape"], r["status"], r["latency"]) for r in rows)
 
 
-def ended(run_dir):
-    out = []
-    for path in (run_dir / "units").glob("*/events.jsonl"):
-        for line in path.read_text().splitlines():
-            if '"event": "end"' in line:
-                out.append(json.loads(line)["node"])
-    return out
-
-
 def start_run(run_dir, *extra, wait_s="0.4"):
     env = {k: v for k, v in os.environ.items() if k not in ("ZL_BACKEND", "OP", "TEST_NODE")}
     env["WAIT_S"] = wait_s
@@ -46,24 +37,15 @@ def start_run(run_dir, *extra, wait_s="0.4"):
                             start_new_session=True)
 
 
-def wait_for(predicate, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(tmp_path):
     killed = tmp_path / "killed"
     proc = start_run(killed, *TWO)
-    assert wait_for(lambda: (killed / "units").exists() and len(ended(killed)) >= 4)
+    assert wait_for(lambda: (killed / "units").exists() and len(measured_ends(killed)) >= 4)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    before = sorted(ended(killed))
+    before = sorted(measured_ends(killed))
     time.sleep(1.5)
-    assert sorted(ended(killed)) == before  # nothing kept measuring after the kill
+    assert sorted(measured_ends(killed)) == before  # nothing kept measuring after the kill
     assert 4 <= len(before) < 9
     env = {"WAIT_S": "0.4"}
     # Look at the partial results first (this writes wall times a fresh plan would balance by).
@@ -82,7 +64,7 @@ def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert len(statuses(ref)) == 10
     assert row_set(killed) == row_set(ref)
     # Nodes finished before the kill were not measured again.
-    counts = {n: ended(killed).count(n) for n in before}
+    counts = {n: measured_ends(killed).count(n) for n in before}
     assert set(counts.values()) == {1}
 
 
@@ -96,7 +78,7 @@ def test_resume_refuses_another_caliber(tmp_path):
 def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
     run = tmp_path / "run"
     proc = start_run(run, wait_s="0.5")
-    assert wait_for(lambda: (run / "units").exists() and len(ended(run)) >= 2)
+    assert wait_for(lambda: (run / "units").exists() and len(measured_ends(run)) >= 2)
     jobs = [p for p in os.listdir("/proc") if p.isdigit() and _is_job_of(p, run)]
     assert jobs, "no submitit job process found"
     for pid in jobs:

@@ -4,7 +4,6 @@ Skipped with a reason where no Slurm answers (a laptop without root); under CI=t
 Slurm fails instead, so CI can never pass these by skipping them."""
 
 import csv
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import time
 
 import pytest
 
-from .conftest import FIXTURES, zlbench
+from .conftest import FIXTURES, measured_ends, wait_for, zlbench
 
 WAIT = FIXTURES / "wait_corpus"
 
@@ -67,21 +66,21 @@ def test_no_wait_then_collect(tmp_path):
     assert {s["status"] for s in statuses(run)} == {"ok"}
 
 
-def test_scancel_midway_then_resume(tmp_path):
-    run = tmp_path / "run"
+def _run_until_nodes_end(tmp_path, run, args, n=3):
+    """Start a Slurm run in the background; return it and its job ids once n nodes have ended."""
     env = {**os.environ, "WAIT_S": "0.6"}
-    args = [*ARGS, "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']"]
     proc = subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run}", *args], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def ended():
-        return sum(p.read_text().count('"event": "end"') for p in (run / "units").glob("*/events.jsonl"))
-
-    deadline = time.time() + 120
-    while time.time() < deadline and not ((run / "units").exists() and ended() >= 3):
-        time.sleep(0.2)
+    wait_for(lambda: (run / "units").exists() and len(measured_ends(run)) >= n)
     jobs = subprocess.run(["squeue", "-h", "-n", "zlbench", "-o", "%i"], capture_output=True, text=True).stdout.split()
     assert jobs
+    return proc, jobs
+
+
+def test_scancel_midway_then_resume(tmp_path):
+    run = tmp_path / "run"
+    args = [*ARGS, "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']"]
+    proc, jobs = _run_until_nodes_end(tmp_path, run, args)
     subprocess.run(["scancel", *jobs], check=True)
     out, err = proc.communicate(timeout=180)
     st = {s["test_node"]: s for s in statuses(run)}
@@ -97,25 +96,13 @@ def test_scancel_midway_then_resume(tmp_path):
 
 def test_a_requeued_task_resumes_from_completed_nodes(tmp_path):
     run = tmp_path / "run"
-    env = {**os.environ, "WAIT_S": "0.6"}
     args = [*ARGS, "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']"]
-    proc = subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run}", *args], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def ends():
-        return [json.loads(l)["node"] for p in (run / "units").glob("*/events.jsonl")
-                for l in p.read_text().splitlines() if '"event": "end"' in l and "resumable" not in l]
-
-    deadline = time.time() + 120
-    while time.time() < deadline and not ((run / "units").exists() and len(ends()) >= 3):
-        time.sleep(0.2)
-    jobs = subprocess.run(["squeue", "-h", "-n", "zlbench", "-o", "%i"], capture_output=True, text=True).stdout.split()
-    assert jobs
+    proc, jobs = _run_until_nodes_end(tmp_path, run, args)
     # What a preemption or a timeout requeue does to the task: kill it and queue it again.
     subprocess.run(["scontrol", "requeue", *jobs], check=True)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
     final = {s["test_node"]: s["status"] for s in statuses(run)}
     assert final == {k: "ok" for k in final} and len(final) == 10, err[-2000:]
-    done = ends()
+    done = measured_ends(run)
     assert len(done) == len(set(done)) == 10  # every node measured exactly once
