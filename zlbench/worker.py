@@ -118,6 +118,7 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
                         reason="whole-run time limit (launcher.run_timeout_s) reached before it ran")
             break
         n_before = len(read_events(events))
+        pos_before = events.stat().st_size if events.exists() else 0
         argv = pytest_argv(list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining],
                            unit_dir)
         _append(events, event="launch", nodes=len(remaining), host=socket.gethostname(), job_id=_job_id())
@@ -126,7 +127,7 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             out.flush()
             proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_die_with_parent)
-            killed_for = _watch(proc, events, n_before, node_timeout, deadline)
+            killed_for = _watch(proc, events, pos_before, node_timeout, deadline)
         new = read_events(events)[n_before:]
         started = [e for e in new if e.get("event") == "start"]
         ended_items = {e["node"] for e in new if e.get("event") == "end"}
@@ -246,22 +247,38 @@ def pytest_argv(argv: List[str], unit_dir: Path) -> List[str]:
     return head + keep + ["@pytest_args.txt"]
 
 
-def _watch(proc: subprocess.Popen, events: Path, n_before: int, node_timeout: float,
+def _new_events(events: Path, pos: int):
+    """Complete event lines appended since byte `pos`, and the position after them (a torn last
+    line is left for the next read). The watch loop polls often: it must not re-read the file."""
+    try:
+        with open(events, "rb") as f:
+            f.seek(pos)
+            chunk = f.read()
+    except OSError:
+        return [], pos
+    end = chunk.rfind(b"\n") + 1
+    out = []
+    for line in chunk[:end].splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out, pos + end
+
+
+def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
            deadline: Optional[float]) -> Optional[str]:
     """Wait for the process; kill its process group on a node timeout or the run deadline."""
     current = None
     since = time.time()
-    offset = 0
     while proc.poll() is None:
         time.sleep(POLL_S)
-        new = read_events(events)[n_before:]
-        if len(new) > offset:
-            for e in new[offset:]:
-                if e.get("event") == "start":
-                    current, since = e["node"], e["t"]
-                elif e.get("event") == "end":
-                    current = None
-            offset = len(new)
+        new, pos = _new_events(events, pos)
+        for e in new:
+            if e.get("event") == "start":
+                current, since = e["node"], e["t"]
+            elif e.get("event") == "end":
+                current = None
         now = time.time()
         reason = None
         if current is not None and now - since > node_timeout:
