@@ -2,6 +2,7 @@ import pytest
 
 from zlbench.cli import normalize_argv
 from zlbench.errors import UsageError
+from .conftest import DATA
 
 
 def test_old_env_vars_choose_defaults():
@@ -50,3 +51,13 @@ def test_unknown_backend_fails_before_anything_runs():
 def test_bad_env_value_names_the_variable():
     with pytest.raises(UsageError, match="ZL_ENABLE_CUDAGRAPH"):
         normalize_argv([], {"ZL_ENABLE_CUDAGRAPH": "maybe"})
+
+
+def test_a_visibility_env_set_before_zlbench_restricts_its_device_pool(run_zlbench):
+    smi = {"ZLBENCH_SMI_OUTPUT": str(DATA / "smi" / "nvidia-smi.txt")}
+    res = run_zlbench("backend=cuda", "dry_run=true", env={**smi, "CUDA_VISIBLE_DEVICES": "1,3"})
+    assert res.returncode == 0, res.stderr
+    assert "devices: 1 (NVIDIA H200), 3 (NVIDIA H200)\n" in res.stdout
+    res = run_zlbench("backend=cuda", "dry_run=true", env={**smi, "CUDA_VISIBLE_DEVICES": "9"})
+    assert res.returncode == 2
+    assert "CUDA_VISIBLE_DEVICES=9 was set before zlbench and hides every device here (0, 1, 2, 3)" in res.stderr

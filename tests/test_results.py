@@ -64,3 +64,39 @@ def test_unaligned_timing_calls_over_mark_rather_than_lose_a_fallback():
     _runtime.timing_calls[:] = [{"timer_used": "direct", "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"], "reason": "x"}]
     per_shape = _markers_for_results(3)
     assert all(p["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"] for p in per_shape)
+
+
+def _fake_run(tmp_path, processes):
+    """A run dir of two devices whose units each report one process and one record."""
+    units = [{"unit_id": f"u{d}", "device": d, "side": "main", "round": 0} for d in (0, 1)]
+    plan = {"backend": "cuda", "timer": "graph", "nodes": [], "units": units, "devices": [
+        {"index": 0, "name": "NVIDIA H200", "bus_id": "00000000:19:00.0"},
+        {"index": 1, "name": "NVIDIA H200", "bus_id": "00000000:3B:00.0"}]}
+    tmp_path.mkdir(parents=True)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    for unit, bus in zip(units, processes):
+        d = tmp_path / "units" / unit["unit_id"]
+        d.mkdir(parents=True)
+        payload = {"op_name": "exp", "dtype": "torch.float16",
+                   "result": [{"shape_detail": [[64]], "latency": 0.01, "latency_base": 0.01}]}
+        events = [{"event": "process", "pid": 7, "facts": {"device_name": "NVIDIA H200 (torch)", "device_bus_id": bus}},
+                  {"event": "record", "node": "t.py::test_exp", "payload": payload, "timing": [{"timer_used": "graph"}]},
+                  {"event": "end", "node": "t.py::test_exp", "status": "ok", "wall_s": 1}]
+        (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return tmp_path
+
+
+def test_rows_carry_the_measuring_process_gpu_and_pinning_is_checked(tmp_path):
+    from zlbench.results.rundir import PIN_WARNING, collect, pinning_problems
+
+    rows, _ = collect(_fake_run(tmp_path / "good", ["0000:19:00", "0000:3b:00"]))
+    assert {(r["device"], r["device_bus_id"], r["device_name"]) for r in rows} == {
+        (0, "0000:19:00", "NVIDIA H200 (torch)"), (1, "0000:3b:00", "NVIDIA H200 (torch)")}
+    assert PIN_WARNING not in (tmp_path / "good" / "run.log").read_text()
+
+    collect(_fake_run(tmp_path / "shared", ["0000:19:00", "0000:19:00"]))
+    log = (tmp_path / "shared" / "run.log").read_text()
+    assert f"{PIN_WARNING}devices 0 and 1 both measured on bus 0000:19:00" in log
+    assert "device 1 is 00000000:3B:00.0: its visibility env did not pin it" in log
+    # No bus id (CPU, an older run): nothing to check, nothing claimed.
+    assert pinning_problems({"u0:1": {"device": 0}, "u1:1": {"device": 1}}, {}) == []

@@ -18,7 +18,7 @@ from .backends.registry import backend_names, detect
 from .errors import UsageError
 from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
 from .plan import Plan, WorkUnit, make_plan
-from .results.rundir import PLAN_FILE, collect, load_plan
+from .results.rundir import PIN_WARNING, PLAN_FILE, collect, load_plan
 
 
 def resolved_config(cfg: DictConfig) -> Dict[str, Any]:
@@ -91,7 +91,7 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
 
         devices = [DeviceInfo(i, f"slurm task {i}") for i in range(max(1, int(resolved["launcher"].get("tasks") or 1)))]
     else:
-        devices = backend.enumerate_devices()
+        devices = backend.inherited_visible(backend.enumerate_devices())
     root = corpus_root(resolved)
     costs = earlier_costs(resolved.get("cost_from"), resolved.get("resume"))
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
@@ -228,6 +228,10 @@ def finish(run_dir: Path) -> int:
     add_process_facts(run_dir)
     identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
     text = render_summary(rows, status_rows, f"zlbench run {run_dir.name}", identity)
+    warnings = [line[len(PIN_WARNING):] for line in (run_dir / "run.log").read_text(encoding="utf-8").splitlines()
+                if line.startswith(PIN_WARNING)]
+    if warnings:
+        text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
     code = 0
     sides = [s["name"] for s in plan["sides"]]
     if len(sides) == 2:

@@ -91,6 +91,24 @@ class DeviceBackend:
             return []
         return self.parse_devices(out.stdout)
 
+    def inherited_visible(self, devices: List[DeviceInfo]) -> List[DeviceInfo]:
+        """The devices a visibility env set before zlbench allows (CUDA_VISIBLE_DEVICES=1 python -m
+        zlbench means "GPU 1 only"); the workers then set it to their own physical index."""
+        value = os.environ.get(self.visibility_env or "")
+        if value is None or self.torch_device == "cpu":
+            return devices
+        wanted = [x.strip() for x in value.split(",") if x.strip()]
+        if not all(x.isdigit() for x in wanted):
+            return devices  # UUIDs or MIG names: the tool's indices cannot be matched, keep them all
+        kept = [d for d in devices if str(d.index) in wanted]
+        if devices and not kept:
+            from ..errors import UsageError
+
+            raise UsageError(f"{self.visibility_env}={value} was set before zlbench and hides every device "
+                             f"here ({', '.join(str(d.index) for d in devices)}). Fix: unset it, or "
+                             "choose devices with devices=[...].")
+        return kept
+
     def tool_present(self) -> bool:
         return bool(self.enumerate_command) and shutil.which(self.enumerate_command[0]) is not None
 

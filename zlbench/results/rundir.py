@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -17,6 +18,8 @@ from ..worker import base_node, read_events
 from .schema import OPS_STATUS_FIELDS, ROW_FIELDS, SEVERITY, shape_key
 
 PLAN_FILE = "plan.json"
+# run.log lines of this prefix head the run's summary.
+PIN_WARNING = "[WARNING] zlbench: "
 
 
 def load_plan(run_dir: Path) -> dict:
@@ -52,7 +55,9 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
         events = [e for e in events if not (e.get("event") == "end" and e.get("resumable")
                                             and base_node(e["node"]) in measured)]
         dev = unit["device"]
-        dev_name = devices.get(dev, {}).get("name", "")
+        # What the measuring process itself saw (torch's device name and PCI bus id) wins over the
+        # enumeration: it is the proof that the worker was pinned to the device the plan gave it.
+        seen = {"device_name": devices.get(dev, {}).get("name", ""), "device_bus_id": ""}
         where = {"host": "", "job_id": ""}
         for e in events:
             kind = e.get("event")
@@ -63,7 +68,10 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
             elif kind == "artifacts":
                 kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e["kernels"])
             elif kind == "process":
-                processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **e.get("facts", {})}
+                facts = e.get("facts", {})
+                processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **facts}
+                seen = {"device_name": facts.get("device_name") or seen["device_name"],
+                        "device_bus_id": facts.get("device_bus_id", "")}
             elif kind == "record":
                 payload = e["payload"]
                 for res, timing in zip(payload.get("result") or [], e.get("timing") or []):
@@ -79,7 +87,7 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
                         "marker_reason": timing.get("marker_reason"),
                         "status": "failed" if res.get("error_msg") else "ok",
                         "reason": res.get("error_msg"), "side": unit["side"],
-                        "round": unit["round"], "device": dev, "device_name": dev_name,
+                        "round": unit["round"], "device": dev, **seen,
                         "node": e.get("node"), "unit": unit["unit_id"],
                     })
             elif kind == "end":
@@ -116,10 +124,39 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     status_rows = sorted(nodes.values(), key=lambda s: (s["op"], s["test_node"], s["side"]))
     for s in status_rows:
         s["device"] = _device_label(s["device"], devices)
+    log_lines += [f"{PIN_WARNING}{w}" for w in pinning_problems(processes, devices)]
     _write_outputs(run_dir, rows, status_rows, log_lines, processes)
     _atomic_write(run_dir / "artifacts.json", json.dumps(
         {side: {op: sorted(h) for op, h in ops.items()} for side, ops in kernels.items()}, indent=1))
     return rows, status_rows
+
+
+def bus_key(bus_id: str):
+    """'00000000:19:00.0' (nvidia-smi) and '0000:19:00' (torch) name the same GPU: (domain, bus, dev)."""
+    parts = re.split(r"[:.]", (bus_id or "").strip().lower())
+    try:
+        return tuple(int(x, 16) for x in parts[:3]) if len(parts) >= 3 else None
+    except ValueError:
+        return None
+
+
+def pinning_problems(processes: Dict[str, dict], devices: Dict[int, dict]) -> List[str]:
+    """Workers of different devices that measured on one GPU, or on another GPU than the plan's."""
+    problems, owner = [], {}
+    for key, p in sorted(processes.items()):
+        bus = bus_key(p.get("device_bus_id", ""))
+        if bus is None:
+            continue
+        dev = p.get("device")
+        planned = bus_key(devices.get(dev, {}).get("bus_id", ""))
+        if planned is not None and planned != bus:
+            problems.append(f"process {key} of device {dev} measured on bus {p['device_bus_id']}, but "
+                            f"device {dev} is {devices[dev]['bus_id']}: its visibility env did not pin it.")
+        other = owner.setdefault(bus, dev)
+        if other != dev:
+            problems.append(f"devices {other} and {dev} both measured on bus {p['device_bus_id']}: "
+                            "their rows are not independent.")
+    return problems
 
 
 def fingerprint(kernel_hashes) -> str:

@@ -3,7 +3,7 @@
 ROW_FIELDS = [
     "op", "dtype", "shape", "legacy_shape", "latency_base", "latency", "speedup", "gbps_base",
     "gbps", "timer_used", "timer_used_base", "markers", "marker_reason", "status", "reason", "side", "round", "device",
-    "device_name", "node", "unit",
+    "device_name", "device_bus_id", "node", "unit",
 ]
 OPS_STATUS_FIELDS = [
     "op", "test_node", "side", "status", "rows", "backend", "device", "timer", "wall_s", "reason",
