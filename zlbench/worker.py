@@ -188,6 +188,13 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             # It left between nodes (e.g. after a device fault made its context unusable): the
             # rest goes on in a fresh process. Progress was made, so this cannot loop forever.
             continue
+        if killed_for == "deadline" and not started:
+            # zlbench itself killed the process before its first node (still importing the corpus):
+            # the run's time limit was reached, nothing crashed.
+            for n in never:
+                _append(events, event="end", node=n, status="timeout",
+                        reason="whole-run time limit (launcher.run_timeout_s) reached before it ran")
+            continue
         for n in never:
             if not started:
                 _append(events, event="end", node=n, status="crashed",

@@ -3,7 +3,9 @@
 # .whl/ and a FlagGems checkout (src/ benchmark/ pytest.ini) in .fg/. Results go under $OUT.
 OUT=${OUT:-/tmp/zl_gpu_out}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  # Once per machine: scripts running side by side must not reinstall under each other.
+  [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }
   export PYTHONPATH=/tmp/site:$PWD
 fi
 export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
