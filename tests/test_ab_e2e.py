@@ -29,6 +29,13 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"] if u["side"] == "on"} == {"1"}
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"] if u["side"] == "off"} == {"0"}
     assert "A/B: DEMO_GEMS_FUSED_SOFTMAX=0 (off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=1 (on) (B)" in (d / "summary.md").read_text()
+    # Collecting again (a run killed midway, Slurm without waiting) rebuilds the A/B report too.
+    for name in ("ab.md", "ab.json", "summary.md"):
+        (d / name).unlink()
+    collected = subprocess.run([sys.executable, "-m", "zlbench.collect", str(d)], capture_output=True, text=True)
+    assert collected.returncode == 0, collected.stderr
+    assert json.loads((d / "ab.json").read_text())["summary"]["paired_rows"] == 3
+    assert "(collected)" in (d / "summary.md").read_text() and "A/B: DEMO_GEMS_FUSED_SOFTMAX" in (d / "summary.md").read_text()
 
 
 def test_aa_mode_reports_its_false_positive_rate(run_zlbench):

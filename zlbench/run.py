@@ -205,7 +205,6 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
 
 
 def finish(run_dir: Path) -> int:
-    from .report.summary import render_summary
     from .worker import finished_nodes, read_events
 
     plan = load_plan(run_dir)
@@ -224,10 +223,19 @@ def finish(run_dir: Path) -> int:
                                         "resumable": True,
                                         "reason": "its job ended before the node finished (worker killed, job "
                                                   "cancelled or preempted); resume to measure it"}) + "\n")
+    return report(run_dir, f"zlbench run {run_dir.name}")
+
+
+def report(run_dir: Path, title: str) -> int:
+    """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far.
+    Exit code 3 when an A/B axis is not live."""
+    from .report.summary import render_summary
+
+    plan = load_plan(run_dir)
     rows, status_rows = collect(run_dir)
     add_process_facts(run_dir)
     identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
-    text = render_summary(rows, status_rows, f"zlbench run {run_dir.name}", identity)
+    text = render_summary(rows, status_rows, title, identity)
     warnings = [line[len(PIN_WARNING):] for line in (run_dir / "run.log").read_text(encoding="utf-8").splitlines()
                 if line.startswith(PIN_WARNING)]
     if warnings:

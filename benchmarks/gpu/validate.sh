@@ -26,6 +26,8 @@ step direct 110 python3 -m zlbench corpus=flaggems backend=cuda timer=direct "op
 step ab_live 95 python3 -m zlbench corpus=flaggems backend=cuda ab=triton_fp_fusion ab.rounds=2 ops=[layer_norm] dtypes=[float32] launcher.run_timeout_s=90 progress=plain hydra.run.dir=$R/ab_live
 step ab_dead 80 python3 -m zlbench corpus=flaggems backend=cuda ab=musa_rlc ab.rounds=2 ops=[exp] dtypes=[float32] launcher.run_timeout_s=75 progress=plain hydra.run.dir=$R/ab_dead
 # What the first calls did not reach: random generation, matmul under graph, scan, nonzero.
+# The live switch measured: four rounds (ABBA) on every GPU, both sides of a row on one GPU.
+step ab_measured 255 python3 -m zlbench corpus=flaggems backend=cuda ab=triton_fp_fusion ab.rounds=4 "ops=[layer_norm,softmax,sum,exp]" dtypes=[float32] launcher.run_timeout_s=240 progress=plain hydra.run.dir=$R/ab_measured
 OPS_REST='[rand,mm,cumsum,nonzero]'
 step graph_rest 110 python3 -m zlbench corpus=flaggems backend=cuda timer=graph "ops=$OPS_REST" dtypes=[float16] isolate_caches=false launcher.run_timeout_s=100 progress=plain hydra.run.dir=$R/graph_rest
 step direct_rest 110 python3 -m zlbench corpus=flaggems backend=cuda timer=direct "ops=$OPS_REST" dtypes=[float16] timer.warmup_ms=25 timer.rep_ms=50 isolate_caches=false launcher.run_timeout_s=100 progress=plain hydra.run.dir=$R/direct_rest
