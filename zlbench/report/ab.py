@@ -157,7 +157,7 @@ def render_markdown(result: Mapping) -> str:
         rows.append([t["op"], t["dtype"], t["shape"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
                      f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
                      t["verdict"] + (" (fallback)" if t["fallback"] else "")
-                     + ("" if t["live"] == "live" else f" [{t['live']}]")])
+                     + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])
     out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "A ms", "B ms", "change", "95% CI",
                                        "q", "verdict"], tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
