@@ -8,6 +8,10 @@ plugins), against bare pytest over the same nodes in one process, and against on
 per node (the old runner's way). zlbench's own overhead per node = (zlbench - bare) / N.
 scaling: the same corpus with nodes that wait (not compute, so a 2-core machine does not limit
 it) on 1, 2, 4, 8 simulated devices (cpu slots); throughput relative to one device.
+balance: uneven nodes (--pattern) with no cost estimates, on --devices: nodes kept where the plan
+put them (launcher.steal=false) against devices taking nodes waiting elsewhere; efficiency is
+(work / devices) / measuring span.
+    python benchmarks/engine.py balance [--nodes 32 --devices 2,4 --pattern 3,0.5,...]
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ def timed(cmd, env=None, cwd=None):
     return time.perf_counter() - t0
 
 
-def zl(run_dir, nodes, extra=(), wait="0"):
+def zl(run_dir, nodes, extra=(), wait="0", env=None):
     return timed([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", "backend=cpu",
                   "corpus=flaggems", f"corpus.root={WAIT}", f"ops=[{','.join(nodes)}]", "progress=none",
-                  *extra], env={"WAIT_S": wait})
+                  *extra], env={"WAIT_S": wait, **(env or {})})
 
 
 def overhead(args):
@@ -86,14 +90,38 @@ def scaling(args):
     return out
 
 
+def balance(args):
+    """Uneven nodes and no cost estimates (a first run; or estimates that included compiling):
+    nodes where the plan put them (launcher.steal=false) against devices taking waiting nodes."""
+    nodes = [f"wait_{i:02d}" for i in range(args.nodes)]
+    pattern = [float(x) for x in args.pattern.split(",")]
+    work = sum(pattern[i % len(pattern)] for i in range(args.nodes))
+    out = {"nodes": args.nodes, "pattern_s": pattern, "work_s": round(work, 2), "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(x) for x in args.devices.split(",")]:
+            row = {"devices": n, "ideal_s": round(work / n, 2)}
+            for steal in ("false", "true"):
+                d = Path(tmp) / f"d{n}_{steal}"
+                t = zl(d, nodes, [f"backend.slots={n}", f"launcher.steal={steal}"], env={"WAIT_EACH": args.pattern})
+                span = measuring_span(d)
+                key = "steal" if steal == "true" else "static"
+                row[f"{key}_measuring_s"] = round(span, 2)
+                row[f"{key}_wall_s"] = round(t, 2)
+                row[f"{key}_efficiency"] = round(work / n / span, 3)
+            out["runs"].append(row)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["overhead", "scaling"])
+    p.add_argument("what", choices=["overhead", "scaling", "balance"])
+    p.add_argument("--pattern", default="3,0.5,0.5,0.5,1,0.5,0.5,0.5",
+                   help="balance: seconds each node waits, by node index modulo its length")
     p.add_argument("--nodes", type=int, default=64)
     p.add_argument("--wait", type=float, default=1.0)
     p.add_argument("--devices", default="1,2,4,8")
     args = p.parse_args()
-    result = {"overhead": overhead, "scaling": scaling}[args.what](args)
+    result = {"overhead": overhead, "scaling": scaling, "balance": balance}[args.what](args)
     result["machine"] = f"{platform.node()} {os.cpu_count()} cores, python {platform.python_version()}"
     result["date"] = time.strftime("%Y-%m-%d")
     print(json.dumps(result, indent=1))

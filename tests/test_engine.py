@@ -123,7 +123,9 @@ def test_full_disk_is_a_clear_error_and_corrupts_nothing(tmp_path):
 
 
 def test_units_spread_over_simulated_devices(tmp_path):
-    res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", *ARGS, "backend.slots=4", cwd=tmp_path, env={"WAIT_S": "0.1"})
+    # Nodes where the plan put them (no taking), to see each device measure its own.
+    res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", *ARGS, "backend.slots=4", "launcher.steal=false",
+                  cwd=tmp_path, env={"WAIT_S": "0.1"})
     assert res.returncode == 0, res.stderr[-2000:]
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert sorted({u["device"] for u in plan["units"]}) == [0, 1, 2, 3]
@@ -144,3 +146,36 @@ def test_run_time_limit_gives_timeouts_even_while_the_corpus_is_still_importing(
             got = {r["test_node"].split("::")[1]: (r["status"], r["reason"]) for r in csv.DictReader(f)}
         assert {s for s, _ in got.values()} == {"timeout"}, got
         assert all("launcher.run_timeout_s" in reason for _, reason in got.values()), got
+
+
+def _ran_where(run_dir):
+    """node -> device of the unit whose events hold its end, and node -> device the plan gave it."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    planned = {n: u["device"] for u in plan["units"] for n in u["nodes"]}
+    ran = {}
+    for u in plan["units"]:
+        for line in (run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines():
+            e = json.loads(line)
+            if e.get("event") == "end" and not e.get("resumable"):
+                ran.setdefault(e["node"], []).append(u["device"])
+    return planned, ran
+
+
+@pytest.mark.parametrize("steal", [True, False])
+def test_a_device_done_early_takes_the_nodes_waiting_on_another(tmp_path, steal):
+    # Device 0 is slow to start (4 s, as a GPU importing flag_gems can be); device 1 finishes its
+    # own 4 nodes and takes device 0's. Each node still runs exactly once, every row recorded.
+    run = tmp_path / "run"
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, "backend.slots=2", f"launcher.steal={str(steal).lower()}",
+                  cwd=tmp_path, env={"WAIT_S": "0.2", "IMPORT_WAIT_S": "4", "SLOW_SLOT": "0"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    planned, ran = _ran_where(run)
+    assert sorted(ran) == sorted(planned) and all(len(d) == 1 for d in ran.values()), ran
+    assert set(statuses(run).values()) == {"ok"}
+    moved = [n for n in planned if ran[n] != [planned[n]]]
+    rows = [json.loads(l) for l in (run / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * len(planned) and all(r["device"] == ran[r["node"]][0] for r in rows)
+    if steal:
+        assert {planned[n] for n in moved} == {0} and len(moved) >= 2, (moved, planned, ran)
+    else:
+        assert moved == []

@@ -60,6 +60,8 @@ class LauncherConf:
     run_timeout_s: Optional[float] = None
     shard_size: int = 0
     crash_retries: int = 0
+    # One side, one round: a device whose shard is done takes nodes still waiting in other shards.
+    steal: bool = True
     wait: bool = True
     tasks: int = 1
     # Slurm settings (launcher=slurm); ignored by the local launcher.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import sys
 from dataclasses import asdict, dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -40,6 +41,10 @@ class WorkUnit:
     plugin_config: Dict[str, Any]
     node_timeout_s: float
     crash_retries: int
+    # Other units' nodes this unit may take once its own are done, and where claims are kept
+    # (see zlbench/claims.py); empty when nodes stay where the plan put them.
+    pool: List[str] = field(default_factory=list)
+    claims_dir: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -233,7 +238,20 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
                         node_timeout_s=float(launcher.get("node_timeout_s") or 900),
                         crash_retries=int(launcher.get("crash_retries") or 0),
                     ))
+    if launcher.get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
+        share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
+
+
+def share_waiting_nodes(units: List[WorkUnit], claims_dir: Path) -> None:
+    """Let every unit take the others' waiting nodes once its own are done, from the tails of
+    their shards (LPT puts the small nodes last), one shard after another in turn. The balance
+    then no longer hangs on cost estimates (an earlier run's times include compiling)."""
+    for u in units:
+        tails = [list(reversed(v.nodes)) for v in units if v is not u]
+        u.pool = [n for group in zip_longest(*tails) for n in group if n is not None]
+        u.claims_dir = str(claims_dir)
+        u.plugin_config["claims_dir"] = str(claims_dir)
 
 
 def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,

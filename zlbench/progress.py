@@ -23,24 +23,22 @@ class RunState:
         self.initial_done: Optional[int] = None
 
     def poll(self):
-        done = 0
-        statuses: Counter = Counter()
+        # Ends per side and round, wherever they ran: a unit may have taken another's nodes.
+        ended: Dict[tuple, str] = {}
         running: Dict[int, str] = {}
         for u in self.units:
-            events = read_events(self.run_dir / "units" / u["unit_id"] / "events.jsonl")
-            ended = {}
             current = None
-            for e in events:
+            for e in read_events(self.run_dir / "units" / u["unit_id"] / "events.jsonl"):
                 if e.get("event") == "end":
-                    ended[base_node(e["node"])] = e["status"]
+                    ended[(u["side"], u["round"], base_node(e["node"]))] = e["status"]
                     current = None
                 elif e.get("event") == "start":
                     current = e["node"]
-            finished = [n for n in u["nodes"] if n in ended]
-            done += len(finished)
-            statuses.update(ended[n] for n in finished)
             if current:
                 running[u["device"]] = f"{u['side']} r{u['round']}: {current.split('::')[-1]}"
+        planned = {(u["side"], u["round"], n) for u in self.units for n in u["nodes"]}
+        statuses: Counter = Counter(st for key, st in ended.items() if key in planned)
+        done = sum(statuses.values())
         if self.initial_done is None:
             self.initial_done = done
         return done, statuses, running

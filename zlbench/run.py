@@ -205,24 +205,35 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
 
 
 def finish(run_dir: Path) -> int:
+    from .claims import owner
     from .worker import finished_nodes, read_events
 
     plan = load_plan(run_dir)
-    # Nodes with no terminal status (their job died from outside): say so, never drop them.
-    for unit in plan["units"]:
-        events_path = run_dir / "units" / unit["unit_id"] / "events.jsonl"
-        done = finished_nodes(read_events(events_path))
-        missing = [n for n in unit["nodes"] if n not in done]
-        if missing:
-            events_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(events_path, "a", encoding="utf-8") as f:
-                for n in missing:
-                    # Reported, but resumable: the node was not at fault, its job was ended
-                    # (cancelled, killed, preempted), so resume=RUN_DIR measures it.
-                    f.write(json.dumps({"event": "end", "node": n, "status": "crashed", "t": time.time(),
-                                        "resumable": True,
-                                        "reason": "its job ended before the node finished (worker killed, job "
-                                                  "cancelled or preempted); resume to measure it"}) + "\n")
+    units = {u["unit_id"]: u for u in plan["units"]}
+    # Finished per side and round, wherever it ran (a unit may have taken another's nodes).
+    done: Dict[tuple, set] = {}
+    for u in plan["units"]:
+        finished = finished_nodes(read_events(run_dir / "units" / u["unit_id"] / "events.jsonl"))
+        done.setdefault((u["side"], u["round"]), set()).update(finished)
+    # Nodes with no terminal status (their job died from outside): say so, never drop them. The
+    # note goes to the unit that claimed the node, else to the one the plan gave it.
+    missing: Dict[str, list] = {}
+    for u in plan["units"]:
+        for n in u["nodes"]:
+            if n not in done[(u["side"], u["round"])]:
+                who = owner(u["claims_dir"], n) if u.get("claims_dir") else None
+                missing.setdefault(who if who in units else u["unit_id"], []).append(n)
+    for unit_id, nodes in missing.items():
+        events_path = run_dir / "units" / unit_id / "events.jsonl"
+        events_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(events_path, "a", encoding="utf-8") as f:
+            for n in nodes:
+                # Reported, but resumable: the node was not at fault, its job was ended
+                # (cancelled, killed, preempted), so resume=RUN_DIR measures it.
+                f.write(json.dumps({"event": "end", "node": n, "status": "crashed", "t": time.time(),
+                                    "resumable": True,
+                                    "reason": "its job ended before the node finished (worker killed, job "
+                                              "cancelled or preempted); resume to measure it"}) + "\n")
     return report(run_dir, f"zlbench run {run_dir.name}")
 
 

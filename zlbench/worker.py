@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from .claims import owner
 from .plugins._runtime import CONFIG_ENV
 
 TERMINAL = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
@@ -106,11 +107,23 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
     env[CONFIG_ENV] = str(cfg_path)
     crashes: Dict[str, int] = {}
     node_timeout = float(unit["node_timeout_s"])
+    pool = list(unit.get("pool") or [])
+    given_up: set = set()  # others' nodes a process of ours was given and did not take
 
+    def ours(n: str) -> bool:
+        """This unit answers for n: its own node nobody else took, or any node it claimed."""
+        if not unit.get("claims_dir"):
+            return True
+        who = owner(unit["claims_dir"], n)
+        return who == unit["unit_id"] or (who is None and n in own)
+
+    own = set(unit["nodes"])
     while True:
         done = finished_nodes(read_events(events))
-        remaining = [n for n in unit["nodes"] if n not in done]
-        if not remaining:
+        remaining = [n for n in unit["nodes"] + pool if n not in done and ours(n)]
+        # Others' nodes nobody has claimed yet: run them too, after ours.
+        takeable = [n for n in pool if n not in done and n not in given_up and owner(unit["claims_dir"], n) is None]
+        if not remaining and not takeable:
             break
         if deadline is not None and time.time() >= deadline:
             for n in remaining:
@@ -119,7 +132,7 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             break
         n_before = len(read_events(events))
         pos_before = events.stat().st_size if events.exists() else 0
-        argv = pytest_argv(list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining],
+        argv = pytest_argv(list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining + takeable],
                            unit_dir)
         _append(events, event="launch", nodes=len(remaining), host=socket.gethostname(), job_id=_job_id())
         with open(log, "a", encoding="utf-8") as out:
@@ -128,6 +141,10 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_die_with_parent)
             killed_for = _watch(proc, events, pos_before, node_timeout, deadline)
+        # What this unit answers for now (others may have claimed some of ours meanwhile); others'
+        # nodes it was given and left unclaimed are theirs to account for, not tried again here.
+        given_up.update(n for n in takeable if owner(unit["claims_dir"], n) is None)
+        remaining = [n for n in remaining + takeable if ours(n)]
         new = read_events(events)[n_before:]
         started = [e for e in new if e.get("event") == "start"]
         ended_items = {e["node"] for e in new if e.get("event") == "end"}
@@ -202,7 +219,7 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             else:
                 _append(events, event="end", node=n, status="failed",
                         reason="not collected by pytest (deselected or missing)")
-    return status_counts(read_events(events), unit["nodes"])
+    return status_counts(read_events(events), [n for n in unit["nodes"] + pool if ours(n)])
 
 
 def _job_id() -> str:

@@ -164,8 +164,39 @@ def pytest_collectreport(report):
         _runtime.emit("collect_error", nodeid=report.nodeid, reason=_reason(report))
 
 
+def _taken_elsewhere(item) -> bool:
+    """Another unit claimed this node (it runs there); see zlbench/claims.py."""
+    cfg = _runtime.config()
+    if not cfg.get("claims_dir"):
+        return False
+    from ..claims import claim
+    from ..worker import base_node
+
+    return not claim(cfg["claims_dir"], base_node(item.nodeid), cfg["unit"])
+
+
+class _SkipTakenNodes:
+    """Runs before pytest's own protocol: a node another unit claimed is not run here."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        return True if item.nodeid in _taken else None
+
+
+_taken: set = set()
+
+
+def pytest_configure(config):
+    if _runtime.config().get("claims_dir"):
+        config.pluginmanager.register(_SkipTakenNodes(), "zlbench-skip-taken-nodes")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    if _taken_elsewhere(item):
+        _taken.add(item.nodeid)  # its own unit runs and records it
+        yield
+        return
     _runtime.current_node = item.nodeid
     _runtime.current_op = op_of(item)
     _runtime.timing_calls.clear()
