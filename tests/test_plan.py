@@ -114,6 +114,31 @@ def test_ab_sides_of_a_row_share_its_device(tmp_path):
         for n in u.nodes:
             where.setdefault(n, set()).add(u.device)
     assert all(len(d) == 1 for d in where.values())
+    # ...and stay there: no unit of an A/B may take another device's nodes.
+    assert all(u.pool == [] and u.claims_dir is None for u in plan.units)
+
+
+def test_units_of_one_side_may_take_each_others_waiting_nodes_from_the_tails(tmp_path):
+    plan = make_plan(cfg(), get_backend("cpu", slots=3), devs(3), MINI, tmp_path)
+    assert len(plan.units) == 3
+    for u in plan.units:
+        others = [v for v in plan.units if v is not u]
+        assert sorted(u.pool) == sorted(n for v in others for n in v.nodes)
+        assert u.pool[0] in {v.nodes[-1] for v in others}  # the tails first: LPT puts small nodes last
+        assert u.plugin_config["claims_dir"] == u.claims_dir == str(tmp_path / "claims" / "main.r0")
+    kept = make_plan(cfg(launcher={"steal": False}), get_backend("cpu", slots=3), devs(3), MINI, tmp_path)
+    assert all(u.pool == [] for u in kept.units)
+
+
+def test_a_claim_is_taken_once_and_recognised_by_its_unit(tmp_path):
+    from zlbench.claims import claim, owner
+
+    assert owner(str(tmp_path), "b/t.py::test_a") is None
+    assert claim(str(tmp_path), "b/t.py::test_a", "main.r0.d0.s0")
+    assert not claim(str(tmp_path), "b/t.py::test_a", "main.r0.d1.s0")
+    assert claim(str(tmp_path), "b/t.py::test_a", "main.r0.d0.s0")  # a restarted process of the same unit
+    assert owner(str(tmp_path), "b/t.py::test_a") == "main.r0.d0.s0"
+    assert len(list(tmp_path.iterdir())) == 1  # the claim only, no temporary file left
 
 
 def test_ab_axis_needs_two_values():
