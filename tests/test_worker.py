@@ -13,9 +13,11 @@ def status_by_op(run_dir):
         return {r["op"]: r for r in csv.DictReader(f)}
 
 
-def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_corpus):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_corpus, slots):
+    # With 2 devices each process also gets the other's nodes to take: the same statuses.
     res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}",
-                      "launcher.node_timeout_s=4")
+                      "launcher.node_timeout_s=4", f"backend.slots={slots}")
     assert res.returncode == 0, res.stderr[-3000:]
     st = status_by_op(res.run_dir)
     assert st["good"]["status"] == "ok" and st["good"]["rows"] == "2"
@@ -31,6 +33,11 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     hang_rows = [r for r in rows if r["op"] == "hang"]
     assert hang_rows and hang_rows[0]["status"] == "timeout"  # a status, never a missing row
+    ends = [json.loads(e)["node"] for p in (res.run_dir / "units").glob("*/events.jsonl")
+            for e in p.read_text().splitlines() if '"end"' in e]
+    assert len(ends) == len(set(ends)) == len(st)  # every node ended once, wherever it ran
+    if slots == 2:
+        return
     # Each crash cost one fresh process, not a retry loop.
     launches = sum(1 for l in (res.run_dir / "units").glob("*/events.jsonl")
                    for e in l.read_text().splitlines() if '"launch"' in e)

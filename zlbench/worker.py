@@ -141,10 +141,6 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_die_with_parent)
             killed_for = _watch(proc, events, pos_before, node_timeout, deadline)
-        # What this unit answers for now (others may have claimed some of ours meanwhile); others'
-        # nodes it was given and left unclaimed are theirs to account for, not tried again here.
-        given_up.update(n for n in takeable if owner(unit["claims_dir"], n) is None)
-        remaining = [n for n in remaining + takeable if ours(n)]
         new = read_events(events)[n_before:]
         started = [e for e in new if e.get("event") == "start"]
         ended_items = {e["node"] for e in new if e.get("event") == "end"}
@@ -152,6 +148,14 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
         in_flight = started[-1]["node"] if started and started[-1]["node"] not in ended_items else None
         setup_error = next((e["reason"] for e in new if e.get("event") == "setup_error"), None)
         collect_errors = [e for e in new if e.get("event") == "collect_error"]
+        errored = {n for n in remaining + takeable
+                   if any(n.startswith(c.get("nodeid") or "\0") for c in collect_errors)}
+        # Others' nodes this process could not take (their file fails to import, or pytest went
+        # through its whole list without running them) are their own unit's to account for.
+        session_done = any(e.get("event") == "session_end" for e in new)
+        given_up.update(n for n in takeable if n in errored or (session_done and owner(unit["claims_dir"], n) is None))
+        # What this unit answers for now: others may have claimed some of its nodes meanwhile.
+        remaining = [n for n in remaining + takeable if ours(n)]
 
         if setup_error:
             for n in remaining:
@@ -190,14 +194,12 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
         never = [n for n in remaining if n not in ended and n not in {base_node(s["node"]) for s in started}]
         if not never:
             continue
-        broken = False
         for n in never:
             err = next((c for c in collect_errors if n.startswith(c.get("nodeid") or "\0")), None)
             if err is not None:
-                broken = True
                 _append(events, event="end", node=n, status="failed",
                         reason=f"collection error: {err.get('reason')}")
-        if broken:
+        if errored:
             # pytest refuses the whole argv when a named node's file fails to import: the other
             # nodes go on in a fresh process.
             continue
