@@ -66,6 +66,24 @@ def throughput(run_dir: Path, nodes: set, wall: float | None) -> dict:
     return out
 
 
+def phases(run_dir: Path) -> dict:
+    """Where a run's fixed time goes, per benchmark process: start (launch to session_start:
+    interpreter, corpus import, collection) and teardown (session_end to the process gone)."""
+    import json
+
+    start, teardown = [], []
+    for path in sorted(run_dir.glob("units/*/events.jsonl")):
+        t = {}
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            t[e.get("event")] = e["t"]
+            if e.get("event") == "exited" and "session_end" in t:
+                teardown.append(round(e["t"] - t["session_end"], 2))
+            if e.get("event") == "session_start" and "launch" in t:
+                start.append(round(e["t"] - t["launch"], 2))
+    return {"process_start_s": start, "process_teardown_s": teardown}
+
+
 def ok_nodes(run_dir: Path) -> set:
     return {s["test_node"] for s in load_status(run_dir) if s["status"] == "ok"}
 
@@ -103,7 +121,8 @@ def main(argv=None):
                "efficiency_measuring": round(many["measuring_nodes_per_s"] / one["measuring_nodes_per_s"] / n, 3)}
     if "wall_s" in one and "wall_s" in many:
         scaling["efficiency_wall"] = round(many["wall_nodes_per_s"] / one["wall_nodes_per_s"] / n, 3)
-    out = {"pinning": {"one": pinning(args.one), "many": pinning(args.many)}, "scaling": scaling}
+    out = {"pinning": {"one": pinning(args.one), "many": pinning(args.many)}, "scaling": scaling,
+           "phases": {"one": phases(args.one), "many": phases(args.many)}}
     if args.ab:
         out["pinning"]["ab"] = pinning(args.ab)
         out["ab_same_gpu"] = ab_same_gpu(args.ab)

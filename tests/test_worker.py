@@ -54,3 +54,15 @@ def test_crash_retries_rerun_a_crashed_node_once(run_zlbench, faulty_corpus):
     events = (res.run_dir / "units").glob("*/events.jsonl")
     retries = sum(1 for p in events for e in p.read_text().splitlines() if '"retry"' in e)
     assert retries == 1
+
+
+@pytest.mark.parametrize("op,code", [("good", 0), ("fails", 1)])
+def test_the_benchmark_process_leaves_with_pytests_exit_status(run_zlbench, faulty_corpus, op, code):
+    # It skips the interpreter's teardown (os._exit once everything is flushed): the status must
+    # still be pytest's, and what it printed last must still be in its log.
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", f"ops=[{op}]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    unit = next((res.run_dir / "units").iterdir())
+    exited = [json.loads(l) for l in (unit / "events.jsonl").read_text().splitlines() if '"exited"' in l]
+    assert [e["returncode"] for e in exited] == [code]
+    assert ("1 passed" if code == 0 else "1 failed") in (unit / "pytest.log").read_text()

@@ -141,6 +141,8 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
             proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_die_with_parent)
             killed_for = _watch(proc, events, pos_before, node_timeout, deadline)
+        # When the process was gone (after session_end: the interpreter's and device's teardown).
+        _append(events, event="exited", returncode=proc.returncode, killed_for=killed_for)
         new = read_events(events)[n_before:]
         started = [e for e in new if e.get("event") == "start"]
         ended_items = {e["node"] for e in new if e.get("event") == "end"}
