@@ -12,6 +12,9 @@ balance: uneven nodes (--pattern) with no cost estimates, on --devices: nodes ke
 put them (launcher.steal=false) against devices taking nodes waiting elsewhere; efficiency is
 (work / devices) / measuring span.
     python benchmarks/engine.py balance [--nodes 32 --devices 2,4 --pattern 3,0.5,...]
+teardown: a demo A/B (--rounds) with and without the benchmark processes' interpreter teardown
+(corpus.fast_exit), alternated --repeat times: wall and teardown per process.
+    python benchmarks/engine.py teardown [--rounds 4 --repeat 3]
 """
 
 from __future__ import annotations
@@ -112,16 +115,42 @@ def balance(args):
     return out
 
 
+def teardown(args):
+    """An interleaved A/B of the demo corpus (one pytest process per side and round), with the
+    benchmark processes' interpreter teardown (corpus.fast_exit=false) and without it (true),
+    alternated --repeat times; process start and teardown per process from the events."""
+    sys.path.insert(0, str(REPO))
+    from benchmarks.multi_gpu import phases
+
+    out = {"rounds": args.rounds, "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeat):
+            for fast in ("false", "true"):
+                d = Path(tmp) / f"{fast}{i}"
+                t = timed([sys.executable, "-m", "zlbench", f"hydra.run.dir={d}", "ab=demo_fused_softmax",
+                           f"ab.rounds={args.rounds}", "ops=[softmax]", "progress=none", f"corpus.fast_exit={fast}"])
+                p = phases(d)
+                out["runs"].append({"fast_exit": fast == "true", "wall_s": round(t, 2), "processes": len(p["process_teardown_s"]),
+                                    "teardown_s_median": sorted(p["process_teardown_s"])[len(p["process_teardown_s"]) // 2]})
+    for fast in (False, True):
+        walls = sorted(r["wall_s"] for r in out["runs"] if r["fast_exit"] == fast)
+        out[f"wall_s_median_fast_exit_{str(fast).lower()}"] = walls[len(walls) // 2]
+    out["ratio"] = round(out["wall_s_median_fast_exit_true"] / out["wall_s_median_fast_exit_false"], 3)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["overhead", "scaling", "balance"])
+    p.add_argument("what", choices=["overhead", "scaling", "balance", "teardown"])
+    p.add_argument("--rounds", type=int, default=4, help="teardown: A/B rounds")
+    p.add_argument("--repeat", type=int, default=3, help="teardown: runs of each, alternated")
     p.add_argument("--pattern", default="3,0.5,0.5,0.5,1,0.5,0.5,0.5",
                    help="balance: seconds each node waits, by node index modulo its length")
     p.add_argument("--nodes", type=int, default=64)
     p.add_argument("--wait", type=float, default=1.0)
     p.add_argument("--devices", default="1,2,4,8")
     args = p.parse_args()
-    result = {"overhead": overhead, "scaling": scaling, "balance": balance}[args.what](args)
+    result = {"overhead": overhead, "scaling": scaling, "balance": balance, "teardown": teardown}[args.what](args)
     result["machine"] = f"{platform.node()} {os.cpu_count()} cores, python {platform.python_version()}"
     result["date"] = time.strftime("%Y-%m-%d")
     print(json.dumps(result, indent=1))

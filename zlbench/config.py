@@ -51,6 +51,7 @@ class CorpusConf:
     warmup_ms: Optional[int] = None
     rep_ms: Optional[int] = None
     env: Dict[str, str] = field(default_factory=dict)
+    fast_exit: bool = True
 
 
 @dataclass

@@ -234,6 +234,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
                             "device": dev.index, "timer": {**dict(cfg["timer"]), "name": timer},
                             "timer_modules": list(cfg["corpus"].get("timer_modules") or []),
                             "capture_deny_ops": list(cfg["backend"].get("capture_deny_ops") or []),
+                            "fast_exit": bool(cfg["corpus"].get("fast_exit", True)),
                         },
                         node_timeout_s=float(launcher.get("node_timeout_s") or 900),
                         crash_retries=int(launcher.get("crash_retries") or 0),

@@ -239,6 +239,8 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_unconfigure(config):
     # Everything is recorded and flushed by now. Leave without the interpreter's teardown: with
     # torch loaded it takes ~0.9 s per process even on a CPU, paid again by every A/B round.
+    if not _runtime.config().get("fast_exit", True):
+        return
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
