@@ -23,13 +23,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.engine import measuring_span  # noqa: E402
-from zlbench.results.rundir import bus_key, load_plan, load_rows, load_status  # noqa: E402
+from zlbench.results.rundir import load_plan, load_rows, load_status, run_pinning_problems  # noqa: E402
 from zlbench.results.schema import shape_key  # noqa: E402
 
 
 def pinning(run_dir: Path) -> dict:
+    """The GPU each device's rows were measured on, and zlbench's own pinning check over them."""
     plan = load_plan(run_dir)
-    listed = {d["index"]: d.get("bus_id", "") for d in plan["devices"]}
     seen = defaultdict(set)  # device -> {(name, bus)}
     missing = 0
     for r in load_rows(run_dir):
@@ -39,19 +39,12 @@ def pinning(run_dir: Path) -> dict:
             missing += 1
             continue
         seen[r["device"]].add((r.get("device_name"), r["device_bus_id"]))
-    problems = []
-    owners = defaultdict(set)
-    for dev, ids in sorted(seen.items()):
-        if len(ids) != 1:
-            problems.append(f"device {dev} measured on several GPUs: {sorted(ids)}")
-        for _, bus in ids:
-            owners[bus_key(bus)].add(dev)
-            if bus_key(bus) != bus_key(listed.get(dev, "")):
-                problems.append(f"device {dev} measured on {bus}, the tool listed {listed.get(dev)}")
-    problems += [f"devices {sorted(devs)} shared one GPU {bus}" for bus, devs in owners.items() if len(devs) > 1]
+    problems = [f"device {dev} measured on several GPUs: {sorted(ids)}" for dev, ids in sorted(seen.items())
+                if len(ids) != 1] + run_pinning_problems(run_dir)
     return {"devices": {str(d): sorted(map(list, ids)) for d, ids in sorted(seen.items())},
-            "listed": {str(k): v for k, v in listed.items()}, "rows_without_bus_id": missing,
-            "problems": problems, "ok": not problems and not missing and len(seen) == len(listed)}
+            "listed": {str(d["index"]): d.get("bus_id", "") for d in plan["devices"]},
+            "rows_without_bus_id": missing, "problems": problems,
+            "ok": not problems and not missing and len(seen) == len(plan["devices"])}
 
 
 def throughput(run_dir: Path, nodes: set, wall: float | None) -> dict:

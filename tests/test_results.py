@@ -87,7 +87,7 @@ def _fake_run(tmp_path, processes):
 
 
 def test_rows_carry_the_measuring_process_gpu_and_pinning_is_checked(tmp_path):
-    from zlbench.results.rundir import PIN_WARNING, collect, pinning_problems
+    from zlbench.results.rundir import PIN_WARNING, collect, pinning_problems, run_pinning_problems
 
     rows, _ = collect(_fake_run(tmp_path / "good", ["0000:19:00", "0000:3b:00"]))
     assert {(r["device"], r["device_bus_id"], r["device_name"]) for r in rows} == {
@@ -98,5 +98,8 @@ def test_rows_carry_the_measuring_process_gpu_and_pinning_is_checked(tmp_path):
     log = (tmp_path / "shared" / "run.log").read_text()
     assert f"{PIN_WARNING}devices 0 and 1 both measured on bus 0000:19:00" in log
     assert "device 1 is 00000000:3B:00.0: its visibility env did not pin it" in log
+    # The summary's warnings are the same problems, read from the collected run dir.
+    assert [f"{PIN_WARNING}{w}" for w in run_pinning_problems(tmp_path / "shared")] == [
+        line for line in log.splitlines() if line.startswith(PIN_WARNING)]
     # No bus id (CPU, an older run): nothing to check, nothing claimed.
     assert pinning_problems({"u0:1": {"device": 0}, "u1:1": {"device": 1}}, {}) == []

@@ -18,7 +18,7 @@ from .backends.registry import backend_names, detect
 from .errors import UsageError
 from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
 from .plan import Plan, WorkUnit, make_plan
-from .results.rundir import PIN_WARNING, PLAN_FILE, collect, load_plan
+from .results.rundir import PLAN_FILE, collect, load_plan, run_pinning_problems
 
 
 def resolved_config(cfg: DictConfig) -> Dict[str, Any]:
@@ -247,8 +247,7 @@ def report(run_dir: Path, title: str) -> int:
     add_process_facts(run_dir)
     identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
     text = render_summary(rows, status_rows, title, identity)
-    warnings = [line[len(PIN_WARNING):] for line in (run_dir / "run.log").read_text(encoding="utf-8").splitlines()
-                if line.startswith(PIN_WARNING)]
+    warnings = run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
     code = 0

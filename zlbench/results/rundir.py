@@ -18,7 +18,7 @@ from ..worker import base_node, read_events
 from .schema import OPS_STATUS_FIELDS, ROW_FIELDS, SEVERITY, shape_key
 
 PLAN_FILE = "plan.json"
-# run.log lines of this prefix head the run's summary.
+# Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
 
 
@@ -159,11 +159,11 @@ def pinning_problems(processes: Dict[str, dict], devices: Dict[int, dict]) -> Li
     return problems
 
 
-def fingerprint(kernel_hashes) -> str:
-    """One hash for all kernels an op compiled on a side: equal means byte-identical kernels."""
-    import hashlib
-
-    return hashlib.sha256("\n".join(sorted(kernel_hashes)).encode()).hexdigest()
+def run_pinning_problems(run_dir: Path) -> List[str]:
+    """pinning_problems of a collected run dir (its processes.json against its plan's devices)."""
+    path = run_dir / "processes.json"
+    processes = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return pinning_problems(processes, {d["index"]: d for d in load_plan(run_dir).get("devices", [])})
 
 
 def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
