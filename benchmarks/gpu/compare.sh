@@ -4,7 +4,9 @@
 # (abs log ratio: median, p90, max) and wall time. Set-up: setup.sh.
 #   RUNS: which runners, each run twice (default: native_kernel zl_graph zl_direct). Known:
 #   native_kernel native_cudagraph (FlagGems' pytest --mode ...), zl_graph, zl_graph_r3 (median of
-#   three captures), zl_graph_rep100 (FlagGems' 100 ms replay budget), zl_direct.
+#   three captures), zl_graph_rep100 / _rep10 / _rep5 (other replay budgets), zl_graph_noauto
+#   (pytest's plugin autoload off), zl_direct.
+#   GAP=1: also benchmarks/gpu/direct_gap.py in two processes (gap_1.json, gap_2.json).
 set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 FILE=${FILE:-test_exp.py}
@@ -24,9 +26,13 @@ run_one() { case $1 in
   native_kernel) native "$2" kernel;; native_cudagraph) native "$2" cudagraph;;
   zl_graph) zl "$2" timer=graph;; zl_graph_r3) zl "$2" timer=graph timer.repeat=3;;
   zl_graph_rep100) zl "$2" timer=graph timer.rep_ms=100;; zl_direct) zl "$2" timer=direct;;
+  zl_graph_rep10) zl "$2" timer=graph timer.rep_ms=10;; zl_graph_rep5) zl "$2" timer=graph timer.rep_ms=5;;
+  zl_graph_noauto) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 zl "$2" timer=graph;;
   *) echo "unknown run $1"; return 2;; esac; }
 
 : > "$OUT/noise.txt"
+# A first run compiles every kernel into the shared caches, so that every measured run is warm.
+[ "${WARM:-1}" = 1 ] && timed warm zl warm timer=graph
 for run in $RUNS; do
   timed "${run}_1" run_one "$run" "${run}_1"
   timed "${run}_2" run_one "$run" "${run}_2"
@@ -35,4 +41,7 @@ for run in $RUNS; do
   python3 benchmarks/noise.py "$a" "$b" >> "$OUT/noise.txt" 2>&1
 done
 cat "$OUT/noise.txt"
+if [ "${GAP:-0}" = 1 ]; then for i in 1 2; do
+  PYTHONPATH=$FLAGGEMS_ROOT/src:$PYTHONPATH python3 benchmarks/gpu/direct_gap.py > "$OUT/gap_$i.json" \
+    2> "$R/gap_$i.err" || tail -5 "$R/gap_$i.err"; done; fi
 tar czf "$OUT/cmp.tgz" --exclude=cache --exclude=submitit -C "$OUT" cmp && rm -rf "$R"
