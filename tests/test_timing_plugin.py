@@ -89,3 +89,121 @@ def test_mlir_locations_are_stripped():
     a = 'tt.func @k(%arg0: !tt.ptr<f32>) { %0 = arith.addf %a, %b : f32 loc(#loc3) } loc(#loc)\n#loc3 = loc("/x/side0/a.py":3:4)\n'
     b = a.replace("side0", "side1").replace(":3:4", ":9:9")
     assert normalize_ir(a) == normalize_ir(b) and "arith.addf" in normalize_ir(a)
+
+
+class FakeDevice:
+    """A device interface at the boundary the timing plugin uses: events, synchronize, _sleep.
+    Events report scripted elapsed times (ms), in the order they are read."""
+
+    def __init__(self, elapsed, log, can_spin=True):
+        self.elapsed, self.log = iter(elapsed), log
+        if can_spin:
+            self._sleep = lambda cycles: log.append(("spin", cycles))
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                pass
+
+            def record(self):
+                pass
+
+            def elapsed_time(self, other):
+                return next(device.elapsed)
+
+        self.Event = Event
+
+    def synchronize(self):
+        pass
+
+
+@pytest.fixture
+def fake_device(monkeypatch):
+    """Installs a FakeDevice and a fake triton driver whose clear_cache is a class method, like
+    Triton's; returns (make, log, driver)."""
+    import sys
+    import types
+
+    log = []
+
+    class Driver:
+        def clear_cache(self, cache):
+            log.append(("clear",))
+
+    active = Driver()
+    runtime = types.ModuleType("triton.runtime")
+    runtime.driver = types.SimpleNamespace(active=active)
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
+    monkeypatch.setattr(timing, "_spin_cache", {})
+
+    def make(elapsed, can_spin=True):
+        device = FakeDevice(elapsed, log, can_spin)
+        monkeypatch.setattr(timing, "_device_module", lambda: device)
+        return device
+
+    return make, log, active
+
+
+def fake_do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+    """triton.testing.do_bench's shape: per iteration, clear L2, then time fn."""
+    from triton.runtime import driver
+
+    for _ in range(3):
+        driver.active.clear_cache(None)
+        fn()
+    return 1.0
+
+
+def test_direct_fills_the_gap_after_each_clear(plugin_config, fake_device):
+    make, log, active = fake_device
+    plugin_config(backend="cuda", timer={"name": "direct", "repeat": 1, "fill_gaps": True})
+    make([1.0])  # calibration: 2M cycles took 1 ms -> 2000 cycles per µs
+    policy, _ = timing.make_policy(fake_do_bench, None)
+    assert policy(lambda: log.append(("fn",))) == 1.0
+    timed = log[log.index(("clear",)):]
+    # each clear is followed by a spin of at least 20 µs (40000 cycles), then the call
+    assert [e[0] for e in timed] == ["clear", "spin", "fn"] * 3
+    assert all(e[1] >= 40000 for e in timed if e[0] == "spin")
+    assert "clear_cache" not in vars(active), "the driver's own clear_cache is restored"
+    assert _runtime.timing_calls[-1]["timer_used"] == "direct"
+
+
+def test_direct_without_fill_or_without_a_spinning_device_is_untouched(plugin_config, fake_device):
+    make, log, _ = fake_device
+    for cfg, can_spin in (({"fill_gaps": False}, True), ({"fill_gaps": True}, False)):
+        log.clear()
+        plugin_config(backend="cuda", timer={"name": "direct", "repeat": 1, **cfg})
+        make([1.0], can_spin=can_spin)
+        policy, _ = timing.make_policy(fake_do_bench, None)
+        assert policy(lambda: log.append(("fn",))) == 1.0
+        assert [e[0] for e in log] == ["clear", "fn"] * 3
+
+
+def test_widened_rep_only_for_launch_bound_calls():
+    # A 1 ms kernel: 20 calls fill 20 ms, nothing to widen.
+    assert timing.widened_rep(eager_ms=1.0, device_ms=1.0, rep=20, min_window_ms=2) == 20
+    # A 1.1 µs kernel launched in 150 µs: upstream would hold 133 calls = 0.15 ms of replay.
+    rep = timing.widened_rep(eager_ms=0.15, device_ms=0.0011, rep=20, min_window_ms=2)
+    calls = int(rep / 0.15)
+    assert calls * 0.0011 >= 2 and calls < 2000
+    # Never more than MAX_GRAPH_CALLS calls in one graph.
+    rep = timing.widened_rep(eager_ms=0.15, device_ms=1e-6, rep=20, min_window_ms=2)
+    assert int(rep / 0.15) <= timing.MAX_GRAPH_CALLS
+
+
+def test_graph_timer_gets_the_widened_rep(plugin_config, fake_device):
+    make, log, _ = fake_device
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 2})
+    # calibration, then 5 eager calls (0.75 ms), then 5 queued behind a spin (5.5 µs)
+    make([1.0, 0.75, 0.0055])
+    seen = {}
+
+    def upstream_graph(fn, rep=20, **kw):
+        seen["rep"] = rep
+        return 0.0011
+
+    policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
+    assert policy(lambda: None, rep=20) == 0.0011
+    assert int(seen["rep"] / 0.15) * 0.0011 >= 2
+    assert _runtime.timing_calls[-1]["timer_used"] == "graph"

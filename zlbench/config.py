@@ -31,6 +31,11 @@ class TimerConf:
     repeat: int = 1
     warmup_ms: Optional[int] = None
     rep_ms: Optional[int] = None
+    # Direct timing: keep the device busy after each L2 clear so the kernel is queued before its
+    # start event (where the device can spin: torch's <device>._sleep).
+    fill_gaps: bool = True
+    # Graph timing: widen the replay of launch-bound calls to at least this much device time.
+    min_window_ms: float = 2.0
 
 
 @dataclass

@@ -8,7 +8,10 @@ Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
           interface and the graph class from the backend. Per shape, a refused capture falls back
           to direct timing and is marked; a device fault is fatal; a capture that poisons the
           context raises BENCHMARK_CAPTURE_POISONED.
-- direct: the corpus' own direct timer, called timer.repeat times, median kept.
+          Launch-bound calls get a replay of at least timer.min_window_ms of device time.
+- direct: the corpus' own direct timer, called timer.repeat times, median kept; with
+          timer.fill_gaps the device is kept busy after each L2 clear, so that host launch time
+          stays out of the kernel's events.
 - host:   host wall clock around each call, synchronizing the device (the CPU's timer).
 Every call records the timer actually used (rows carry it).
 """
@@ -16,9 +19,11 @@ Every call records the timer actually used (rows carry it).
 from __future__ import annotations
 
 import importlib
+import math
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from typing import Any, Callable, Dict, Optional
 
 from ..backends import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, get_backend
@@ -38,6 +43,114 @@ def _device_module():
 
     device = get_backend(_runtime.config().get("backend", "cpu")).torch_device
     return None if device == "cpu" else getattr(torch, device)
+
+
+_spin_cache: Dict[str, Any] = {}
+
+
+def device_spin() -> Optional[Callable[[float], None]]:
+    """spin(us) keeps the device busy for about `us` microseconds (torch's <device>._sleep,
+    calibrated once per process), or None where the backend's device cannot spin."""
+    if "spin" not in _spin_cache:
+        spin = None
+        dev = _device_module()
+        sleep = getattr(dev, "_sleep", None)
+        if sleep is not None:
+            try:
+                start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+                sleep(1000)
+                start.record()
+                sleep(2_000_000)
+                end.record()
+                dev.synchronize()
+                per_us = 2_000_000 / (start.elapsed_time(end) * 1000)
+                spin = lambda us: sleep(max(1, int(us * per_us)))  # noqa: E731
+            except Exception:
+                spin = None
+        _spin_cache["spin"] = spin
+    return _spin_cache["spin"]
+
+
+def _host_launch_us(fn, sync) -> float:
+    """Host time to launch one call (no waiting on the device), in µs."""
+    sync()
+    t = time.perf_counter()
+    for _ in range(5):
+        fn()
+    host = (time.perf_counter() - t) / 5 * 1e6
+    sync()
+    return host
+
+
+@contextmanager
+def filled_gaps(fn, spin):
+    """triton.testing.do_bench clears L2 (zeroing 256 MB), then records start, calls fn, records
+    end. When launching fn takes the host longer than the clear takes the device (FlagGems' ops
+    dispatched through aten: 120-180 µs of host time against ~80 µs of clearing on an H200), the
+    device reaches the start event before the kernel is queued and the events time the host's
+    launch too: one row read 0.054 ms in one process and 0.106 ms in another (0.025 ms filled).
+    Spinning after each clear for twice the launch time queues fn before its start event."""
+    from triton.runtime import driver
+
+    active = driver.active
+    had_own = "clear_cache" in vars(active)
+    orig = active.clear_cache
+    gap_us = 2 * _host_launch_us(fn, _device_module().synchronize) + 20
+
+    def clear_and_spin(cache):
+        orig(cache)
+        spin(gap_us)
+
+    active.clear_cache = clear_and_spin
+    try:
+        yield
+    finally:
+        if had_own:
+            active.clear_cache = orig
+        else:
+            del active.clear_cache
+
+
+MAX_GRAPH_CALLS = 10000
+
+
+def widened_rep(eager_ms: float, device_ms: float, rep: float, min_window_ms: float) -> float:
+    """The rep that gives do_bench_cudagraph a replay of at least min_window_ms of device time.
+
+    Upstream sizes its graph from an eager estimate: int(rep / eager_ms) calls. For a µs kernel
+    the eager estimate is the host's launch time (a 1.1 µs FlagGems kernel: ~150 µs), so the graph
+    holds ~130 calls and its replay ~0.15 ms, and the replay's own start-up jitter is then a few
+    percent of the row (rows of 64x64 moved 3.5% between processes at rep 20, 15% at rep 5).
+    Unchanged where the window is wide enough; capped at MAX_GRAPH_CALLS calls."""
+    if eager_ms <= 0 or device_ms <= 0:
+        return rep
+    if max(1, int(rep / eager_ms)) * device_ms >= min_window_ms:
+        return rep
+    calls = min(MAX_GRAPH_CALLS, math.ceil(min_window_ms / device_ms))
+    return max(rep, (calls + 0.5) * eager_ms)
+
+
+def graph_window_rep(fn, rep: float, min_window_ms: float, spin) -> float:
+    """Measure the two estimates widened_rep needs: an eager call as upstream estimates it, and
+    a call's device time with launch gaps hidden (the device spins while the host queues)."""
+    dev = _device_module()
+    fn()
+    host_us = _host_launch_us(fn, dev.synchronize)
+    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    dev.synchronize()
+    eager_ms = start.elapsed_time(end) / 5
+    spin(1.5 * 5 * host_us + 50)  # longer than the host takes to queue the 5 calls below
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    dev.synchronize()
+    device_ms = start.elapsed_time(end) / 5
+    return widened_rep(eager_ms, device_ms, rep, min_window_ms)
 
 
 def _summarize(times, quantiles, return_mode):
@@ -176,9 +289,18 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
     repeat = max(1, int(timer.get("repeat", 1)))
     backend = get_backend(cfg.get("backend", "cpu"))
     deny = set(cfg.get("capture_deny_ops", []))
+    fill = bool(timer.get("fill_gaps", False))
+    min_window_ms = float(timer.get("min_window_ms") or 0)
 
     def direct(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
                **kw):
+        spin = device_spin() if fill else None
+        if spin is None:
+            return plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+        with filled_gaps(fn, spin):
+            return plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+
+    def plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
         if quantiles is not None or repeat == 1:
             value = orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
                                quantiles=quantiles, return_mode=return_mode, **kw)
@@ -196,6 +318,9 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
         return values[0] if quantiles is not None else statistics.median(values)
 
     def capture(fn, rep, grad_to_none, quantiles, return_mode):
+        spin = device_spin() if min_window_ms > 0 else None
+        if spin is not None:
+            rep = graph_window_rep(fn, rep, min_window_ms, spin)
         if backend.upstream_graph_timer and orig_graph is not None:
             return orig_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                               return_mode=return_mode)
