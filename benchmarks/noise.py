@@ -2,12 +2,15 @@
 ("FlagGems rows": latency) and the torch baseline (latency_base). Accepts zlbench run dirs and
 FlagGems result logs alike.
 
-    python benchmarks/noise.py RUN_OR_LOG_1 RUN_OR_LOG_2 [--min-us 5] [--json out.json]
+    python benchmarks/noise.py RUN_OR_LOG_1 RUN_OR_LOG_2 [MORE ...] [--min-us 5] [--json out.json]
+
+With more than two runs, every pair is compared (one run's own drift shows up in all its pairs).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -31,18 +34,26 @@ def noise(rows1, rows2, field, min_ms=0.0):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("first")
-    p.add_argument("second")
+    p.add_argument("runs", nargs="+", metavar="RUN_OR_LOG", help="two or more")
     p.add_argument("--json")
     p.add_argument("--min-us", type=float, default=5.0, help="also report rows at least this long")
     args = p.parse_args(argv)
     from pathlib import Path
 
-    r1, _, _ = load(Path(args.first))
-    r2, _, _ = load(Path(args.second))
-    out = {"flaggems_rows": noise(r1, r2, "latency"), "torch_rows": noise(r1, r2, "latency_base"),
-           # Launch-bound rows (a kernel of ~1 us: 40 ns of jitter is 4%) apart from the rest.
-           f"flaggems_rows_from_{args.min_us:g}us": noise(r1, r2, "latency", args.min_us / 1000)}
+    if len(args.runs) < 2:
+        p.error("give at least two runs to compare")
+    loaded = [load(Path(r))[0] for r in args.runs]
+
+    def pair(r1, r2):
+        return {"flaggems_rows": noise(r1, r2, "latency"), "torch_rows": noise(r1, r2, "latency_base"),
+                # Launch-bound rows (a kernel of ~1 us: 40 ns of jitter is 4%) apart from the rest.
+                f"flaggems_rows_from_{args.min_us:g}us": noise(r1, r2, "latency", args.min_us / 1000)}
+
+    if len(loaded) == 2:
+        out = pair(*loaded)
+    else:
+        out = {f"{args.runs[i]} vs {args.runs[j]}": pair(loaded[i], loaded[j])
+               for i, j in itertools.combinations(range(len(loaded)), 2)}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
