@@ -207,3 +207,23 @@ def test_graph_timer_gets_the_widened_rep(plugin_config, fake_device):
     assert policy(lambda: None, rep=20) == 0.0011
     assert int(seen["rep"] / 0.15) * 0.0011 >= 2
     assert _runtime.timing_calls[-1]["timer_used"] == "graph"
+
+
+def test_process_facts_say_whether_the_device_can_spin(monkeypatch):
+    import types
+
+    import torch
+
+    from zlbench.backends import get_backend
+    from zlbench.plugins import device_setup
+
+    props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=6, pci_device_id=0, uuid="u")
+    base = dict(get_device_name=lambda i: "Simulated MUSA", get_device_properties=lambda i: props,
+                device_count=lambda: 1, clock_rate=lambda: 1500)
+    monkeypatch.setattr(device_setup, "_backend", get_backend("musa"))
+    for module, can_spin in ((types.SimpleNamespace(**base), False),
+                             (types.SimpleNamespace(**base, _sleep=lambda cycles: None), True)):
+        monkeypatch.setattr(torch, "musa", module, raising=False)
+        facts = device_setup.process_facts()
+        assert facts["device_spin"] is can_spin
+        assert facts["device_bus_id"] == "0000:06:00"

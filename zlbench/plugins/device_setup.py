@@ -77,6 +77,8 @@ def process_facts():
         except Exception:
             facts["sm_clock_mhz"] = None
         facts["driver"] = getattr(getattr(torch, "version", None), _backend.torch_device, None)
+        # Whether the device can spin (timer.fill_gaps, timer.min_window_ms act only where it can).
+        facts["device_spin"] = hasattr(getattr(torch, _backend.torch_device, None), "_sleep")
     return facts
 
 
