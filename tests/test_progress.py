@@ -18,3 +18,20 @@ def test_progress_counts_done_failures_and_what_each_device_runs(tmp_path):
     assert (done, state.total) == (2, 3)
     assert _failures(statuses) == "crashed=1"
     assert running == {0: "main r0: b"}
+
+
+def test_a_resumed_run_does_not_count_resumable_placeholders_as_done(tmp_path):
+    units = [{"unit_id": "main.r0.d0.s0", "device": 0, "side": "main", "round": 0, "nodes": ["f::a", "f::b"]}]
+    events = [{"event": "end", "node": "f::a", "status": "ok"},
+              # the earlier job was killed: both remaining nodes got placeholders
+              {"event": "end", "node": "f::b", "status": "crashed", "resumable": True}]
+    path = tmp_path / "units" / "main.r0.d0.s0" / "events.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    state = RunState(tmp_path, units)
+    done, statuses, _ = state.poll()
+    assert done == 1 and _failures(statuses) == "none"
+    with open(path, "a") as f:  # the resume measures it
+        f.write(json.dumps({"event": "end", "node": "f::b", "status": "ok"}) + "\n")
+    done, statuses, _ = state.poll()
+    assert done == 2 and statuses["ok"] == 2

@@ -30,7 +30,12 @@ class RunState:
             current = None
             for e in read_events(self.run_dir / "units" / u["unit_id"] / "events.jsonl"):
                 if e.get("event") == "end":
-                    ended[(u["side"], u["round"], base_node(e["node"]))] = e["status"]
+                    key = (u["side"], u["round"], base_node(e["node"]))
+                    if e.get("resumable"):
+                        # A placeholder of an earlier, killed job: measured again on resume.
+                        ended.pop(key, None)
+                    else:
+                        ended[key] = e["status"]
                     current = None
                 elif e.get("event") == "start":
                     current = e["node"]
