@@ -72,14 +72,17 @@ def device_spin() -> Optional[Callable[[float], None]]:
 
 
 def _host_launch_us(fn, sync) -> float:
-    """Host time to launch one call (no waiting on the device), in µs."""
+    """Host time to launch one call (no waiting on the device), in µs: the median of 5 launches
+    after a first call, which may still compile or tune."""
+    fn()
     sync()
-    t = time.perf_counter()
+    times = []
     for _ in range(5):
+        t = time.perf_counter()
         fn()
-    host = (time.perf_counter() - t) / 5 * 1e6
+        times.append((time.perf_counter() - t) * 1e6)
     sync()
-    return host
+    return statistics.median(times)
 
 
 @contextmanager
@@ -134,7 +137,6 @@ def graph_window_rep(fn, rep: float, min_window_ms: float, spin) -> float:
     """Measure the two estimates widened_rep needs: an eager call as upstream estimates it, and
     a call's device time with launch gaps hidden (the device spins while the host queues)."""
     dev = _device_module()
-    fn()
     host_us = _host_launch_us(fn, dev.synchronize)
     start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
     start.record()
