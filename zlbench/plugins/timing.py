@@ -93,8 +93,11 @@ def filled_gaps(fn, spin):
     device reaches the start event before the kernel is queued and the events time the host's
     launch too: one row read 0.054 ms in one process and 0.106 ms in another (0.025 ms filled).
     Spinning after each clear for twice the launch time queues fn before its start event."""
-    from triton.runtime import driver
-
+    try:
+        from triton.runtime import driver
+    except ImportError:  # a corpus timer without Triton: nothing to fill
+        yield
+        return
     active = driver.active
     had_own = "clear_cache" in vars(active)
     orig = active.clear_cache
