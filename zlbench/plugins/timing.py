@@ -141,21 +141,21 @@ def graph_window_rep(fn, rep: float, min_window_ms: float, spin) -> float:
     a call's device time with launch gaps hidden (the device spins while the host queues)."""
     dev = _device_module()
     host_us = _host_launch_us(fn, dev.synchronize)
+    eager_ms = _event_ms_per_call(dev, fn)
+    spin(1.5 * 5 * host_us + 50)  # longer than the host takes to queue the 5 calls below
+    device_ms = _event_ms_per_call(dev, fn)
+    return widened_rep(eager_ms, device_ms, rep, min_window_ms)
+
+
+def _event_ms_per_call(dev, fn, calls: int = 5) -> float:
+    """Device time of `calls` calls between two events, per call (ms): upstream's estimate."""
     start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
     start.record()
-    for _ in range(5):
+    for _ in range(calls):
         fn()
     end.record()
     dev.synchronize()
-    eager_ms = start.elapsed_time(end) / 5
-    spin(1.5 * 5 * host_us + 50)  # longer than the host takes to queue the 5 calls below
-    start.record()
-    for _ in range(5):
-        fn()
-    end.record()
-    dev.synchronize()
-    device_ms = start.elapsed_time(end) / 5
-    return widened_rep(eager_ms, device_ms, rep, min_window_ms)
+    return start.elapsed_time(end) / calls
 
 
 def _summarize(times, quantiles, return_mode):
@@ -215,13 +215,7 @@ def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_
         if grad_to_none is not None:
             for x in grad_to_none:
                 x.detach_(); x.requires_grad_(True); x.grad = None  # noqa: E702
-        start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            fn()
-        end.record()
-        di.synchronize()
-        estimate_ms = start.elapsed_time(end) / 5
+        estimate_ms = _event_ms_per_call(di, fn)
         n_repeat = 1000 if estimate_ms == 0 else max(1, int(rep / estimate_ms))
         g = graph_cls()
         with capture(g):
