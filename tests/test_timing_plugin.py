@@ -227,3 +227,54 @@ def test_process_facts_say_whether_the_device_can_spin(monkeypatch):
         facts = device_setup.process_facts()
         assert facts["device_spin"] is can_spin
         assert facts["device_bus_id"] == "0000:06:00"
+
+
+def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
+    """interface_bench_graph (the port for vendors where upstream's torch.cuda timer cannot run),
+    driven through a simulated Triton device interface and a simulated graph class."""
+    import contextlib
+    import sys
+    import types
+
+    log = []
+    elapsed = iter([1.0] + [10.0] * 10)  # 5 eager calls take 1 ms; each replay 10 ms
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return next(elapsed)
+
+    interface = types.SimpleNamespace(
+        Stream=lambda: "side stream", Event=Event, synchronize=lambda: log.append("sync"),
+        stream=lambda s: contextlib.nullcontext())
+    runtime = types.ModuleType("triton.runtime")
+    runtime.driver = types.SimpleNamespace(
+        active=types.SimpleNamespace(get_device_interface=lambda: interface))
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
+
+    graphs = types.ModuleType("simgraph")
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+    @contextlib.contextmanager
+    def graph(g):
+        log.append("capture")
+        yield
+        log.append("captured")
+
+    graphs.Graph, graphs.graph = Graph, graph
+    monkeypatch.setitem(sys.modules, "simgraph", graphs)
+
+    value = timing.interface_bench_graph(lambda: log.append("fn"), rep=20, graph_class="simgraph.Graph")
+    captured = log[log.index("capture") + 1:log.index("captured")]
+    assert captured == ["fn"] * 100  # int(20 ms / 0.2 ms per eager call)
+    assert log.count("replay") == 10
+    assert value == pytest.approx(10.0 / 100)
