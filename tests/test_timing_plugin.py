@@ -158,7 +158,7 @@ def fake_do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, ret
 def test_direct_fills_the_gap_after_each_clear(plugin_config, fake_device):
     make, log, active = fake_device
     plugin_config(backend="cuda", timer={"name": "direct", "repeat": 1, "fill_gaps": True})
-    make([1.0])  # calibration: 2M cycles took 1 ms -> 2000 cycles per µs
+    make([2.0, 1.0, 1.5])  # calibration: 2M cycles took at best 1 ms -> 2000 cycles per µs
     policy, _ = timing.make_policy(fake_do_bench, None)
     assert policy(lambda: log.append(("fn",))) == 1.0
     timed = log[log.index(("clear",)):]
@@ -174,7 +174,7 @@ def test_direct_without_fill_or_without_a_spinning_device_is_untouched(plugin_co
     for cfg, can_spin in (({"fill_gaps": False}, True), ({"fill_gaps": True}, False)):
         log.clear()
         plugin_config(backend="cuda", timer={"name": "direct", "repeat": 1, **cfg})
-        make([1.0], can_spin=can_spin)
+        make([1.0] * 3, can_spin=can_spin)
         policy, _ = timing.make_policy(fake_do_bench, None)
         assert policy(lambda: log.append(("fn",))) == 1.0
         assert [e[0] for e in log] == ["clear", "fn"] * 3
@@ -196,7 +196,7 @@ def test_graph_timer_gets_the_widened_rep(plugin_config, fake_device):
     make, log, _ = fake_device
     plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 2})
     # calibration, then 5 eager calls (0.75 ms), then 5 queued behind a spin (5.5 µs)
-    make([1.0, 0.75, 0.0055])
+    make([1.0] * 3 + [0.75, 0.0055])
     seen = {}
 
     def upstream_graph(fn, rep=20, **kw):

@@ -49,21 +49,26 @@ _spin_cache: Dict[str, Any] = {}
 
 
 def device_spin() -> Optional[Callable[[float], None]]:
-    """spin(us) keeps the device busy for about `us` microseconds (torch's <device>._sleep,
-    calibrated once per process), or None where the backend's device cannot spin."""
+    """spin(us) keeps the device busy for at least about `us` microseconds, or None where the
+    backend's device cannot spin. torch's <device>._sleep spins for a number of clock cycles, so
+    it is calibrated once per process, after a spin that brings the clock up from idle, at the
+    fastest rate seen: a clock that is lower later makes a spin longer, never shorter."""
     if "spin" not in _spin_cache:
         spin = None
         dev = _device_module()
         sleep = getattr(dev, "_sleep", None)
         if sleep is not None:
             try:
-                start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
-                sleep(1000)
-                start.record()
-                sleep(2_000_000)
-                end.record()
-                dev.synchronize()
-                per_us = 2_000_000 / (start.elapsed_time(end) * 1000)
+                sleep(20_000_000)  # ~10 ms at an H200's boost clock, longer from idle
+                rates = []
+                for _ in range(3):
+                    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+                    start.record()
+                    sleep(2_000_000)
+                    end.record()
+                    dev.synchronize()
+                    rates.append(2_000_000 / (start.elapsed_time(end) * 1000))
+                per_us = max(rates)
                 spin = lambda us: sleep(max(1, int(us * per_us)))  # noqa: E731
             except Exception:
                 spin = None
