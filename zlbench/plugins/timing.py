@@ -3,12 +3,12 @@
 Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
 `triton.testing.do_bench` up at call time) so every timing call goes through the run's policy:
 
-- graph:  capture and replay. On CUDA, upstream triton.testing.do_bench_cudagraph itself (numbers
-          do not move); elsewhere a port that takes stream/event/synchronize from Triton's device
-          interface and the graph class from the backend. Per shape, a refused capture falls back
-          to direct timing and is marked; a device fault is fatal; a capture that poisons the
-          context raises BENCHMARK_CAPTURE_POISONED.
-          Launch-bound calls get a replay of at least timer.min_window_ms of device time.
+- graph:  capture and replay. On CUDA, upstream triton.testing.do_bench_cudagraph itself (its
+          numbers); elsewhere a port that takes stream/event/synchronize from Triton's device
+          interface and the graph class from the backend. Launch-bound calls are given a rep that
+          makes their replay at least timer.min_window_ms of device time (0: upstream's own rep).
+          Per shape, a refused capture falls back to direct timing and is marked; a device fault
+          is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED.
 - direct: the corpus' own direct timer, called timer.repeat times, median kept; with
           timer.fill_gaps the device is kept busy after each L2 clear, so that host launch time
           stays out of the kernel's events.
