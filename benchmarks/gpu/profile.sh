@@ -10,6 +10,7 @@
 set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 FILE=${FILE:-test_exp.py}
+FG_PATH=$FLAGGEMS_ROOT/src:${PYTHONPATH:-}   # flag_gems importable outside zlbench's runs
 R=/tmp/zl_prof; rm -rf "$R"; mkdir -p "$R"
 WALL=$OUT/wall.txt; : > "$WALL"
 timed() { local name=$1; shift; local t0; t0=$(date +%s.%N); "$@" > "$R/$name.out" 2> "$R/$name.err"; local rc=$?
@@ -20,9 +21,9 @@ timed() { local name=$1; shift; local t0; t0=$(date +%s.%N); "$@" > "$R/$name.ou
 
 for stmt in "import torch" "import torch; torch.zeros(1, device='cuda')" "import triton" "import flag_gems" \
             "import pytest"; do
-  t0=$(date +%s.%N); python3 -c "$stmt" >/dev/null 2>&1
+  t0=$(date +%s.%N); PYTHONPATH=$FG_PATH python3 -c "$stmt" >/dev/null 2>&1
   echo "$(python3 -c "print(round($(date +%s.%N) - $t0, 2))") s  $stmt" >> "$OUT/imports.txt"; done
-python3 -X importtime -c "import flag_gems" 2> "$R/importtime.raw"
+PYTHONPATH=$FG_PATH python3 -X importtime -c "import flag_gems" 2> "$R/importtime.raw"
 sort -t'|' -k2 -n -r "$R/importtime.raw" | head -40 > "$OUT/importtime.txt"
 
 zl() { python3 -m zlbench corpus=flaggems backend=cuda op_file=$FILE isolate_caches=false progress=none \
@@ -48,7 +49,7 @@ import pstats, sys
 s = pstats.Stats('$R/prof.out', stream=sys.stdout)
 s.sort_stats('cumulative').print_stats(45); s.sort_stats('tottime').print_stats(25)" > "$OUT/profile.txt" 2>&1
 
-timed gap_1 python3 benchmarks/gpu/direct_gap.py; cp "$R/gap_1.out" "$OUT/gap_1.json"
-timed gap_2 python3 benchmarks/gpu/direct_gap.py; cp "$R/gap_2.out" "$OUT/gap_2.json"
+PYTHONPATH=$FG_PATH timed gap_1 python3 benchmarks/gpu/direct_gap.py; cp "$R/gap_1.out" "$OUT/gap_1.json"
+PYTHONPATH=$FG_PATH timed gap_2 python3 benchmarks/gpu/direct_gap.py; cp "$R/gap_2.out" "$OUT/gap_2.json"
 tail -n 5 "$R"/*.err >> "$OUT/env.txt" 2>&1
 tail -3 "$OUT/profile.txt"; cat "$WALL" "$OUT/imports.txt"
