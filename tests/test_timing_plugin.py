@@ -91,6 +91,22 @@ def test_mlir_locations_are_stripped():
     assert normalize_ir(a) == normalize_ir(b) and "arith.addf" in normalize_ir(a)
 
 
+def scripted_events(elapsed):
+    """An event class whose elapsed times (ms) come from `elapsed`, in the order they are read."""
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return next(elapsed)
+
+    return Event
+
+
 class FakeDevice:
     """A device interface at the boundary the timing plugin uses: events, synchronize, _sleep.
     Events report scripted elapsed times (ms), in the order they are read."""
@@ -99,19 +115,7 @@ class FakeDevice:
         self.elapsed, self.log = iter(elapsed), log
         if can_spin:
             self._sleep = lambda cycles: log.append(("spin", cycles))
-        device = self
-
-        class Event:
-            def __init__(self, enable_timing=False):
-                pass
-
-            def record(self):
-                pass
-
-            def elapsed_time(self, other):
-                return next(device.elapsed)
-
-        self.Event = Event
+        self.Event = scripted_events(self.elapsed)
 
     def synchronize(self):
         pass
@@ -237,18 +241,7 @@ def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
     import types
 
     log = []
-    elapsed = iter([1.0] + [10.0] * 10)  # 5 eager calls take 1 ms; each replay 10 ms
-
-    class Event:
-        def __init__(self, enable_timing=False):
-            pass
-
-        def record(self):
-            pass
-
-        def elapsed_time(self, other):
-            return next(elapsed)
-
+    Event = scripted_events(iter([1.0] + [10.0] * 10))  # 5 eager calls take 1 ms; each replay 10 ms
     interface = types.SimpleNamespace(
         Stream=lambda: "side stream", Event=Event, synchronize=lambda: log.append("sync"),
         stream=lambda s: contextlib.nullcontext())
