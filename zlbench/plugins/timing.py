@@ -321,10 +321,12 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
                   for _ in range(repeat)]
         return values[0] if quantiles is not None else statistics.median(values)
 
-    def capture(fn, rep, grad_to_none, quantiles, return_mode):
+    def window_rep(fn, rep):
+        """The rep for this call's captures: widened for a launch-bound call (measured once)."""
         spin = device_spin() if min_window_ms > 0 else None
-        if spin is not None:
-            rep = graph_window_rep(fn, rep, min_window_ms, spin)
+        return rep if spin is None else graph_window_rep(fn, rep, min_window_ms, spin)
+
+    def capture(fn, rep, grad_to_none, quantiles, return_mode):
         if backend.upstream_graph_timer and orig_graph is not None:
             return orig_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                               return_mode=return_mode)
@@ -339,7 +341,8 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
             return value
         try:
             with _rng_guard(backend):
-                values = [capture(fn, rep, grad_to_none, quantiles, return_mode) for _ in range(repeat)]
+                graph_rep = window_rep(fn, rep)
+                values = [capture(fn, graph_rep, grad_to_none, quantiles, return_mode) for _ in range(repeat)]
             _note("graph")
             return values[0] if quantiles is not None else statistics.median(values)
         except Exception as e:  # classified by the backend's wording
