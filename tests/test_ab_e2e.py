@@ -21,7 +21,13 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     assert ab["summary"]["liveness"] == "unknown"  # CPU: no compiled artifacts
     assert ab["summary"]["paired_rows"] == 3 and ab["summary"]["unpaired_rows"] == 0
     assert all(r["rounds"] == 6 for r in ab["rows"])
-    assert sum(r["verdict"] == "faster" for r in ab["rows"]) >= 2  # fused softmax is faster for real
+    # Fused softmax is faster for real. The widest shape's three-pass side allocates 2 MiB
+    # temporaries per call, whose page-fault cost swings with the machine's load: that row may be
+    # called unstable, but no row may point the other way.
+    verdicts = {r["shape"]: r["verdict"] for r in ab["rows"]}
+    assert sum(v == "faster" for v in verdicts.values()) >= 2, verdicts
+    assert set(verdicts.values()) <= {"faster", "unstable"}, verdicts
+    assert all(r["ratio"] < 0.8 for r in ab["rows"]), ab["rows"]
     assert ab["summary"]["overall"]["geomean"] < 0.8
     # ABBA across rounds, both sides on the same device, each side its own caches.
     plan = json.loads((d / "plan.json").read_text())
