@@ -116,7 +116,7 @@ def test_liveness_compares_kernel_by_kernel():
 
 
 def test_shared_state_is_a_caveat():
-    from zlbench.run import shared_state_caveats
+    from zlbench.report.run_report import shared_state_caveats
 
     ident = {"switch_env": {"FLAGGEMS_DB_URL": "sqlite:///x.db"}, "config": {"isolate_caches": False}}
     caveats = shared_state_caveats(ident)

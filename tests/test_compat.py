@@ -75,6 +75,6 @@ def test_simulated_musa_run_measures_the_op_the_cuda_guard_hid(tmp_path):
 @pytest.mark.slow
 def test_flag_gems_on_another_vendor_fails_the_run_clearly(tmp_path):
     res, run, st = _zl_with_fakes(tmp_path, "nvidia", "rocm", "rocm-smi.json", "timer=direct")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 1, res.stderr[-2000:]  # fatal nodes: not ok (fail_on)
     assert {s["status"] for s in st.values()} == {"fatal"}
     assert all("backend=rocm but flag_gems dispatched to nvidia" in s["reason"] for s in st.values())

@@ -1,51 +1,95 @@
-"""`python -m zlbench [overrides]` and the `zlbench` console script."""
+"""`python -m zlbench [overrides]` and the `zlbench` console script.
+
+The task function never exits the process: it records each job's exit code, so a Hydra multirun
+sweep (-m) runs every job even when one fails, then exits with the most serious code and a table
+of the jobs. Codes: zlbench/exitcodes.py (README: "Exit codes")."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
+from typing import List, Tuple
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from . import __version__
 from .cli import normalize_argv
 from .config import conf_dir, register_schemas
 from .errors import UsageError
+from .exitcodes import Exit
 
+log = logging.getLogger("zlbench")
 _provenance: dict = {}
+# (job label, run dir, exit code) of every job this process ran (one, or a multirun sweep's).
+_jobs: List[Tuple[str, str, int]] = []
+# Most serious first: the code a sweep exits with.
+SEVERITY = (Exit.INTERRUPTED, Exit.USAGE, Exit.INTERNAL, Exit.DEAD_AXIS, Exit.CUT, Exit.NOT_OK)
 
 
-def _fail(message: str) -> None:
+def _error(message: str) -> None:
     print(f"zlbench: error: {message}", file=sys.stderr)
-    sys.exit(UsageError.exit_code)
 
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def _app(cfg: DictConfig) -> None:
     from .run import execute, remove_empty_run_dir
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    label = " ".join(hc.overrides.task) or "(defaults)"
+    if any(code == Exit.INTERRUPTED for _, _, code in _jobs):
+        _jobs.append((label, str(run_dir), int(Exit.INTERRUPTED)))  # the sweep was interrupted: skip
+        return
     try:
-        code = execute(cfg, run_dir, _provenance)
+        code = int(execute(cfg, run_dir, _provenance))
     except UsageError as e:
         remove_empty_run_dir(run_dir)
-        _fail(str(e))
-    if code:
-        sys.exit(code)
+        _error(str(e))
+        code = int(Exit.USAGE)
+    except Exception:  # a bug in zlbench: one line here, the traceback in zlbench.log
+        log.debug("internal error", exc_info=True)  # zlbench.log only (its handler takes DEBUG)
+        _error(f"internal error ({sys.exc_info()[1]!r}); the traceback is in {run_dir / 'zlbench.log'}. "
+               "Please report it with that file.")
+        code = int(Exit.INTERNAL)
+    _jobs.append((label, str(run_dir), code))
+
+
+def _sweep_table() -> None:
+    print("\n[zlbench] multirun jobs:", file=sys.stderr)
+    for label, run_dir, code in _jobs:
+        print(f"  exit {code:3d}  {label}  -> {run_dir}", file=sys.stderr)
 
 
 def main() -> None:
     register_schemas()
+    if "--version" in sys.argv[1:] or "-V" in sys.argv[1:]:
+        print(f"zlbench {__version__}")
+        sys.exit(0)
     try:
         argv, provenance = normalize_argv(sys.argv[1:], os.environ)
     except UsageError as e:
-        _fail(str(e))
+        _error(str(e))
+        sys.exit(Exit.USAGE)
     _provenance.clear()
     _provenance.update(provenance)
     sys.argv = [sys.argv[0]] + argv
-    _app()
+    _jobs.clear()
+    try:
+        _app()
+    except SystemExit as e:
+        # Hydra rejected the command line or the composed config before any job ran (it printed
+        # why): bad input, so zlbench's usage code rather than Hydra's 1.
+        if not _jobs and e.code not in (0, None):
+            sys.exit(Exit.USAGE)
+        raise
+    if len(_jobs) > 1:
+        _sweep_table()
+    codes = {code for _, _, code in _jobs}
+    sys.exit(next((int(c) for c in SEVERITY if c in codes), 0))
 
 
 if __name__ == "__main__":

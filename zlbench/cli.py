@@ -81,6 +81,10 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
         if keys == SELECTION and any(o.startswith(SELECTION) for o in env_overrides):
             continue  # one selection: the first env var in table order
         env_overrides.append(build(name, value))
+    resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
+    if resume and "hydra.run.dir" not in cli_keys:
+        # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
+        overrides.append(f"hydra.run.dir={resume}")
     provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides)}
     # Env-derived overrides first: a later override of the same key (from the CLI) would win anyway.
     return flags + env_overrides + overrides, provenance

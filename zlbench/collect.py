@@ -14,13 +14,28 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zlbench.collect", description=__doc__)
     parser.add_argument("run_dir", type=Path)
     args = parser.parse_args(argv)
-    from .run import report
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    from .report.run_report import report
 
     try:
-        return report(args.run_dir, f"zlbench run {args.run_dir.name} (collected)")
+        return int(report(args.run_dir, " (collected)", fail_on=_fail_on(args.run_dir)))
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)
         return e.exit_code
+
+def _fail_on(run_dir: Path):
+    """The run's own fail_on (from its identity), so collect exits as the run would have."""
+    import json
+
+    from .identity import IDENTITY_FILE
+
+    try:
+        return json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8")).get("fail_on")
+    except (OSError, ValueError, KeyError):
+        return None
+
 
 if __name__ == "__main__":
     sys.exit(main())

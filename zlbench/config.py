@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -16,6 +17,18 @@ def conf_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / "conf"
+
+
+class Progress(str, Enum):
+    auto = "auto"
+    live = "live"
+    plain = "plain"
+    none = "none"
+
+
+class Tuning(str, Enum):
+    separate = "separate"
+    replay = "replay"
 
 
 @dataclass
@@ -61,16 +74,31 @@ class CorpusConf:
 
 @dataclass
 class LauncherConf:
+    """What every launcher takes."""
+
     name: str = "local"
     node_timeout_s: float = 900.0
+    # Whole-run limit in seconds (null = none). Nodes not finished by then get status `timeout`.
     run_timeout_s: Optional[float] = None
     shard_size: int = 0
     crash_retries: int = 0
     # One side, one round: a device whose shard is done takes nodes still waiting in other shards.
     steal: bool = True
-    wait: bool = True
+    # Hold a per-device lock while a benchmark process runs (null: on for accelerators of the local
+    # pool; Slurm allocates devices itself).
+    device_lock: Optional[bool] = None
+
+
+@dataclass
+class LocalLauncherConf(LauncherConf):
+    """The local device pool has no limits of its own: run_timeout_s bounds a run when asked."""
+
+
+@dataclass
+class SlurmLauncherConf(LauncherConf):
+    name: str = "slurm"
     tasks: int = 1
-    # Slurm settings (launcher=slurm); ignored by the local launcher.
+    wait: bool = True
     partition: Optional[str] = None
     time_min: int = 60
     gpus_per_task: int = 1
@@ -102,7 +130,7 @@ class ABConf:
     threshold: float = 0.02
     # separate: each side tunes itself. replay: side B runs with the tuned configs side A recorded
     # (one FLAGGEMS_CACHE_DIR, A tunes first), so the A/B isolates the switch from autotuning luck.
-    tuning: str = "separate"
+    tuning: Tuning = Tuning.separate
 
 
 @dataclass
@@ -123,10 +151,16 @@ class ZlbenchConfig:
     isolate_caches: bool = True
     resume: Optional[str] = None
     cost_from: Optional[str] = None
-    progress: str = "auto"
+    progress: Progress = Progress.auto
+    # Statuses and A/B verdicts that make the run exit 1 (for CI); [] = only usage errors, cut or
+    # interrupted runs and dead A/B axes exit non-zero.
+    fail_on: List[str] = field(default_factory=lambda: ["failed", "crashed", "timeout", "poisoned", "fatal"])
     dry_run: bool = False
 
 
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="zlbench_schema", node=ZlbenchConfig)
+    # Each launcher option validates against its own schema (conf/launcher/*.yaml name it).
+    cs.store(group="launcher", name="local_schema", node=LocalLauncherConf)
+    cs.store(group="launcher", name="slurm_schema", node=SlurmLauncherConf)

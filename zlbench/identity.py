@@ -20,7 +20,9 @@ from .plan import Plan
 
 IDENTITY_FILE = "run_identity.json"
 # Config keys that say how to run, not what is measured: excluded from the hash.
-NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run")
+NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on")
+# Identity keys outside the hash: how the run was asked for and judged, and what it observed.
+NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
 COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
 
@@ -35,6 +37,9 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
                    provenance: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     environ = os.environ if environ is None else environ
     caliber_cfg = {k: v for k, v in cfg.items() if k not in NOT_CALIBER}
+    # Resolved values, not their spelling: backend=auto that found the CPU is backend=cpu.
+    caliber_cfg["backend"] = {**caliber_cfg["backend"], "name": backend.name}
+    caliber_cfg["timer"] = {**caliber_cfg["timer"], "name": plan.timer}
     corpus_root = Path(plan.corpus_root)
     package_dir = Path(__file__).resolve().parent
     identity: Dict[str, Any] = {
@@ -64,13 +69,13 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
     }
     identity["identity_hash"] = identity_hash(identity)
     identity["provenance"] = dict(provenance)
+    identity["fail_on"] = list(cfg.get("fail_on") or [])
     identity["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return identity
 
 
 def identity_hash(identity: Mapping[str, Any]) -> str:
-    caliber = {k: v for k, v in identity.items()
-               if k not in ("identity_hash", "provenance", "created", "host", "processes")}
+    caliber = {k: v for k, v in identity.items() if k not in NOT_HASHED}
     text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import asdict, dataclass, field
-from itertools import zip_longest
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .backends import DeviceBackend, DeviceInfo
 from .corpus import Corpus, TestNode, check_shape_file
 from .errors import UsageError
+from .results.records import PluginConfig, WorkUnit
+from .stealing import share_waiting_nodes
 
 CORE_PLUGINS = ("zlbench.plugins.device_setup", "zlbench.plugins.timing", "zlbench.plugins.record")
 TIMERS = ("graph", "direct", "host")
@@ -26,28 +27,6 @@ class Side:
     name: str
     env: Dict[str, str] = field(default_factory=dict)
     index: int = 0
-
-
-@dataclass
-class WorkUnit:
-    unit_id: str
-    side: str
-    round: int
-    device: int
-    nodes: List[str]
-    argv: List[str]
-    env: Dict[str, str]
-    corpus_root: str
-    plugin_config: Dict[str, Any]
-    node_timeout_s: float
-    crash_retries: int
-    # Other units' nodes this unit may take once its own are done, and where claims are kept
-    # (see zlbench/claims.py); empty when nodes stay where the plan put them.
-    pool: List[str] = field(default_factory=list)
-    claims_dir: Optional[str] = None
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -161,6 +140,11 @@ def balance(nodes: Sequence[TestNode], devices: Sequence[DeviceInfo],
 def corpus_args(cfg: Mapping[str, Any], timer: str) -> List[str]:
     corpus, shape = cfg["corpus"], cfg["shape"]
     args = list(corpus.get("pytest_args") or [])
+    parallel = [a for a in args if a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n=", "--numprocesses", "--dist="))]
+    if parallel:
+        raise UsageError(f"corpus.pytest_args={args} asks pytest-xdist for several processes ({parallel[0]}), "
+                         "which would measure on one device at once. Fix: drop it; zlbench runs one "
+                         "benchmark process per device: devices=[0,1,...] spreads the work.")
     args += ["--level", str(shape.get("level", "core"))]
     if shape.get("mode") == "file":
         if not shape.get("file"):
@@ -229,30 +213,28 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
                     units.append(WorkUnit(
                         unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=chunk,
                         argv=list(base_argv), env=env, corpus_root=str(corpus.root),
-                        plugin_config={
-                            "unit": unit_id, "backend": backend.name, "side": side.name, "round": r,
-                            "device": dev.index, "timer": {**dict(cfg["timer"]), "name": timer},
-                            "timer_modules": list(cfg["corpus"].get("timer_modules") or []),
-                            "capture_deny_ops": list(cfg["backend"].get("capture_deny_ops") or []),
-                            "fast_exit": bool(cfg["corpus"].get("fast_exit", True)),
-                        },
+                        plugin_config=PluginConfig(
+                            unit=unit_id, backend=backend.name, timer={**dict(cfg["timer"]), "name": timer},
+                            timer_modules=list(cfg["corpus"].get("timer_modules") or []),
+                            capture_deny_ops=list(cfg["backend"].get("capture_deny_ops") or []),
+                            fast_exit=bool(cfg["corpus"].get("fast_exit", True)),
+                        ).to_dict(),
                         node_timeout_s=float(launcher.get("node_timeout_s") or 900),
                         crash_retries=int(launcher.get("crash_retries") or 0),
+                        device_lock=device_lock_key(backend, dev, launcher),
                     ))
     if launcher.get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
         share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
 
 
-def share_waiting_nodes(units: List[WorkUnit], claims_dir: Path) -> None:
-    """Let every unit take the others' waiting nodes once its own are done, from the tails of
-    their shards (LPT puts the small nodes last), one shard after another in turn. The balance
-    then no longer hangs on cost estimates (an earlier run's times include compiling)."""
-    for u in units:
-        tails = [list(reversed(v.nodes)) for v in units if v is not u]
-        u.pool = [n for group in zip_longest(*tails) for n in group if n is not None]
-        u.claims_dir = str(claims_dir)
-        u.plugin_config["claims_dir"] = str(claims_dir)
+def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mapping[str, Any]) -> Optional[str]:
+    """The per-device lock a benchmark process holds (zlbench/locks.py): on by default for
+    accelerators of the local pool (Slurm allocates devices itself), null where not locked."""
+    wanted = launcher.get("device_lock")
+    if wanted is None:
+        wanted = backend.name != "cpu" and launcher.get("name") == "local"
+    return f"{backend.name}-{device.bus_id or device.index}" if wanted else None
 
 
 def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,

@@ -5,13 +5,17 @@ events files, so it works the same for local and Slurm jobs."""
 
 from __future__ import annotations
 
+import logging
+
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .worker import base_node, read_events
+from .results.events import events_path, final_ends, in_flight, read_events
+
+log = logging.getLogger("zlbench")
 
 
 class RunState:
@@ -24,23 +28,16 @@ class RunState:
 
     def poll(self):
         # Ends per side and round, wherever they ran: a unit may have taken another's nodes.
+        # Placeholders of an earlier, killed job do not count: a resume measures them again.
         ended: Dict[tuple, str] = {}
         running: Dict[int, str] = {}
         for u in self.units:
-            current = None
-            for e in read_events(self.run_dir / "units" / u["unit_id"] / "events.jsonl"):
-                if e.get("event") == "end":
-                    key = (u["side"], u["round"], base_node(e["node"]))
-                    if e.get("resumable"):
-                        # A placeholder of an earlier, killed job: measured again on resume.
-                        ended.pop(key, None)
-                    else:
-                        ended[key] = e["status"]
-                    current = None
-                elif e.get("event") == "start":
-                    current = e["node"]
+            events = read_events(events_path(self.run_dir, u["unit_id"]))
+            for node, e in final_ends(events).items():
+                ended[(u["side"], u["round"], node)] = e["status"]
+            current = in_flight(events)
             if current:
-                running[u["device"]] = f"{u['side']} r{u['round']}: {current.split('::')[-1]}"
+                running[u["device"]] = f"{u['side']} r{u['round']}: {current['node'].split('::')[-1]}"
         planned = {(u["side"], u["round"], n) for u in self.units for n in u["nodes"]}
         statuses: Counter = Counter(st for key, st in ended.items() if key in planned)
         done = sum(statuses.values())
@@ -75,16 +72,16 @@ def watch(state: RunState, finished: Callable[[], bool], mode: str = "auto") -> 
 
 def _watch_plain(state: RunState, finished: Callable[[], bool]) -> None:
     last = None
-    last_print = 0.0
+    last_print, last_line = 0.0, ""
     while True:
         is_done = finished()
         done, statuses, running = state.poll()
         now = time.time()
         line = (f"[zlbench] {done}/{state.total} nodes | failures: {_failures(statuses)} | "
                 f"ETA {state.eta(done)} | " + "; ".join(f"dev {d}: {w}" for d, w in sorted(running.items())))
-        if (done, tuple(sorted(statuses.items()))) != last or now - last_print > 30 or is_done:
-            print(line, file=sys.stderr, flush=True)
-            last, last_print = (done, tuple(sorted(statuses.items()))), now
+        if (done, tuple(sorted(statuses.items()))) != last or now - last_print > 30 or (is_done and line != last_line):
+            log.info(line)
+            last, last_print, last_line = (done, tuple(sorted(statuses.items()))), now, line
         if is_done:
             return
         time.sleep(1.0)

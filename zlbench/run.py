@@ -1,10 +1,13 @@
-"""One run, start to end: compose -> plan -> identity -> launch -> watch -> collect -> report."""
+"""One run, start to end: compose -> plan -> identity -> launch -> watch -> finish (report)."""
 
 from __future__ import annotations
+
+import logging
 
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -16,14 +19,23 @@ from omegaconf.errors import OmegaConfBaseException
 from .backends import get_backend
 from .backends.registry import backend_names, detect
 from .errors import UsageError
-from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
-from .plan import Plan, WorkUnit, make_plan
-from .results.rundir import PLAN_FILE, collect, load_plan, run_pinning_problems
+from .exitcodes import Exit
+from .identity import IDENTITY_FILE, build_identity, write_identity
+from .locks import RunDirLock, check_devices_free
+from .plan import Plan, make_plan
+from .results.records import WorkUnit
+from .results.rundir import load_plan, unfinished_nodes, wall_times, write_placeholders, write_plan
+
+log = logging.getLogger("zlbench")
+
+# After a Ctrl-C, how long the jobs get to stop before the tables are written anyway.
+STOP_GRACE_S = 5.0
 
 
 def resolved_config(cfg: DictConfig) -> Dict[str, Any]:
     try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True,  # type: ignore[return-value]
+                                      enum_to_str=True)
     except OmegaConfBaseException as e:
         msg = str(e).splitlines()[0]
         key = getattr(e, "full_key", None)
@@ -56,20 +68,6 @@ def make_backend(cfg: Mapping[str, Any]):
     return get_backend(name, **settings)
 
 
-def earlier_costs(*run_dirs: Optional[str]) -> Dict[str, float]:
-    """Wall time per test node from an earlier run of the same corpus (for shard balancing)."""
-    import csv
-
-    for d in run_dirs:
-        if not d:
-            continue
-        path = Path(d) / "ops_status.csv"
-        if path.is_file():
-            with open(path, encoding="utf-8") as f:
-                return {r["test_node"]: float(r["wall_s"] or 0) for r in csv.DictReader(f)}
-    return {}
-
-
 def visibility_snapshot() -> Dict[str, Optional[str]]:
     """This process' values of every backend's visibility keys (None = unset), restored in jobs."""
     keys = set()
@@ -93,7 +91,7 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     else:
         devices = backend.inherited_visible(backend.enumerate_devices())
     root = corpus_root(resolved)
-    costs = earlier_costs(resolved.get("cost_from"), resolved.get("resume"))
+    costs = wall_times(resolved.get("cost_from"), resolved.get("resume"))
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
     identity = build_identity(resolved, plan, backend, provenance)
     return resolved, backend, plan, identity
@@ -115,8 +113,8 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     return True
 
 
-def write_plan(run_dir: Path, plan: Plan) -> None:
-    data = {
+def plan_record(plan: Plan) -> Dict[str, Any]:
+    return {
         "backend": plan.backend, "timer": plan.timer, "rounds": plan.rounds,
         "devices": [d.as_dict() for d in plan.devices],
         "nodes": [{"nodeid": n.nodeid, "op": n.op, "file": n.file} for n in plan.nodes],
@@ -124,7 +122,6 @@ def write_plan(run_dir: Path, plan: Plan) -> None:
         "plugins": plan.plugins, "corpus_root": plan.corpus_root,
         "units": [u.to_dict() for u in plan.units],
     }
-    (run_dir / PLAN_FILE).write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
 def print_plan(plan: Plan, identity: Mapping[str, Any]) -> None:
@@ -149,52 +146,69 @@ def queues_of(plan: Plan) -> Dict[int, List[dict]]:
     return queues
 
 
+def resume_dir(cfg: DictConfig) -> Optional[Path]:
+    wanted = cfg.get("resume")
+    if not wanted:
+        return None
+    path = Path(str(wanted)).expanduser().resolve()
+    if not (path / IDENTITY_FILE).is_file():
+        raise UsageError(f"resume={wanted}: {path} is not a zlbench run dir (no {IDENTITY_FILE}). Fix: "
+                         "pass the run dir printed when that run started, or drop resume= for a new run.")
+    return path
+
+
 def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any]) -> int:
-    resolved_resume = cfg.get("resume")
-    run_dir = Path(resolved_resume).resolve() if resolved_resume else hydra_run_dir
+    run_dir = resume_dir(cfg) or hydra_run_dir
     resolved, backend, plan, identity = prepare(cfg, run_dir, provenance)
     if resolved.get("dry_run"):
         print_plan(plan, identity)
         remove_empty_run_dir(run_dir)
-        return 0
+        return Exit.OK
     run_dir.mkdir(parents=True, exist_ok=True)
-    resuming = check_resume(run_dir, identity)
-    if resuming and (run_dir / PLAN_FILE).exists():
-        # The same units as before, not a fresh balance (which the earlier wall times now known
-        # would change): completion is tracked per unit, so a re-planned unit would measure again.
-        plan.units = [WorkUnit(**u) for u in load_plan(run_dir)["units"]]
-    try:
-        write_identity(run_dir, identity)
-        write_plan(run_dir, plan)
-    except OSError as e:
-        raise UsageError(f"cannot write the run dir {run_dir}: {e}. Fix: free space or choose "
-                         "hydra.run.dir=<writable path>.")
-    print(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
-          f"timer={plan.timer} devices={[d.index for d in plan.devices]} nodes={len(plan.nodes)} "
-          f"sides={[s.name for s in plan.sides]} rounds={plan.rounds}", file=sys.stderr, flush=True)
+    with RunDirLock(run_dir):
+        resuming = check_resume(run_dir, identity)
+        if resuming and (run_dir / "plan.json").exists():
+            # The same units as before, not a fresh balance (which the earlier wall times now known
+            # would change): completion is tracked per unit, so a re-planned unit would measure again.
+            plan.units = [WorkUnit.from_dict(u) for u in load_plan(run_dir)["units"]]
+        check_devices_free(plan.units)
+        try:
+            write_identity(run_dir, identity)
+            write_plan(run_dir, plan_record(plan))
+        except OSError as e:
+            raise UsageError(f"cannot write the run dir {run_dir}: {e}. Fix: free space or choose "
+                             "hydra.run.dir=<writable path>.")
+        rounds = f" rounds={plan.rounds} per side" if len(plan.sides) > 1 or plan.rounds > 1 else ""
+        log.info(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
+              f"timer={plan.timer} devices={[d.index for d in plan.devices]} nodes={len(plan.nodes)} "
+              f"sides={[s.name for s in plan.sides]}{rounds}")
+        return launch_and_finish(resolved, backend, plan, run_dir)
+
+
+def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir: Path) -> int:
+    from .launchers import LaunchContext, get_launcher
+    from .progress import RunState, watch
 
     launcher_cfg = resolved["launcher"]
     deadline = (time.time() + float(launcher_cfg["run_timeout_s"])) if launcher_cfg.get("run_timeout_s") else None
-    from .launchers import get_launcher
-    from .progress import RunState, watch
-
-    launch = get_launcher(launcher_cfg["name"])
+    launcher = get_launcher(launcher_cfg)
     keys = [k for k in backend.visibility([0]) if k.endswith("_DEVICES") or k.endswith("_SLOT")]
-    jobs = launch(queues_of(plan), run_dir, launcher_cfg, deadline, visibility_snapshot(), keys,
-                  backend.name != "cpu")
-    if not launcher_cfg.get("wait", True):
-        print(f"[zlbench] submitted {len(jobs)} job(s); gather results later with "
-              f"`python -m zlbench.collect {run_dir}`", file=sys.stderr)
-        return 0
-    state = RunState(run_dir, [u.to_dict() for u in plan.units])
-    watch(state, lambda: all(j.done() for j in jobs), resolved.get("progress", "auto"))
-    for j in jobs:
-        try:
-            j.result()
-        except Exception as e:  # a job that died: its nodes are reported by collect as missing
-            print(f"[zlbench] job {j.job_id} failed: {str(e).strip().splitlines()[-1:]}", file=sys.stderr)
+    with Interrupts(launcher) as interrupts:
+        launcher.submit(LaunchContext(run_dir, queues_of(plan), deadline, visibility_snapshot(), keys,
+                                      backend.name != "cpu"))
+        if not launcher.waits:
+            log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
+                  f"`python -m zlbench.collect {run_dir}`")
+            return Exit.OK
+        state = RunState(run_dir, [u.to_dict() for u in plan.units])
+        watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
+        failed_jobs = [j for j in launcher.collect() if j.error] if not interrupts.signum else []
+    for j in failed_jobs:
+        log.info(f"[zlbench] job {j.job_id} ended early: {j.error}")
+    why = ("interrupted" if interrupts.signum else
+           f"job(s) {', '.join(j.job_id for j in failed_jobs)} ended early" if failed_jobs else "")
     try:
-        return finish(run_dir)
+        code = finish(run_dir, resolved.get("fail_on"), why)
     except OSError as e:
         raise UsageError(
             f"could not write results into {run_dir}: {e}. The events already written are intact "
@@ -202,107 +216,55 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
             f"`python -m zlbench.collect {run_dir}` to rebuild the tables, or resume={run_dir} to "
             "measure what is missing."
         )
-
-
-def finish(run_dir: Path) -> int:
-    from .claims import owner
-    from .worker import finished_nodes, read_events
-
-    plan = load_plan(run_dir)
-    units = {u["unit_id"]: u for u in plan["units"]}
-    # Finished per side and round, wherever it ran (a unit may have taken another's nodes).
-    done: Dict[tuple, set] = {}
-    for u in plan["units"]:
-        finished = finished_nodes(read_events(run_dir / "units" / u["unit_id"] / "events.jsonl"))
-        done.setdefault((u["side"], u["round"]), set()).update(finished)
-    # Nodes with no terminal status (their job died from outside): say so, never drop them. The
-    # note goes to the unit that claimed the node, else to the one the plan gave it.
-    missing: Dict[str, list] = {}
-    for u in plan["units"]:
-        for n in u["nodes"]:
-            if n not in done[(u["side"], u["round"])]:
-                who = owner(u["claims_dir"], n) if u.get("claims_dir") else None
-                missing.setdefault(who if who in units else u["unit_id"], []).append(n)
-    for unit_id, nodes in missing.items():
-        events_path = run_dir / "units" / unit_id / "events.jsonl"
-        events_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(events_path, "a", encoding="utf-8") as f:
-            for n in nodes:
-                # Reported, but resumable: the node was not at fault, its job was ended
-                # (cancelled, killed, preempted), so resume=RUN_DIR measures it.
-                f.write(json.dumps({"event": "end", "node": n, "status": "crashed", "t": time.time(),
-                                    "resumable": True,
-                                    "reason": "its job ended before the node finished (worker killed, job "
-                                              "cancelled or preempted); resume to measure it"}) + "\n")
-    return report(run_dir, f"zlbench run {run_dir.name}")
-
-
-def report(run_dir: Path, title: str) -> int:
-    """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far.
-    Exit code 3 when an A/B axis is not live."""
-    from .report.summary import render_summary
-
-    plan = load_plan(run_dir)
-    rows, status_rows = collect(run_dir)
-    add_process_facts(run_dir)
-    identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
-    text = render_summary(rows, status_rows, title, identity)
-    warnings = run_pinning_problems(run_dir)
-    if warnings:
-        text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
-    code = 0
-    sides = [s["name"] for s in plan["sides"]]
-    if len(sides) == 2:
-        ab_text, code = ab_report(run_dir, rows, sides, identity)
-        text = ab_text + "\n" + text
-    elif identity["config"]["ab"]["name"] != "none":
-        text += (f"\n> One side ({sides[0]}) of A/B axis {identity['config']['ab']['name']}: pair it with "
-                 "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
-    (run_dir / "summary.md").write_text(text, encoding="utf-8")
-    try:
-        from .report.plots import speedup_plot
-
-        speedup_plot(rows, run_dir / "speedup.png")
-    except ImportError:
-        pass
-    print(text)
-    print(f"[zlbench] results in {run_dir}: run_identity.json ops_status.csv rows.jsonl run.log summary.md"
-          + (" ab.md ab.csv ab.json ab.png" if len(sides) == 2 else ""), file=sys.stderr)
+    if interrupts.signum:
+        log.info(f"[zlbench] interrupted: the tables hold what finished; resume with "
+              f"`python -m zlbench resume={run_dir}`")
+        return Exit.INTERRUPTED
     return code
 
 
-def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
-    """What both sides shared although each side should have had its own."""
-    out = []
-    if identity["switch_env"].get("FLAGGEMS_DB_URL"):
-        out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
-                   "ignores compiler switches): unset it to give each side its own")
-    if not identity["config"].get("isolate_caches", True):
-        out.append("isolate_caches=false: both sides shared Triton and FlagGems caches, so liveness "
-                   "and compile-time effects are not separated")
-    return out
+def finish(run_dir: Path, fail_on=None, why_cut: str = "") -> int:
+    """Placeholders for planned nodes that got no end (their job died from outside: say so, never
+    drop them), then the tables and reports; returns the run's exit code."""
+    from .report.run_report import report
+
+    write_placeholders(run_dir, unfinished_nodes(run_dir))
+    return report(run_dir, fail_on=fail_on, why_cut=why_cut)
 
 
-def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any]):
-    """The interleaved A/B of this run; exit code 3 when the axis is not live (unless allowed)."""
-    from .report.ab import compare
-    from .results.rundir import load_artifacts
+class Interrupts:
+    """The first Ctrl-C (or SIGTERM) stops the run's jobs and lets the run write its tables from
+    what finished; a second one exits at once."""
 
-    ab = identity["config"]["ab"]
-    artifacts = load_artifacts(run_dir)
-    result = compare([r for r in rows if r.get("side") == sides[0]],
-                     [r for r in rows if r.get("side") == sides[1]],
-                     f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
-                     f"{ab['var']}={identity['sides'][sides[1]].get(ab['var'])} ({sides[1]})",
-                     threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
-                     artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")), out_dir=run_dir,
-                     caveats=shared_state_caveats(identity))
-    code = 0
-    if result["summary"]["liveness"] == "not live" and not ab.get("allow_dead"):
-        print(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
-              "sides. Exiting 3 (set ab.allow_dead=true to accept).", file=sys.stderr)
-        code = 3
-    return result["markdown"], code
+    def __init__(self, launcher):
+        self.launcher = launcher
+        self.signum: Optional[int] = None
+        self.since = 0.0
+        self._old: Dict[int, Any] = {}
+
+    def __enter__(self) -> "Interrupts":
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum, _frame) -> None:
+        self.launcher.cancel()
+        if self.signum is not None:
+            print("\n[zlbench] interrupted twice: exiting now; resume the run dir to finish it.",
+                  file=sys.stderr, flush=True)
+            os._exit(Exit.INTERRUPTED)
+        self.signum, self.since = signum, time.time()
+        # Printed, not logged: a signal handler must not take the logging lock.
+        print(f"\n[zlbench] {signal.Signals(signum).name}: stopping the run's processes and writing the "
+              "tables (again to exit at once)", file=sys.stderr, flush=True)
+
+    def given_up(self) -> bool:
+        """Interrupted, and the jobs had their grace period to stop."""
+        return self.signum is not None and time.time() - self.since > STOP_GRACE_S
 
 
 def remove_empty_run_dir(run_dir: Path) -> None:

@@ -1,10 +1,11 @@
 """Run work units: one pytest process over a shard of test nodes, restarted when it dies.
 
-The benchmark process appends events (start/end/record/...) to the unit's events.jsonl. The
+The benchmark process appends events (start/end/record/...) to the unit's events file. The
 worker watches that file: a node running past its timeout is killed (status timeout); when the
-process dies, the node in flight gets crashed (or poisoned, when the timing plugin said the capture
-attempt poisoned the context) and the rest of the shard goes on in a fresh process. Nothing
-already measured is lost: events are flushed as they are produced.
+process dies, `outcome` reads what it left and decides: the node in flight gets crashed (or
+poisoned, when the timing plugin said the capture attempt poisoned the context) and the rest of
+the shard goes on in a fresh process. Nothing already measured is lost: events are flushed as
+they are produced.
 """
 
 from __future__ import annotations
@@ -15,54 +16,118 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from .claims import owner
-from .plugins._runtime import CONFIG_ENV
+from .locks import DeviceLock
+from .results import events as ev
+from .stealing import Ownership
 
-TERMINAL = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
+POLL_S = 0.2
+DEADLINE_REASON = "whole-run time limit (launcher.run_timeout_s) reached"
 
 
 class Terminated(RuntimeError):
     """The job is being ended from outside (scancel, preemption, requeue): stop, claim nothing."""
-POLL_S = 0.2
 
 
-def base_node(nodeid: str) -> str:
-    return nodeid.split("[")[0]
+@dataclass
+class Attempt:
+    """What one benchmark process did: the events appended while it ran, and how it ended."""
+
+    given: List[str]  # the nodes it was given
+    new: List[dict]
+    returncode: int
+    killed_for: Optional[str] = None  # node_timeout | deadline | None
+    log_tail: str = ""
+
+    @property
+    def started(self) -> List[dict]:
+        return [e for e in self.new if e.get("event") == "start"]
+
+    @property
+    def ended(self) -> set:
+        return {ev.base_node(e["node"]) for e in self.new if e.get("event") == "end"}
+
+    def collect_error(self, node: str) -> Optional[dict]:
+        return next((e for e in self.new if e.get("event") == "collect_error"
+                     and node.startswith(e.get("nodeid") or "\0")), None)
 
 
-def read_events(path: Path) -> List[dict]:
-    """All complete event lines; a torn last line (process killed mid-write) is ignored."""
-    if not path.exists():
-        return []
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
+@dataclass
+class Outcome:
+    ends: List[dict] = field(default_factory=list)  # events to append: end / retry
+    stop: bool = False  # nothing more can run in this unit
+    terminated: bool = False  # ended from outside: stop and claim nothing
+
+
+def _end(node: str, status: str, reason: str, **extra) -> dict:
+    return {"event": "end", "node": node, "status": status, "reason": reason, **extra}
+
+
+def outcome(attempt: Attempt, answerable: Sequence[str], history: Sequence[dict], *,
+            node_timeout: float, crash_retries: int) -> Outcome:
+    """Pure: the statuses a finished benchmark process leaves to record, from its events and exit.
+    `answerable`: the nodes this unit answers for now; `history`: the unit's events before it."""
+    setup_error = next((e["reason"] for e in attempt.new if e.get("event") == "setup_error"), None)
+    if setup_error:
+        return Outcome([_end(n, "fatal", setup_error) for n in answerable if n not in attempt.ended], stop=True)
+    flight = ev.in_flight(attempt.new)
+    if flight is not None:
+        return _in_flight_outcome(attempt, flight, history, node_timeout, crash_retries)
+    # The process ended between nodes. Nodes it never started: collection errors, or a process
+    # that died before its first node.
+    started = {ev.base_node(s["node"]) for s in attempt.started}
+    never = [n for n in answerable if n not in attempt.ended and n not in started]
+    out = Outcome()
+    for n in never:
+        err = attempt.collect_error(n)
+        if err is not None:
+            out.ends.append(_end(n, "failed", f"collection error: {err.get('reason')}"))
+    if not never or any(attempt.collect_error(n) for n in attempt.given):
+        # pytest refuses the whole argv when a named node's file fails to import: the other
+        # nodes go on in a fresh process.
+        return out
+    if attempt.ended and attempt.returncode not in (0, 1):
+        # It left between nodes (e.g. after a device fault made its context unusable): the rest
+        # goes on in a fresh process. Progress was made, so this cannot loop forever.
+        return out
+    for n in never:
+        if attempt.killed_for == "deadline" and not started:
+            # zlbench killed the process before its first node (still importing the corpus): the
+            # run's time limit was reached, nothing crashed.
+            out.ends.append(_end(n, "timeout", f"{DEADLINE_REASON} before it ran"))
+        elif not started:
+            out.ends.append(_end(n, "crashed", f"{_exit_reason(attempt.returncode)} before running any "
+                                               f"node; log tail: {attempt.log_tail}"))
+        else:
+            out.ends.append(_end(n, "failed", "not collected by pytest (deselected or missing)"))
     return out
 
 
-def finished_nodes(events: Sequence[dict]) -> Dict[str, dict]:
-    """base node id -> its last end event."""
-    done = {}
-    for e in events:
-        if e.get("event") == "end" and e.get("status") in TERMINAL and not e.get("resumable"):
-            done[base_node(e["node"])] = e
-    return done
-
-
-def _append(path: Path, **fields) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"t": time.time(), "pid": os.getpid(), **fields}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], node_timeout: float,
+                       crash_retries: int) -> Outcome:
+    node, op = ev.base_node(flight["node"]), flight.get("op")
+    if attempt.killed_for is None and attempt.returncode == -signal.SIGTERM:
+        # Terminated from outside (scancel, preemption, a user's kill): not the node's fault.
+        return Outcome([_end(flight["node"], "crashed", "terminated by SIGTERM (job cancelled or "
+                             "preempted); resume to measure it", op=op, resumable=True)], terminated=True)
+    poison = next((e for e in attempt.new if e.get("event") == "poison"
+                   and ev.base_node(e.get("node") or "") == node), None)
+    if attempt.killed_for == "node_timeout":
+        status, reason = "timeout", f"exceeded launcher.node_timeout_s={node_timeout:g}s"
+    elif attempt.killed_for == "deadline":
+        status, reason = "timeout", DEADLINE_REASON
+    elif poison is not None:
+        status, reason = "poisoned", f"capture poisoned the device context: {poison['reason']}"
+    else:
+        status, reason = "crashed", f"{_exit_reason(attempt.returncode)}; log tail: {attempt.log_tail}"
+    retried = sum(1 for e in history if e.get("event") == "retry" and e.get("node") == node)
+    if status == "crashed" and retried < crash_retries:
+        return Outcome([{"event": "retry", "node": node, "reason": reason}])
+    return Outcome([_end(flight["node"], status, reason, op=op,
+                         wall_s=round(time.time() - flight["t"], 3))])
 
 
 def _tail(path: Path, n: int = 6) -> str:
@@ -82,19 +147,88 @@ def _exit_reason(code: int) -> str:
     return f"process exited with code {code}"
 
 
+class UnitRunner:
+    """Runs one work unit to completion: every node it answers for gets a terminal status."""
+
+    def __init__(self, unit: dict, run_dir: str, deadline: Optional[float] = None,
+                 extra_env: Optional[Dict[str, Optional[str]]] = None):
+        self.unit = unit
+        self.dir = Path(run_dir) / "units" / unit["unit_id"]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.events = self.dir / ev.EVENTS_FILE
+        self.log = self.dir / "pytest.log"
+        self.deadline = deadline
+        self.node_timeout = float(unit["node_timeout_s"])
+        self.owner = Ownership(unit)
+        cfg_path = self.dir / "plugin_config.json"
+        cfg_path.write_text(json.dumps({**unit["plugin_config"], "events": str(self.events)}, indent=1))
+        self.env = _process_env(unit, extra_env or {}, cfg_path)
+
+    def run(self) -> Dict[str, int]:
+        while True:
+            history = ev.read_events(self.events)
+            done = ev.final_ends(history)
+            remaining, takeable = self.owner.pending(done)
+            if not remaining and not takeable:
+                break
+            if self.deadline is not None and time.time() >= self.deadline:
+                for n in remaining:
+                    ev.append(self.events, "end", node=n, status="timeout", reason=f"{DEADLINE_REASON} before it ran")
+                break
+            attempt = self._launch(remaining + takeable)
+            self.owner.note_attempt(takeable, attempt)
+            answerable = [n for n in remaining + takeable if self.owner.answers_for(n)]
+            result = outcome(attempt, answerable, history, node_timeout=self.node_timeout,
+                             crash_retries=int(self.unit.get("crash_retries", 0)))
+            for e in result.ends:
+                ev.append(self.events, **e)
+            if result.terminated:
+                raise Terminated(f"unit {self.unit['unit_id']}: the benchmark process got SIGTERM")
+            if result.stop:
+                break
+        return status_counts(ev.read_events(self.events), [n for n in self.owner.all_nodes()
+                                                            if self.owner.answers_for(n)])
+
+    def _launch(self, nodes: List[str]) -> Attempt:
+        pos = self.events.stat().st_size if self.events.exists() else 0
+        argv = pytest_argv(list(self.unit["argv"]) + [str(Path(self.unit["corpus_root"]) / n) for n in nodes],
+                           self.dir)
+        ev.append(self.events, "launch", nodes=len(nodes), host=socket.gethostname(), job_id=_job_id())
+        waiting = lambda holder: ev.append(self.events, "warning", message=f"waiting for device lock "  # noqa: E731
+                                           f"{self.unit.get('device_lock')} held by {holder}")
+        with DeviceLock(self.unit.get("device_lock"), waiting), open(self.log, "a", encoding="utf-8") as out:
+            out.write(f"\n==== zlbench: launching pytest over {len(nodes)} node(s)\n")
+            out.flush()
+            proc = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+            try:
+                killed_for = _watch(proc, self.events, pos, self.node_timeout, self.deadline)
+            except KeyboardInterrupt:
+                # The run is being interrupted (Ctrl-C, or the launcher cancelling the job): stop
+                # the benchmark process now and leave its node for a resume.
+                _kill_group(proc)
+                flight = ev.in_flight(ev.read_new_events(self.events, pos)[0])
+                if flight is not None:
+                    ev.append(self.events, "end", node=flight["node"], op=flight.get("op"), status="crashed",
+                              resumable=True, reason="interrupted; resume to measure it")
+                raise
+        # When the process was gone (after session_end: the interpreter's and device's teardown).
+        ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)
+        new, _ = ev.read_new_events(self.events, pos)
+        return Attempt(nodes, new, proc.returncode, killed_for, _tail(self.log))
+
+
 def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
-             extra_env: Optional[Dict[str, str]] = None) -> Dict[str, int]:
+             extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, int]:
     """Run one work unit to completion (every node gets a terminal status). Returns status counts."""
-    unit_dir = Path(run_dir) / "units" / unit["unit_id"]
-    unit_dir.mkdir(parents=True, exist_ok=True)
-    events = unit_dir / "events.jsonl"
-    log = unit_dir / "pytest.log"
-    cfg_path = unit_dir / "plugin_config.json"
-    cfg_path.write_text(json.dumps({**unit["plugin_config"], "events": str(events)}, indent=1))
+    return UnitRunner(unit, run_dir, deadline, extra_env).run()
+
+
+def _process_env(unit: dict, extra_env: Dict[str, Optional[str]], cfg_path: Path) -> Dict[str, str]:
     env = dict(os.environ)
     # The launcher may have set visibility keys of its own (submitit's local executor blanks
     # CUDA_VISIBLE_DEVICES): restore the orchestrator's values (None = unset), then pin the unit.
-    for key, value in (extra_env or {}).items():
+    for key, value in extra_env.items():
         if value is None:
             env.pop(key, None)
         else:
@@ -104,134 +238,18 @@ def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
     if inherited_path and "PYTHONPATH" in unit["env"]:
         # The corpus' paths first, then whatever made zlbench itself importable here.
         env["PYTHONPATH"] = unit["env"]["PYTHONPATH"] + os.pathsep + inherited_path
-    env[CONFIG_ENV] = str(cfg_path)
-    crashes: Dict[str, int] = {}
-    node_timeout = float(unit["node_timeout_s"])
-    pool = list(unit.get("pool") or [])
-    given_up: set = set()  # others' nodes a process of ours was given and did not take
-
-    def ours(n: str) -> bool:
-        """This unit answers for n: its own node nobody else took, or any node it claimed."""
-        if not unit.get("claims_dir"):
-            return True
-        who = owner(unit["claims_dir"], n)
-        return who == unit["unit_id"] or (who is None and n in own)
-
-    own = set(unit["nodes"])
-    while True:
-        done = finished_nodes(read_events(events))
-        remaining = [n for n in unit["nodes"] + pool if n not in done and ours(n)]
-        # Others' nodes nobody has claimed yet: run them too, after ours.
-        takeable = [n for n in pool if n not in done and n not in given_up and owner(unit["claims_dir"], n) is None]
-        if not remaining and not takeable:
-            break
-        if deadline is not None and time.time() >= deadline:
-            for n in remaining:
-                _append(events, event="end", node=n, status="timeout",
-                        reason="whole-run time limit (launcher.run_timeout_s) reached before it ran")
-            break
-        n_before = len(read_events(events))
-        pos_before = events.stat().st_size if events.exists() else 0
-        argv = pytest_argv(list(unit["argv"]) + [str(Path(unit["corpus_root"]) / n) for n in remaining + takeable],
-                           unit_dir)
-        _append(events, event="launch", nodes=len(remaining), host=socket.gethostname(), job_id=_job_id())
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(f"\n==== zlbench: launching pytest over {len(remaining)} node(s)\n")
-            out.flush()
-            proc = subprocess.Popen(argv, cwd=unit_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
-            killed_for = _watch(proc, events, pos_before, node_timeout, deadline)
-        # When the process was gone (after session_end: the interpreter's and device's teardown).
-        _append(events, event="exited", returncode=proc.returncode, killed_for=killed_for)
-        new = read_events(events)[n_before:]
-        started = [e for e in new if e.get("event") == "start"]
-        ended_items = {e["node"] for e in new if e.get("event") == "end"}
-        ended = {base_node(n) for n in ended_items}
-        in_flight = started[-1]["node"] if started and started[-1]["node"] not in ended_items else None
-        setup_error = next((e["reason"] for e in new if e.get("event") == "setup_error"), None)
-        collect_errors = [e for e in new if e.get("event") == "collect_error"]
-        errored = {n for n in remaining + takeable
-                   if any(n.startswith(c.get("nodeid") or "\0") for c in collect_errors)}
-        # Others' nodes this process could not take (their file fails to import, or pytest went
-        # through its whole list without running them) are their own unit's to account for.
-        session_done = any(e.get("event") == "session_end" for e in new)
-        given_up.update(n for n in takeable if n in errored or (session_done and owner(unit["claims_dir"], n) is None))
-        # What this unit answers for now: others may have claimed some of its nodes meanwhile.
-        remaining = [n for n in remaining + takeable if ours(n)]
-
-        if setup_error:
-            for n in remaining:
-                if n not in ended:
-                    _append(events, event="end", node=n, status="fatal", reason=setup_error)
-            break
-        if in_flight is not None and killed_for is None and proc.returncode == -signal.SIGTERM:
-            # Terminated from outside (scancel, preemption, a user's kill): not the node's fault.
-            # Record it as resumable and stop: the job itself is going away.
-            _append(events, event="end", node=in_flight, op=started[-1].get("op"), status="crashed",
-                    resumable=True, reason="terminated by SIGTERM (job cancelled or preempted); "
-                                           "resume to measure it")
-            raise Terminated(f"unit {unit['unit_id']}: the benchmark process got SIGTERM")
-        if in_flight is not None:
-            node = base_node(in_flight)
-            poison = next((e for e in new if e.get("event") == "poison" and
-                           base_node(e.get("node") or "") == node), None)
-            if killed_for == "node_timeout":
-                status, reason = "timeout", f"exceeded launcher.node_timeout_s={node_timeout:g}s"
-            elif killed_for == "deadline":
-                status, reason = "timeout", "whole-run time limit (launcher.run_timeout_s) reached"
-            elif poison is not None:
-                status, reason = "poisoned", f"capture poisoned the device context: {poison['reason']}"
-            else:
-                status, reason = "crashed", f"{_exit_reason(proc.returncode)}; log tail: {_tail(log)}"
-            crashes[node] = crashes.get(node, 0) + 1
-            if status == "crashed" and crashes[node] <= int(unit.get("crash_retries", 0)):
-                _append(events, event="retry", node=node, reason=reason)
-            else:
-                _append(events, event="end", node=in_flight, op=started[-1].get("op"),
-                        status=status, reason=reason,
-                        wall_s=round(time.time() - started[-1]["t"], 3))
-            continue
-        # The process ended between nodes. Nodes it never started: collection errors, or a
-        # process that died before its first node.
-        never = [n for n in remaining if n not in ended and n not in {base_node(s["node"]) for s in started}]
-        if not never:
-            continue
-        for n in never:
-            err = next((c for c in collect_errors if n.startswith(c.get("nodeid") or "\0")), None)
-            if err is not None:
-                _append(events, event="end", node=n, status="failed",
-                        reason=f"collection error: {err.get('reason')}")
-        if errored:
-            # pytest refuses the whole argv when a named node's file fails to import: the other
-            # nodes go on in a fresh process.
-            continue
-        if ended_items and proc.returncode not in (0, 1):
-            # It left between nodes (e.g. after a device fault made its context unusable): the
-            # rest goes on in a fresh process. Progress was made, so this cannot loop forever.
-            continue
-        if killed_for == "deadline" and not started:
-            # zlbench itself killed the process before its first node (still importing the corpus):
-            # the run's time limit was reached, nothing crashed.
-            for n in never:
-                _append(events, event="end", node=n, status="timeout",
-                        reason="whole-run time limit (launcher.run_timeout_s) reached before it ran")
-            continue
-        for n in never:
-            if not started:
-                _append(events, event="end", node=n, status="crashed",
-                        reason=f"{_exit_reason(proc.returncode)} before running any node; log tail: {_tail(log)}")
-            else:
-                _append(events, event="end", node=n, status="failed",
-                        reason="not collected by pytest (deselected or missing)")
-    return status_counts(read_events(events), [n for n in unit["nodes"] + pool if ours(n)])
+    env[ev.CONFIG_ENV] = str(cfg_path)
+    return env
 
 
 def _job_id() -> str:
-    """Slurm array task (<array job>_<task>), plain Slurm job, or the local submitit job."""
-    env = os.environ
-    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
-        return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-    return env.get("SLURM_JOB_ID") or env.get("SUBMITIT_LOCAL_JOB_ID") or ""
+    """The submitit job running this worker: Slurm array task, Slurm job, or local job."""
+    try:
+        import submitit
+
+        return str(submitit.JobEnvironment().job_id)
+    except RuntimeError:  # not inside a submitit job (a worker run by hand)
+        return ""
 
 
 def _die_with_parent() -> None:
@@ -275,23 +293,12 @@ def pytest_argv(argv: List[str], unit_dir: Path) -> List[str]:
     return head + keep + ["@pytest_args.txt"]
 
 
-def _new_events(events: Path, pos: int):
-    """Complete event lines appended since byte `pos`, and the position after them (a torn last
-    line is left for the next read). The watch loop polls often: it must not re-read the file."""
+def _kill_group(proc: subprocess.Popen) -> None:
     try:
-        with open(events, "rb") as f:
-            f.seek(pos)
-            chunk = f.read()
-    except OSError:
-        return [], pos
-    end = chunk.rfind(b"\n") + 1
-    out = []
-    for line in chunk[:end].splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out, pos + end
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
@@ -301,7 +308,7 @@ def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
     since = time.time()
     while proc.poll() is None:
         time.sleep(POLL_S)
-        new, pos = _new_events(events, pos)
+        new, pos = ev.read_new_events(events, pos)
         for e in new:
             if e.get("event") == "start":
                 current, since = e["node"], e["t"]
@@ -314,17 +321,13 @@ def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
         elif deadline is not None and now > deadline:
             reason = "deadline"
         if reason:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            _kill_group(proc)
             return reason
     return None
 
 
 def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int]:
-    done = finished_nodes(events)
+    done = ev.final_ends(events)
     counts: Dict[str, int] = {}
     for n in nodes:
         s = done.get(n, {}).get("status", "missing")
@@ -333,6 +336,6 @@ def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int
 
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
-              extra_env: Optional[Dict[str, str]] = None) -> Dict[str, Dict[str, int]]:
+              extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
     """The job function both launchers run: a device's units, in order."""
     return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}

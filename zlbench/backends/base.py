@@ -8,10 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Dict, List, Optional, Tuple
 
-# Markers every timing path and report agrees on.
-MARKER_FALLBACK = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
-MARKER_POISONED = "BENCHMARK_CAPTURE_POISONED"
-MARKER_FATAL = "BENCHMARK_DEVICE_FAULT"
+from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED  # noqa: F401 (vocabulary)
 
 # Tests (and users without the hardware) replay a recorded enumeration output through this
 # variable: the simulation stays at the device-interface boundary.

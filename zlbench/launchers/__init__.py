@@ -1,17 +1,24 @@
 """Launchers decide where work units run; the job function (zlbench.worker.run_queue) decides what.
 
-Each launcher takes per-device queues of units and returns handles the orchestrator can wait on.
+Each launcher (zlbench.launchers.base.Launcher) takes per-device queues of units, and the
+orchestrator waits on it, cancels it, and reads how each job ended.
 """
 
-from typing import Callable, Dict
+from typing import Any, Mapping
 
 from ..errors import UsageError
+from .base import JobEnd, LaunchContext, Launcher
 
 
-def get_launcher(name: str) -> Callable:
-    from . import local, slurm
+def get_launcher(conf: Mapping[str, Any]) -> Launcher:
+    from .local import LocalLauncher
+    from .slurm import SlurmLauncher
 
-    launchers: Dict[str, Callable] = {"local": local.launch, "slurm": slurm.launch}
+    launchers = {cls.name: cls for cls in (LocalLauncher, SlurmLauncher)}
+    name = conf.get("name")
     if name not in launchers:
         raise UsageError(f"unknown launcher '{name}'. Valid: {', '.join(sorted(launchers))}.")
-    return launchers[name]
+    return launchers[name](conf)
+
+
+__all__ = ["JobEnd", "LaunchContext", "Launcher", "get_launcher"]

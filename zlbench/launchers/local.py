@@ -1,23 +1,25 @@
-"""The local device pool: one submitit job per device, each running that device's queue in turn."""
+"""The local device pool: one submitit job per device, each running that device's queue in turn.
+
+A local run has no time limit of its own (a full FlagGems pass on one GPU takes hours):
+launcher.run_timeout_s bounds it when asked, enforced by the worker, which marks what it cuts."""
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
 from ..worker import run_queue
+from .base import LaunchContext, Launcher
+
+# submitit's local executor kills a job at its timeout_min: far beyond any run.
+NO_LIMIT_MIN = 60 * 24 * 365
 
 
-def launch(queues: Dict[int, List[dict]], run_dir: Path, launcher: Mapping[str, Any],
-           deadline: Optional[float], restore_env: Dict[str, Optional[str]],
-           visibility_keys: List[str], gpus: bool) -> List[Any]:
-    executor = submitit.AutoExecutor(folder=str(run_dir / "submitit" / "%j"), cluster="local")
-    timeout_min = int(launcher.get("time_min") or 60 * 24 * 7)
-    executor.update_parameters(timeout_min=timeout_min, name="zlbench")
-    jobs = []
-    with executor.batch():
-        for _device, units in sorted(queues.items()):
-            jobs.append(executor.submit(run_queue, units, str(run_dir), deadline, restore_env))
-    return jobs
+class LocalLauncher(Launcher):
+    name = "local"
+
+    def submit(self, ctx: LaunchContext) -> None:
+        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit" / "%j"), cluster="local")
+        executor.update_parameters(timeout_min=NO_LIMIT_MIN, name="zlbench")
+        with executor.batch():
+            for _device, units in sorted(ctx.queues.items()):
+                self.jobs.append(executor.submit(run_queue, units, str(ctx.run_dir), ctx.deadline, ctx.restore_env))

@@ -10,12 +10,12 @@ import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
 from ..worker import Terminated, run_queue
+from .base import LaunchContext, Launcher
 
 # Longer than any sane Slurm KillWait (default 30 s).
 KILL_WAIT_S = 300
@@ -85,38 +85,47 @@ class _SlurmJob:
         self._gone_since = self._gone_since or time.time()
         return time.time() - self._gone_since > self.grace_s
 
+    def cancel(self, check: bool = False) -> None:
+        self.job.cancel(check=check)
+
     def result(self):
         if not self.job.paths.result_pickle.exists():
             raise RuntimeError(f"slurm job {self.job_id} ended without a result (cancelled or failed)")
         return self.job.result()
 
 
-def launch(queues: Dict[int, List[dict]], run_dir: Path, launcher: Mapping[str, Any],
-           deadline: Optional[float], restore_env: Dict[str, Optional[str]],
-           visibility_keys: List[str], gpus: bool) -> List[Any]:
-    executor = submitit.AutoExecutor(folder=str(run_dir / "submitit" / "%j"), cluster="slurm")
-    params: Dict[str, Any] = {
-        "timeout_min": int(launcher.get("time_min") or 60),
-        "slurm_array_parallelism": int(launcher.get("array_parallelism") or 64),
-        "cpus_per_task": int(launcher.get("cpus_per_task") or 1),
-        # USR2 this long before the time limit: submitit checkpoints and requeues the task.
-        "slurm_signal_delay_s": int(launcher.get("signal_delay_s") or 90),
-        "name": "zlbench",
-    }
-    if gpus and int(launcher.get("gpus_per_task") or 0) > 0:
-        params["gpus_per_node"] = int(launcher["gpus_per_task"])
-    optional = {"partition": "slurm_partition", "account": "slurm_account", "qos": "slurm_qos",
-                "constraint": "slurm_constraint", "mem_gb": "mem_gb"}
-    for key, name in optional.items():
-        if launcher.get(key):
-            params[name] = launcher[key]
-    if launcher.get("setup"):
-        params["slurm_setup"] = list(launcher["setup"])
-    if launcher.get("additional_parameters"):
-        params["slurm_additional_parameters"] = dict(launcher["additional_parameters"])
-    executor.update_parameters(**params)
-    order = sorted(queues)
-    n = len(order)
-    jobs = executor.map_array(SlurmQueue(), [queues[d] for d in order], [str(run_dir)] * n,
-                              [deadline] * n, [restore_env] * n, [visibility_keys] * n)
-    return [_SlurmJob(j) for j in jobs]
+class SlurmLauncher(Launcher):
+    name = "slurm"
+
+    @property
+    def waits(self) -> bool:
+        return bool(self.conf.get("wait", True))
+
+    def submit(self, ctx: LaunchContext) -> None:
+        launcher = self.conf
+        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit" / "%j"), cluster="slurm")
+        params: Dict[str, Any] = {
+            "timeout_min": int(launcher["time_min"]),
+            "slurm_array_parallelism": int(launcher.get("array_parallelism") or 64),
+            "cpus_per_task": int(launcher.get("cpus_per_task") or 1),
+            # USR2 this long before the time limit: submitit checkpoints and requeues the task.
+            "slurm_signal_delay_s": int(launcher.get("signal_delay_s") or 90),
+            "name": "zlbench",
+        }
+        if ctx.accelerator and int(launcher.get("gpus_per_task") or 0) > 0:
+            params["gpus_per_node"] = int(launcher["gpus_per_task"])
+        optional = {"partition": "slurm_partition", "account": "slurm_account", "qos": "slurm_qos",
+                    "constraint": "slurm_constraint", "mem_gb": "mem_gb"}
+        for key, name in optional.items():
+            if launcher.get(key):
+                params[name] = launcher[key]
+        if launcher.get("setup"):
+            params["slurm_setup"] = list(launcher["setup"])
+        if launcher.get("additional_parameters"):
+            params["slurm_additional_parameters"] = dict(launcher["additional_parameters"])
+        executor.update_parameters(**params)
+        order = sorted(ctx.queues)
+        n = len(order)
+        jobs = executor.map_array(SlurmQueue(), [ctx.queues[d] for d in order], [str(ctx.run_dir)] * n,
+                                  [ctx.deadline] * n, [ctx.restore_env] * n, [ctx.visibility_keys] * n)
+        self.jobs = [_SlurmJob(j) for j in jobs]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any, Dict, List, Optional
 
-CONFIG_ENV = "ZLBENCH_PLUGIN_CONFIG"
+from ..results.events import CONFIG_ENV, EventWriter
 
 _config: Optional[Dict[str, Any]] = None
 _events = None
@@ -38,8 +37,5 @@ def emit(event: str, **fields: Any) -> None:
     if not path:
         return
     if _events is None:
-        _events = open(path, "a", encoding="utf-8")
-    fields = {"event": event, "t": time.time(), "pid": os.getpid(), **fields}
-    _events.write(json.dumps(fields, default=str) + "\n")
-    _events.flush()
-    os.fsync(_events.fileno())
+        _events = EventWriter(path)
+    _events.emit(event, **fields)

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from ..backends.base import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from ..results.events import base_node
+from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
 from . import _runtime
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
@@ -171,7 +172,6 @@ def _taken_elsewhere(item) -> bool:
     if not cfg.get("claims_dir"):
         return False
     from ..claims import claim
-    from ..worker import base_node
 
     return not claim(cfg["claims_dir"], base_node(item.nodeid), cfg["unit"])
 

@@ -26,7 +26,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Optional
 
-from ..backends import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, get_backend
+from ..backends import get_backend
+from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
 from . import _runtime
 
 _patched: Dict[str, Any] = {}

@@ -8,7 +8,7 @@ from typing import Dict, Iterable, List, Optional
 
 from tabulate import tabulate
 
-from ..backends import MARKER_FALLBACK
+from ..results.schema import MARKER_FALLBACK
 from .._version_info import short_dtype
 from ..results.schema import STATUSES
 

@@ -1,4 +1,6 @@
-"""A zlbench run dir: collect the units' events into rows.jsonl, ops_status.csv and run.log.
+"""A zlbench run dir, its one owner: the plan (with the format version), placeholders for nodes
+whose job ended early, and collection of the units' events into rows.jsonl, ops_status.csv,
+run.log and processes.json.
 
 Collection is idempotent and can run any time (while a run is going, after a kill, after Slurm
 jobs finish): events are the source of truth, the tables are derived from them.
@@ -7,128 +9,194 @@ jobs finish): events are the source of truth, the tables are derived from them.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from ..errors import UsageError
-from ..worker import base_node, read_events
-from .schema import OPS_STATUS_FIELDS, ROW_FIELDS, SEVERITY, shape_key
+from . import events as ev
+from .records import ROW_FIELDS, Row
+from .schema import OPS_STATUS_FIELDS, SEVERITY
 
 PLAN_FILE = "plan.json"
 # Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
+# Reason of a placeholder for a planned node that got no end of its own.
+NOT_RUN = ("its job ended before the node finished (worker killed, job cancelled, interrupted or "
+           "preempted); resume to measure it")
+
+
+def write_plan(run_dir: Path, plan: Mapping) -> None:
+    _atomic_write(run_dir / PLAN_FILE, json.dumps({"format": ev.FORMAT_VERSION, **plan}, indent=1))
 
 
 def load_plan(run_dir: Path) -> dict:
-    path = run_dir / PLAN_FILE
+    path = Path(run_dir) / PLAN_FILE
     if not path.is_file():
-        raise UsageError(f"{run_dir} is not a zlbench run dir (no {PLAN_FILE}).")
-    return json.loads(path.read_text(encoding="utf-8"))
+        raise UsageError(f"{run_dir} is not a zlbench run dir (no {PLAN_FILE}). Fix: pass the folder "
+                         "that holds run_identity.json and plan.json.")
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged. Fix: start a new run.")
+    version = plan.get("format", 1)
+    if version != ev.FORMAT_VERSION:
+        raise UsageError(f"{run_dir} was written in run-dir format {version}; this zlbench reads format "
+                         f"{ev.FORMAT_VERSION}. Fix: collect or resume it with the zlbench version that "
+                         "wrote it, or start a new run.")
+    return plan
 
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():  # a full disk mid-write: never leave the half-written copy behind
+            tmp.unlink()
 
 
-def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
-    """Derive rows and per-op status from the events of every unit of the plan."""
-    plan = load_plan(run_dir)
-    devices = {d["index"]: d for d in plan.get("devices", [])}
-    rows: List[dict] = []
-    nodes: Dict[Tuple[str, str], dict] = {}  # (node, side) -> status row
-    log_lines: List[str] = []
-    processes: Dict[str, dict] = {}
-    kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
-    for unit in plan["units"]:
-        events = read_events(run_dir / "units" / unit["unit_id"] / "events.jsonl")
-        # A resumable placeholder (its job died before the node ran) no longer applies once a
-        # resume measured the node: resumes reuse the unit, so that end is in the same file.
-        measured = {base_node(e["node"]) for e in events if e.get("event") == "end" and not e.get("resumable")}
-        events = [e for e in events if not (e.get("event") == "end" and e.get("resumable")
-                                            and base_node(e["node"]) in measured)]
+def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None) -> Dict[str, List[str]]:
+    """unit id -> planned nodes with no final end, wherever they ran (a unit may have taken
+    another's nodes): the note goes to the unit that claimed the node, else to the plan's."""
+    from ..claims import owner
+
+    plan = plan or load_plan(run_dir)
+    units = {u["unit_id"]: u for u in plan["units"]}
+    done: Dict[tuple, set] = {}
+    for u in plan["units"]:
+        finished = ev.final_ends(ev.read_events(ev.events_path(run_dir, u["unit_id"])))
+        done.setdefault((u["side"], u["round"]), set()).update(finished)
+    missing: Dict[str, List[str]] = {}
+    for u in plan["units"]:
+        for n in u.get("nodes", []):
+            if n not in done[(u["side"], u["round"])]:
+                who = owner(u["claims_dir"], n) if u.get("claims_dir") else None
+                missing.setdefault(who if who in units else u["unit_id"], []).append(n)
+    return missing
+
+
+def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]]) -> None:
+    """Resumable ends for nodes whose job ended from outside: reported, never dropped, and measured
+    by resume=RUN_DIR (they were not at fault)."""
+    for unit_id, nodes in missing.items():
+        path = ev.events_path(run_dir, unit_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        known = ev.placeholders(ev.read_events(path))
+        for n in nodes:
+            if n not in known:
+                ev.append(path, "end", node=n, status="crashed", resumable=True, reason=NOT_RUN)
+
+
+class _Collector:
+    """Folds the events of every unit into rows, per-node status and run.log lines."""
+
+    def __init__(self, plan: Mapping):
+        self.plan = plan
+        self.devices = {d["index"]: d for d in plan.get("devices", [])}
+        self.rows: List[dict] = []
+        self.nodes: Dict[Tuple[str, str], dict] = {}  # (node, side) -> status row
+        self.log_lines: List[str] = []
+        self.processes: Dict[str, dict] = {}
+        self.kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
+
+    def unit(self, unit: Mapping, events: List[dict]) -> None:
         dev = unit["device"]
         # What the measuring process itself saw (torch's device name and PCI bus id) wins over the
         # enumeration: it is the proof that the worker was pinned to the device the plan gave it.
-        seen = {"device_name": devices.get(dev, {}).get("name", ""), "device_bus_id": ""}
+        seen = {"device_name": self.devices.get(dev, {}).get("name", ""), "device_bus_id": ""}
         where = {"host": "", "job_id": ""}
+        # Rows of a node count once its attempt ended on its own: an attempt that was killed,
+        # retried or left a resumable placeholder is measured again, and its rows with it.
+        pending: Dict[str, List[dict]] = {}
+        measured = set(ev.final_ends(events))
         for e in events:
             kind = e.get("event")
             if kind == "launch":
                 where = {"host": e.get("host", ""), "job_id": e.get("job_id", "")}
             elif kind == "log":
-                log_lines.append(e["line"])
+                self.log_lines.append(e["line"])
             elif kind == "artifacts":
-                kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e["kernels"])
+                self.kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e["kernels"])
             elif kind == "process":
                 facts = e.get("facts", {})
-                processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **facts}
+                self.processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **facts}
                 seen = {"device_name": facts.get("device_name") or seen["device_name"],
                         "device_bus_id": facts.get("device_bus_id", "")}
             elif kind == "record":
-                payload = e["payload"]
-                for res, timing in zip(payload.get("result") or [], e.get("timing") or []):
-                    rows.append({
-                        "op": payload.get("op_name"), "dtype": payload.get("dtype"),
-                        "shape": shape_key(res.get("shape_detail")),
-                        "legacy_shape": res.get("legacy_shape"),
-                        "latency_base": res.get("latency_base"), "latency": res.get("latency"),
-                        "speedup": res.get("speedup"), "gbps_base": res.get("gbps_base"),
-                        "gbps": res.get("gbps"), "timer_used": timing.get("timer_used"),
-                        "timer_used_base": timing.get("timer_used_base"),
-                        "markers": timing.get("markers") or [],
-                        "marker_reason": timing.get("marker_reason"),
-                        "status": "failed" if res.get("error_msg") else "ok",
-                        "reason": res.get("error_msg"), "side": unit["side"],
-                        "round": unit["round"], "device": dev, **seen,
-                        "node": e.get("node"), "unit": unit["unit_id"],
-                    })
+                pending.setdefault(ev.base_node(e.get("node") or ""), []).extend(
+                    Row.from_result(e["payload"], res, timing, side=unit["side"], round=unit["round"],
+                                    device=dev, node=e.get("node"), unit=unit["unit_id"], **seen).to_dict()
+                    for res, timing in zip(e["payload"].get("result") or [], e.get("timing") or []))
+            elif kind == "retry":
+                pending.pop(ev.base_node(e["node"]), None)
             elif kind == "end":
-                key = (base_node(e["node"]), unit["side"])
-                prev = nodes.get(key)
-                entry = {
-                    "op": e.get("op") or "", "test_node": key[0], "side": unit["side"],
-                    "status": e["status"], "reason": (e.get("reason") or "")[:500],
-                    "wall_s": float(e.get("wall_s") or 0.0), "device": dev, **where,
-                }
-                if prev is None:
-                    nodes[key] = entry
-                else:  # several rounds / items: worst status, summed wall time
-                    worst = min((prev, entry), key=lambda x: SEVERITY.get(x["status"], 0))
-                    nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"],
-                                  "op": prev["op"] or entry["op"]}
-    # Nodes that produced no row still get one, carrying their status: nothing goes missing silently.
-    rows_per = {}
-    for r in rows:
-        k = (base_node(r["node"] or ""), r["side"])
-        rows_per[k] = rows_per.get(k, 0) + 1
-    node_ops = {n["nodeid"]: n["op"] for n in plan.get("nodes", [])}
-    for key, st in nodes.items():
-        st["op"] = st["op"] or node_ops.get(key[0], key[0])
-        st["rows"] = rows_per.get(key, 0)
-        st["backend"] = plan["backend"]
-        st["timer"] = plan["timer"]
-        if st["rows"] == 0:
-            rows.append({
-                "op": st["op"], "dtype": None, "shape": None, "status": st["status"],
-                "reason": st["reason"], "side": st["side"], "node": key[0], "device": st["device"],
-                "markers": [], "timer_used": None,
-            })
-    status_rows = sorted(nodes.values(), key=lambda s: (s["op"], s["test_node"], s["side"]))
-    for s in status_rows:
-        s["device"] = _device_label(s["device"], devices)
-    log_lines += [f"{PIN_WARNING}{w}" for w in pinning_problems(processes, devices)]
-    _write_outputs(run_dir, rows, status_rows, log_lines, processes)
+                node = ev.base_node(e["node"])
+                self.rows.extend(pending.pop(node, []) if ev.is_final_end(e) else ())
+                if ev.is_final_end(e) or node not in measured:
+                    self._status(node, unit, dev, where, e)
+
+    def _status(self, node: str, unit: Mapping, dev, where: Mapping, e: Mapping) -> None:
+        key = (node, unit["side"])
+        entry = {"op": e.get("op") or "", "test_node": node, "side": unit["side"], "status": e["status"],
+                 "reason": (e.get("reason") or "")[:500], "wall_s": float(e.get("wall_s") or 0.0),
+                 "device": dev, "resumable": bool(e.get("resumable")), **where}
+        prev = self.nodes.get(key)
+        if prev is None:
+            self.nodes[key] = entry
+        else:  # several rounds / items: worst status, summed wall time
+            worst = min((prev, entry), key=lambda x: SEVERITY.get(x["status"], 0))
+            self.nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
+
+    def planned_without_end(self, run_dir: Path) -> None:
+        """Planned nodes with no end at all (a run killed before it could say so, or still going):
+        listed as resumable, never dropped."""
+        for unit_id, nodes in unfinished_nodes(run_dir, self.plan).items():
+            unit = next(u for u in self.plan["units"] if u["unit_id"] == unit_id)
+            for n in nodes:
+                if (n, unit["side"]) not in self.nodes:
+                    self._status(n, unit, unit["device"], {"host": "", "job_id": ""},
+                                 {"status": "crashed", "resumable": True,
+                                  "reason": "no result yet (run killed or still going); resume to measure it"})
+
+    def status_rows(self) -> List[dict]:
+        """Per node and side, with a row for every node that produced none: nothing goes missing."""
+        rows_per = Counter((ev.base_node(r["node"] or ""), r["side"]) for r in self.rows)
+        node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
+        for key, st in self.nodes.items():
+            st.update(op=st["op"] or node_ops.get(key[0], key[0]), rows=rows_per.get(key, 0),
+                      backend=self.plan["backend"], timer=self.plan["timer"])
+            if st["rows"] == 0:
+                self.rows.append(Row(op=st["op"], status=st["status"], reason=st["reason"], side=st["side"],
+                                     node=key[0], device=st["device"], timer_used=None).to_dict())
+        out = sorted(self.nodes.values(), key=lambda s: (s["op"], s["test_node"], s["side"]))
+        for s in out:
+            d = self.devices.get(s["device"])
+            s["device"] = f"{s['device']}:{d['name']}" if d else str(s["device"])
+        return out
+
+
+def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
+    """Derive rows and per-node status from the events of every unit of the plan."""
+    plan = load_plan(run_dir)
+    c = _Collector(plan)
+    for unit in plan["units"]:
+        c.unit(unit, ev.read_events(ev.events_path(run_dir, unit["unit_id"])))
+    c.planned_without_end(run_dir)
+    status_rows = c.status_rows()
+    log_lines = c.log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
+    _write_outputs(run_dir, c.rows, status_rows, log_lines, c.processes)
     _atomic_write(run_dir / "artifacts.json", json.dumps(
-        {side: {op: sorted(h) for op, h in ops.items()} for side, ops in kernels.items()}, indent=1))
-    return rows, status_rows
+        {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}, indent=1))
+    return c.rows, status_rows
 
 
 def bus_key(bus_id: str):
@@ -171,16 +239,9 @@ def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def _device_label(index, devices) -> str:
-    d = devices.get(index)
-    return f"{index}:{d['name']}" if d else str(index)
-
-
 def _write_outputs(run_dir, rows, status_rows, log_lines, processes) -> None:
     _atomic_write(run_dir / "rows.jsonl", "".join(
         json.dumps({k: r.get(k) for k in ROW_FIELDS}) + "\n" for r in rows))
-    import io
-
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=OPS_STATUS_FIELDS, extrasaction="ignore")
     w.writeheader()
@@ -213,3 +274,12 @@ def load_status(run_dir: Path) -> List[dict]:
         collect(run_dir)
     with open(path, encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def wall_times(*run_dirs: Optional[str]) -> Dict[str, float]:
+    """Wall time per test node from the first of these earlier runs that has its tables (for
+    balancing shards)."""
+    for d in run_dirs:
+        if d and (Path(d) / "ops_status.csv").is_file():
+            return {r["test_node"]: float(r["wall_s"] or 0) for r in load_status(Path(d))}
+    return {}

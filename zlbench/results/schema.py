@@ -1,15 +1,14 @@
-"""The row and status schemas every writer and reader agrees on."""
+"""The row vocabulary every writer and reader agrees on: row and status fields, statuses, markers."""
 
-ROW_FIELDS = [
-    "op", "dtype", "shape", "legacy_shape", "latency_base", "latency", "speedup", "gbps_base",
-    "gbps", "timer_used", "timer_used_base", "markers", "marker_reason", "status", "reason", "side", "round", "device",
-    "device_name", "device_bus_id", "node", "unit",
-]
 OPS_STATUS_FIELDS = [
     "op", "test_node", "side", "status", "rows", "backend", "device", "timer", "wall_s", "reason",
     "host", "job_id",
 ]
 STATUSES = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
+# Markers every timing path and report agrees on (rows carry them; pytest failures name them).
+MARKER_FALLBACK = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
+MARKER_POISONED = "BENCHMARK_CAPTURE_POISONED"
+MARKER_FATAL = "BENCHMARK_DEVICE_FAULT"
 # Worst first: a node measured over several rounds reports its worst status.
 SEVERITY = {s: i for i, s in enumerate(("fatal", "poisoned", "crashed", "timeout", "failed", "skipped", "ok"))}
 

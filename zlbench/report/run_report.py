@@ -1,0 +1,112 @@
+"""Everything a run dir's reader gets at the end of a run (or of `collect`): the tables from the
+events, summary.md and speedup.png, and for an interleaved A/B the ab.* report; then the exit code."""
+
+from __future__ import annotations
+
+import logging
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ..exitcodes import Exit, run_exit
+from ..identity import IDENTITY_FILE, add_process_facts
+from ..results.rundir import collect, load_artifacts, load_plan, run_pinning_problems
+from ..worker import DEADLINE_REASON
+from .summary import render_summary
+
+log = logging.getLogger("zlbench")
+
+DEFAULT_FAIL_ON = ("failed", "crashed", "timeout", "poisoned", "fatal")
+
+
+def run_title(identity: Mapping[str, Any], run_dir: Path) -> str:
+    corpus = identity.get("corpus", {}).get("name", "?")
+    backend = identity.get("backend", {}).get("name", "?")
+    devices = ", ".join(d.get("name", "") for d in identity.get("devices", [])[:1])
+    return (f"zlbench run {identity.get('created', run_dir.name)}: {corpus} on {backend}"
+            f"{f' ({devices})' if devices else ''}, timer {identity.get('timer', {}).get('name', '?')}")
+
+
+def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
+    """Nodes the run did not get to measure: left for a resume, or cut by the run's time limit."""
+    return [s for s in status_rows if s.get("resumable") or (s.get("reason") or "").startswith(DEADLINE_REASON)]
+
+
+def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "") -> str:
+    return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} node(s) not "
+            f"measured. Resume with `python -m zlbench resume={run_dir}`.\n")
+
+
+def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
+    """What both sides shared although each side should have had its own."""
+    out = []
+    if identity["switch_env"].get("FLAGGEMS_DB_URL"):
+        out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
+                   "ignores compiler switches): unset it to give each side its own")
+    if not identity["config"].get("isolate_caches", True):
+        out.append("isolate_caches=false: both sides shared Triton and FlagGems caches, so liveness "
+                   "and compile-time effects are not separated")
+    return out
+
+
+def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
+              extra_caveats: Sequence[str] = ()) -> Dict:
+    """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png)."""
+    from .ab import compare, write
+
+    ab = identity["config"]["ab"]
+    artifacts = load_artifacts(run_dir)
+    result = compare([r for r in rows if r.get("side") == sides[0]],
+                     [r for r in rows if r.get("side") == sides[1]],
+                     f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
+                     f"{ab['var']}={identity['sides'][sides[1]].get(ab['var'])} ({sides[1]})",
+                     threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
+                     artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
+                     caveats=list(extra_caveats) + shared_state_caveats(identity))
+    write(result, run_dir)
+    return result
+
+
+def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str]] = None,
+           why_cut: str = "") -> Exit:
+    """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far."""
+    from .plots import speedup_plot
+
+    plan = load_plan(run_dir)
+    rows, status_rows = collect(run_dir)
+    add_process_facts(run_dir)
+    identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
+    fail_on = DEFAULT_FAIL_ON if fail_on is None else fail_on
+    cut = cut_nodes(status_rows)
+    text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity)
+    warnings = run_pinning_problems(run_dir)
+    if warnings:
+        text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
+    if cut:
+        text = cut_banner(cut, len(status_rows), run_dir, why_cut) + "\n" + text
+    sides = [s["name"] for s in plan["sides"]]
+    outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
+    verdicts: List[str] = []
+    dead = False
+    ab = identity["config"]["ab"]
+    if len(sides) == 2:
+        caveat = [f"run cut short: {len(cut)} node(s) not measured on every round, so some rows have "
+                  "fewer rounds than planned"] if cut else []
+        result = ab_report(run_dir, rows, sides, identity, caveat)
+        text = result["markdown"] + "\n" + text
+        verdicts = [t["verdict"] for t in result["rows"]]
+        dead = result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")
+        outputs += ["ab.md", "ab.csv", "ab.json", "ab.png"]
+    elif ab["name"] != "none":
+        text += (f"\n> One side ({sides[0]}) of A/B axis {ab['name']}: pair it with "
+                 "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
+    (run_dir / "summary.md").write_text(text, encoding="utf-8")
+    if speedup_plot(rows, run_dir / "speedup.png"):
+        outputs.insert(5, "speedup.png")
+    print(text)
+    if dead:
+        log.info(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
+              "sides (set ab.allow_dead=true to accept).")
+    log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
+    return run_exit(status_rows, verdicts, fail_on, cut=bool(cut), dead_axis=dead)

@@ -1,0 +1,116 @@
+"""The run-dir's event format, in one place: every unit appends events to units/<unit>/events.jsonl
+(the benchmark process and its worker both write there), and everything else (collect, progress,
+resume, the worker's supervision) reads them back through this module.
+
+An event is one JSON line: {"event": <kind>, "t": <unix time>, "pid": <writer>, ...}. Kinds:
+  launch (worker: a benchmark process starts), process (its device facts), session_start,
+  start / end (a node; end carries a status), record (a corpus result record), log (a run.log line),
+  artifacts (kernels a node compiled), poison, collect_error, setup_error, retry, warning, exit,
+  session_end, exited (worker: the process is gone).
+An `end` with `resumable: true` is a placeholder: the node did not run to an end of its own (its
+job was killed, cancelled or interrupted) and a resume measures it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .schema import STATUSES
+
+# Bumped when the run-dir layout changes incompatibly; written into plan.json, checked on resume
+# and collect. Run dirs written before it existed read as version 1.
+FORMAT_VERSION = 1
+EVENTS_FILE = "events.jsonl"
+# The benchmark process finds its plugin config (a JSON file in its unit dir) through this variable.
+CONFIG_ENV = "ZLBENCH_PLUGIN_CONFIG"
+
+
+def base_node(nodeid: str) -> str:
+    """The test function's node id of a (parametrized) item id."""
+    return nodeid.split("[")[0]
+
+
+def events_path(run_dir: Path, unit_id: str) -> Path:
+    return Path(run_dir) / "units" / unit_id / EVENTS_FILE
+
+
+def append(path: Path, event: str, **fields) -> None:
+    """Append one event and make it durable (a killed writer loses at most this line)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"event": event, "t": time.time(), "pid": os.getpid(), **fields}, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class EventWriter:
+    """An events file kept open by one process (the benchmark process writes many events)."""
+
+    def __init__(self, path: str):
+        self._file = open(path, "a", encoding="utf-8")
+
+    def emit(self, event: str, **fields) -> None:
+        self._file.write(json.dumps({"event": event, "t": time.time(), "pid": os.getpid(), **fields},
+                                    default=str) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+
+def parse_lines(chunk: bytes) -> List[dict]:
+    out = []
+    for line in chunk.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a line torn by a full disk or a kill: never half an event
+    return out
+
+
+def read_events(path: Path) -> List[dict]:
+    """All complete event lines; a torn last line (writer killed mid-write) is ignored."""
+    events, _ = read_new_events(path, 0)
+    return events
+
+
+def read_new_events(path: Path, pos: int) -> Tuple[List[dict], int]:
+    """Complete event lines appended since byte `pos`, and the position after them (a torn last
+    line is left for the next read): watch loops poll often and must not re-read the file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(pos)
+            chunk = f.read()
+    except OSError:
+        return [], pos
+    end = chunk.rfind(b"\n") + 1
+    return parse_lines(chunk[:end]), pos + end
+
+
+def is_final_end(e: dict) -> bool:
+    """A node's own end: a terminal status that is not a placeholder left for a resume."""
+    return e.get("event") == "end" and e.get("status") in STATUSES and not e.get("resumable")
+
+
+def final_ends(events: Iterable[dict]) -> Dict[str, dict]:
+    """base node id -> its last final end (placeholders never count: resume measures those)."""
+    return {base_node(e["node"]): e for e in events if is_final_end(e)}
+
+
+def placeholders(events: Sequence[dict]) -> Dict[str, dict]:
+    """base node id -> its resumable placeholder, for nodes that have no final end."""
+    final = final_ends(events)
+    return {base_node(e["node"]): e for e in events
+            if e.get("event") == "end" and e.get("resumable") and base_node(e["node"]) not in final}
+
+
+def in_flight(events: Sequence[dict]) -> Optional[dict]:
+    """The start event of the node a process was running when its events stop, if any."""
+    current = None
+    for e in events:
+        if e.get("event") == "start":
+            current = e
+        elif e.get("event") == "end" and current is not None and e.get("node") == current.get("node"):
+            current = None
+    return current

@@ -1,0 +1,131 @@
+"""Typed records of the run dir: what the planner hands the launchers (WorkUnit, with the
+PluginConfig its benchmark processes read) and what a measurement becomes (Row). They travel as
+JSON (plan.json, plugin_config.json, rows.jsonl): `to_dict` / `from_dict` are the only converters,
+and construction validates, so a malformed plan or row fails where it is read, with its field."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..errors import UsageError
+from .schema import STATUSES, shape_key
+
+
+def _from_dict(cls, data: Mapping[str, Any], what: str):
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise UsageError(f"{what}: unknown field(s) {', '.join(unknown)} (written by another zlbench "
+                         "version?). Fix: read it with the zlbench that wrote it, or start a new run.")
+    try:
+        return cls(**data)
+    except TypeError as e:
+        raise UsageError(f"{what}: {e}. Fix: read it with the zlbench that wrote it, or start a new run.")
+
+
+@dataclass
+class PluginConfig:
+    """What zlbench's plugins read inside one benchmark process (plugin_config.json)."""
+
+    unit: str
+    backend: str
+    timer: Dict[str, Any]
+    timer_modules: List[str] = field(default_factory=list)
+    capture_deny_ops: List[str] = field(default_factory=list)
+    fast_exit: bool = True
+    claims_dir: Optional[str] = None  # set when the unit may take others' nodes (zlbench/stealing.py)
+    events: Optional[str] = None  # the unit's events file, set by the worker
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class WorkUnit:
+    """One benchmark process' worth of work: a shard of nodes of one side and round on one device."""
+
+    unit_id: str
+    side: str
+    round: int
+    device: int
+    nodes: List[str]
+    argv: List[str]
+    env: Dict[str, str]
+    corpus_root: str
+    plugin_config: Dict[str, Any]
+    node_timeout_s: float
+    crash_retries: int
+    # Other units' nodes this unit may take once its own are done, and where claims are kept
+    # (zlbench/stealing.py); empty when nodes stay where the plan put them.
+    pool: List[str] = field(default_factory=list)
+    claims_dir: Optional[str] = None
+    # The per-device lock its benchmark processes hold (zlbench/locks.py); None: not locked.
+    device_lock: Optional[str] = None
+
+    def __post_init__(self):
+        if self.node_timeout_s <= 0 or self.crash_retries < 0:
+            raise UsageError(f"work unit {self.unit_id}: node_timeout_s must be > 0 and crash_retries >= 0.")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WorkUnit":
+        return _from_dict(cls, data, f"work unit {data.get('unit_id', '?')}")
+
+
+@dataclass
+class Row:
+    """One measured (op, dtype, shape) of one side and round, or a node's status where it gave none."""
+
+    op: str
+    dtype: Optional[str] = None
+    shape: Optional[str] = None
+    legacy_shape: Any = None
+    latency_base: Optional[float] = None
+    latency: Optional[float] = None
+    speedup: Optional[float] = None
+    gbps_base: Optional[float] = None
+    gbps: Optional[float] = None
+    timer_used: Optional[str] = None
+    timer_used_base: Optional[str] = None
+    markers: List[str] = field(default_factory=list)
+    marker_reason: Optional[str] = None
+    status: str = "ok"
+    reason: Optional[str] = None
+    side: str = "main"
+    round: int = 0
+    device: Any = None
+    device_name: str = ""
+    device_bus_id: str = ""
+    node: Optional[str] = None
+    unit: Optional[str] = None
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise UsageError(f"row of op {self.op}: unknown status '{self.status}'. Valid: {', '.join(STATUSES)}.")
+
+    @classmethod
+    def from_result(cls, record: Mapping[str, Any], result: Mapping[str, Any],
+                    timing: Optional[Mapping[str, Any]] = None, **where: Any) -> "Row":
+        """A row from one entry of a corpus record (`[INFO] {"op_name", "dtype", "result": [...]}`),
+        with where it was measured and the timing facts zlbench's plugin noted for it (None for a
+        record read from a result log: then what the log says)."""
+        if timing is None:
+            timing = {"timer_used": result.get("timer_used") or record.get("mode"),
+                      "markers": result.get("markers")}
+        return cls(
+            op=record.get("op_name"), dtype=record.get("dtype"), shape=shape_key(result.get("shape_detail")),
+            legacy_shape=result.get("legacy_shape"), latency_base=result.get("latency_base"),
+            latency=result.get("latency"), speedup=result.get("speedup"), gbps_base=result.get("gbps_base"),
+            gbps=result.get("gbps"), timer_used=timing.get("timer_used"),
+            timer_used_base=timing.get("timer_used_base"), markers=list(timing.get("markers") or []),
+            marker_reason=timing.get("marker_reason"),
+            status="failed" if result.get("error_msg") else "ok", reason=result.get("error_msg"), **where)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+ROW_FIELDS = [f.name for f in fields(Row)]
