@@ -222,3 +222,210 @@ def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
     assert captured == ["fn"] * 100  # int(20 ms / 0.2 ms per eager call)
     assert log.count("replay") == 10
     assert value == pytest.approx(10.0 / 100)
+
+
+def test_the_plugin_defaults_fill_gaps_as_the_config_does(plugin_config):
+    from zlbench.config import TimerConf
+
+    plugin_config(timer={"name": "direct"})
+    assert timing.TimingPolicy(lambda fn, **kw: 1.0, None).fill_gaps is TimerConf().fill_gaps
+
+
+# -- graph capture failures, through a simulated device interface and graph class ---------------
+
+CAPTURE_REFUSED = "operation not permitted when stream is capturing"
+OFFSET_ERROR = "Offset increment outside graph capture encountered unexpectedly"
+
+
+class SimGenerator:
+    def __init__(self):
+        self.offset = 0
+
+    def get_state(self):
+        return self.offset
+
+    def set_state(self, offset):
+        self.offset = offset
+
+
+@pytest.fixture
+def sim_capture(plugin_config, monkeypatch, tmp_path):
+    """A simulated MUSA: Triton's device interface (events, streams, default generators) and a
+    graph class whose capture behaves as a CUDA-like runtime's does: it registers the default
+    generators and a capture that fails midway never unregisters them, so the next random draw
+    outside a capture raises. Returns (configure, device); device.draw() is a random draw."""
+    import contextlib
+    import itertools
+    import sys
+    import types
+
+    from zlbench.backends import get_backend
+
+    device = types.SimpleNamespace(capturing=False, registered=False, log=[], generator=SimGenerator())
+
+    def draw():
+        if device.registered and not device.capturing:
+            raise RuntimeError(OFFSET_ERROR)
+        device.generator.offset += 1
+
+    device.draw = draw
+    interface = types.SimpleNamespace(
+        Stream=lambda: "side stream", Event=scripted_events(itertools.repeat(1.0)),
+        synchronize=lambda: None, stream=lambda s: contextlib.nullcontext(),
+        default_generators=[device.generator])
+    runtime = types.ModuleType("triton.runtime")
+    runtime.driver = types.SimpleNamespace(
+        active=types.SimpleNamespace(get_device_interface=lambda: interface))
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
+
+    graphs = types.ModuleType("simgraph")
+
+    class Graph:
+        def replay(self):
+            device.log.append("replay")
+
+    @contextlib.contextmanager
+    def graph(g, stream=None):
+        device.log.append("capture")
+        device.capturing = device.registered = True
+        try:
+            yield
+        finally:
+            device.capturing = False
+        device.registered = False  # only a capture that completes unregisters the generators
+        device.log.append("captured")
+
+    graphs.Graph, graphs.graph = Graph, graph
+    monkeypatch.setitem(sys.modules, "simgraph", graphs)
+    monkeypatch.setattr(type(get_backend("musa")), "graph_class", "simgraph.Graph")
+    monkeypatch.setattr(timing, "_device_module", lambda: types.SimpleNamespace())  # cannot spin
+    monkeypatch.setattr(timing, "_spin_cache", {})
+    monkeypatch.setattr(_runtime, "_events", None)
+    monkeypatch.setattr(_runtime, "current_op", "op")
+    events = tmp_path / "events.jsonl"
+
+    def configure(timer="graph", **cfg):
+        plugin_config(backend="musa", events=str(events), timer={"name": timer, "repeat": 1}, **cfg)
+
+    def emitted(kind):
+        lines = events.read_text().splitlines() if events.exists() else []
+        return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+    device.emitted = emitted
+    return configure, device
+
+
+def direct_bench(device):
+    """The corpus' direct timer: calls fn; says with what generator offset it started."""
+
+    def bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        device.log.append(("direct", device.generator.offset))
+        for _ in range(3):
+            fn()
+        return 5.0
+
+    return bench
+
+
+def test_a_captured_op_is_graph_timed_and_leaves_the_generators_as_they_were(sim_capture):
+    configure, device = sim_capture
+    configure()
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    # 5 eager calls take 1 ms: the graph holds int(20 ms / 0.2 ms) calls; each replay takes 1 ms
+    assert policy(device.draw, rep=20) == pytest.approx(1.0 / 100)
+    assert device.generator.offset == 0 and device.log.count("replay") == 10
+    assert _runtime.timing_calls == [{"timer_used": "graph", "markers": [], "reason": None}]
+
+
+def test_a_refused_capture_falls_back_to_direct_with_the_generators_recovered(sim_capture):
+    configure, device = sim_capture
+    configure()
+
+    def op():
+        device.draw()
+        if device.capturing:
+            raise RuntimeError(CAPTURE_REFUSED)
+
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    assert policy(op, rep=20) == 5.0
+    # The failed capture left the generators registered: a scratch capture closed the registration
+    # (else the fallback's first draw raises), and their offset is back where it was.
+    assert device.log[-3:] == ["capture", "captured", ("direct", 0)] and not device.registered
+    [call] = _runtime.timing_calls
+    assert call["timer_used"] == "direct" and call["markers"] == [timing.MARKER_FALLBACK]
+    assert CAPTURE_REFUSED in call["reason"] and not device.emitted("poison")
+
+
+def test_a_device_fault_during_capture_is_fatal_without_a_fallback(sim_capture):
+    configure, device = sim_capture
+    configure()
+
+    def op():
+        if device.capturing:
+            raise RuntimeError("musaErrorIllegalAddress: an illegal memory access")
+
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    with pytest.raises(RuntimeError, match=timing.MARKER_FATAL):
+        policy(op, rep=20)
+    assert not [e for e in device.log if e[0] == "direct"] and _runtime.timing_calls == []
+
+
+def test_a_capture_that_destroys_the_context_is_poisoned(sim_capture):
+    configure, device = sim_capture
+    configure()
+
+    def op():
+        if device.capturing:
+            raise RuntimeError("musaErrorContextIsDestroyed: context is destroyed")
+
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    with pytest.raises(RuntimeError, match=timing.MARKER_POISONED):
+        policy(op, rep=20)
+    assert not [e for e in device.log if e[0] == "direct"]
+    assert [e["op"] for e in device.emitted("poison")] == ["op"]
+
+
+def test_a_refused_capture_whose_fallback_fails_differently_is_poisoned(sim_capture):
+    configure, device = sim_capture
+    configure()
+    dead = []
+
+    def op():
+        if dead:
+            raise RuntimeError("MUSA error: invalid resource handle")
+        if device.capturing:
+            dead.append(True)
+            raise RuntimeError(CAPTURE_REFUSED)
+
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    with pytest.raises(RuntimeError, match=timing.MARKER_POISONED) as raised:
+        policy(op, rep=20)
+    assert CAPTURE_REFUSED in str(raised.value) and "invalid resource handle" in str(raised.value)
+    assert len(device.emitted("poison")) == 1
+
+
+@pytest.mark.parametrize("timer", ["graph", "direct"])
+def test_an_op_that_raises_whatever_the_timer_fails_with_its_own_error(sim_capture, timer):
+    configure, device = sim_capture
+    configure(timer=timer)
+
+    def op():
+        raise NotImplementedError("shape (3, 5) is not supported")
+
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    with pytest.raises(NotImplementedError, match=r"shape \(3, 5\)") as raised:
+        policy(op, rep=20)
+    assert timing.MARKER_POISONED not in str(raised.value)
+    assert not device.emitted("poison") and _runtime.timing_calls == []
+    assert [e[0] for e in device.log if e[0] == "direct"] == ["direct"]  # the fallback did run
+
+
+def test_an_op_on_the_deny_list_is_timed_directly_without_a_capture(sim_capture):
+    configure, device = sim_capture
+    configure(capture_deny_ops=["op"])
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    assert policy(device.draw, rep=20) == 5.0
+    assert "capture" not in device.log
+    [call] = _runtime.timing_calls
+    assert call["markers"] == [timing.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]

@@ -8,7 +8,8 @@ Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
           interface and the graph class from the backend. Launch-bound calls are given a rep that
           makes their replay at least timer.min_window_ms of device time (0: upstream's own rep).
           Per shape, a refused capture falls back to direct timing and is marked; a device fault
-          is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED.
+          is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED; an op
+          whose fallback raises what its capture raised is broken, and fails with its own error.
 - direct: the corpus' own direct timer, called timer.repeat times, median kept; with
           timer.fill_gaps the device is kept busy after each L2 clear, so that host launch time
           stays out of the kernel's events.
@@ -337,12 +338,12 @@ class TimingPolicy:
         try:
             value = self.captured(fn, rep, grad_to_none, quantiles, return_mode)
         except Exception as e:
-            # Only its text is kept: the failed capture's frames are freed before the fallback runs.
-            message = f"{type(e).__name__}: {e}"
+            # Only its kind is kept: the failed capture's frames are freed before the fallback runs.
+            capture_error = (type(e), str(e))
         else:
             _note("graph")
             return value
-        return self.after_failed_capture(message, fn, warmup, rep, grad_to_none, quantiles,
+        return self.after_failed_capture(capture_error, fn, warmup, rep, grad_to_none, quantiles,
                                          return_mode, **kw)
 
     # -- direct and host -----------------------------------------------------------------------
@@ -391,11 +392,13 @@ class TimingPolicy:
         return interface_bench_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                                      return_mode=return_mode, graph_class=self.backend.graph_class)
 
-    def after_failed_capture(self, message, fn, warmup, rep, grad_to_none, quantiles,
+    def after_failed_capture(self, capture_error, fn, warmup, rep, grad_to_none, quantiles,
                              return_mode, **kw):
         """Classified by the backend's wording: a fatal or poisoning capture failure raises with
-        its marker; a refused one falls back to direct timing, marked."""
+        its marker; a refused one falls back to direct timing, marked. A fallback that raises what
+        the capture raised is the op's own error (it fails whatever the timer): raised as is."""
         op = _runtime.current_op
+        message = f"{capture_error[0].__name__}: {capture_error[1]}"
         verdict = self.backend.classify_capture_failure(message)
         if verdict == "fatal":
             raise RuntimeError(f"{MARKER_FATAL}: op '{op}' failed on the device: {message}")
@@ -408,6 +411,8 @@ class TimingPolicy:
         try:
             value = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
         except Exception as e2:
+            if (type(e2), str(e2)) == capture_error:
+                raise  # a broken op (e.g. NotImplementedError for a shape): the node fails with it
             # The refused attempt left nothing usable behind: that is poisoning, not a broken op.
             _runtime.emit("poison", node=_runtime.current_node, op=op, reason=message)
             raise RuntimeError(
