@@ -302,7 +302,7 @@ class TimingPolicy:
         self.min_window_ms = float(timer.get("min_window_ms") or 0)
         self.backend = get_backend(cfg.get("backend", "cpu"))
         self.capture_deny_ops = set(cfg.get("capture_deny_ops", []))
-        self.chosen = {"graph": self.graph, "direct": self.timed_direct, "host": self.timed_host}[self.name]
+        self.timer = {"graph": self.graph, "direct": self.timed_direct, "host": self.timed_host}[self.name]
 
     def __call__(self, *a, **kw):
         # Triton's autotuner benchmarks its configs through triton.testing.do_bench too: those calls
@@ -310,7 +310,7 @@ class TimingPolicy:
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller == "triton" or caller.startswith("triton."):
             return self.orig_bench(*a, **kw)
-        return self.chosen(*a, **kw)
+        return self.timer(*a, **kw)
 
     def graph_entry(self, fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
         # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.
