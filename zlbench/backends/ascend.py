@@ -20,7 +20,6 @@ class AscendBackend(DeviceBackend):
     enumerate_command = ("npu-smi", "info")
     graph_class = "torch_npu.npu.NPUGraph"
     default_timer = "direct"
-    capture_refused_wording = ("capture", "not supported in graph mode", "aclgraph")
     device_fault_wording = ("aicore exception", "EZ9999", "out of memory")
     switch_env_prefixes = ("FLAGTREE_", "TRITON_", "ASCEND_")
 

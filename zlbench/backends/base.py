@@ -51,8 +51,7 @@ class DeviceBackend:
     # before every other plugin because they rewrite collection-time markers.
     compat_plugins: ClassVar[Tuple[str, ...]] = ()
     # Failure wording of the vendor runtime, matched case-insensitively against the exception text
-    # of a graph-capture attempt. Order of precedence: poison, fatal, refused.
-    capture_refused_wording: ClassVar[Tuple[str, ...]] = ()
+    # of a graph-capture attempt: poison first, then fatal; any other failure is a refused capture.
     device_fault_wording: ClassVar[Tuple[str, ...]] = ()
     capture_poison_wording: ClassVar[Tuple[str, ...]] = ()
     # Env vars whose values change what gets compiled or timed on this backend (recorded in the identity).

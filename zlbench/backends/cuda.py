@@ -23,20 +23,6 @@ class CudaBackend(DeviceBackend):
     default_timer = "graph"
     # Wording carried over from the old runner's CUDA marker list. No poisoning wording is guessed
     # for CUDA: nothing observed there says the capture attempt itself kills the context.
-    capture_refused_wording = (
-        "operation not permitted when stream is capturing",
-        "cudaErrorStreamCaptureUnsupported",
-        "cudaErrorStreamCaptureInvalidated",
-        "cudaErrorStreamCaptureImplicit",
-        "cudaErrorStreamCaptureUnjoined",
-        "cudaErrorCapturedEvent",
-        "stream is capturing",
-        "capture",
-        "cannot be captured",
-        "synchronize",
-        ".item()",
-        "nonzero",
-    )
     device_fault_wording = (
         "an illegal memory access was encountered",
         "illegal instruction",

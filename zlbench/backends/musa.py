@@ -21,13 +21,6 @@ class MusaBackend(DeviceBackend):
     graph_class = "torch.musa.MUSAGraph"
     default_timer = "direct"
     compat_plugins = ("zlbench.backends.musa_compat",)
-    capture_refused_wording = (
-        "musaErrorStreamCaptureUnsupported",
-        "musaErrorStreamCaptureInvalidated",
-        "operation not permitted when stream is capturing",
-        "stream is capturing",
-        "capture",
-    )
     device_fault_wording = (
         "musaErrorIllegalAddress",
         "illegal memory access",

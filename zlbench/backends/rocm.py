@@ -19,13 +19,6 @@ class RocmBackend(DeviceBackend):
     graph_class = "torch.cuda.CUDAGraph"
     upstream_graph_timer = True  # ROCm's torch exposes torch.cuda: upstream's timer runs as is
     default_timer = "graph"
-    capture_refused_wording = (
-        "hipErrorStreamCaptureUnsupported",
-        "hipErrorStreamCaptureInvalidated",
-        "operation not permitted when stream is capturing",
-        "stream is capturing",
-        "capture",
-    )
     device_fault_wording = (
         "memory access fault",
         "hipErrorIllegalAddress",

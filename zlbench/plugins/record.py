@@ -1,13 +1,12 @@
 """Record what the benchmark process does: node start/end with typed status, the corpus' own
-`[INFO] {json}` records (rows), and collection errors. Events go to the unit's events.jsonl."""
+`[INFO] {json}` records (rows), the kernels each node compiled (liveness.py), and collection
+errors. Events go to the unit's events.jsonl."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import re
 import sys
 import time
 
@@ -16,6 +15,8 @@ import pytest
 from ..results.events import base_node
 from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
 from . import _runtime
+
+from . import liveness
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
 BUILTIN_MARKS = {
@@ -89,70 +90,6 @@ class _RecordHandler(logging.Handler):
 _handler = _RecordHandler(level=logging.INFO)
 _reports = {}
 
-# What identifies a compiled kernel, best first: text IR with debug locations stripped (the paths
-# of generated sources differ per A/B side and end up in debug info), then binaries, masked.
-TEXT_ARTIFACTS = (".ptx", ".amdgcn", ".llir", ".ttgir", ".ttir")
-BINARY_ARTIFACTS = (".cubin", ".hsaco", ".mubin", ".npubin", ".o", ".spv")
-_DEBUG_LINE = re.compile(r"^\s*(?:\.file\b|\.loc\b|#loc\w*\s*=|!).*$", re.M)
-_MLIR_LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)")
-_LLVM_DBG = re.compile(r",\s*!dbg\s*!\d+")
-
-
-def _cache_dir():
-    return os.environ.get("TRITON_CACHE_DIR")
-
-
-def _cache_entries():
-    path = _cache_dir()
-    try:
-        return set(os.listdir(path)) if path else set()
-    except OSError:
-        return set()
-
-
-def normalize_ir(text: str) -> str:
-    """Code generation only: no debug sections, file/line directives or source locations."""
-    cut = re.search(r"^\s*\.section\s+\.debug", text, re.M)
-    if cut:
-        text = text[:cut.start()]
-    text = _LLVM_DBG.sub("", _MLIR_LOC.sub("", text))
-    return _DEBUG_LINE.sub("", text)
-
-
-def _artifact_hashes(entries):
-    """One 'kernel:sha256' per compiled kernel in the given new cache entries."""
-    out = []
-    for entry in sorted(entries):
-        folder = os.path.join(_cache_dir(), entry)
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        by_stem = {}
-        for name in names:
-            stem, ext = os.path.splitext(name)
-            if ext in TEXT_ARTIFACTS + BINARY_ARTIFACTS:
-                by_stem.setdefault(stem, {})[ext] = name
-        for stem, files in sorted(by_stem.items()):
-            ext = next(e for e in TEXT_ARTIFACTS + BINARY_ARTIFACTS if e in files)
-            with open(os.path.join(folder, files[ext]), "rb") as f:
-                blob = f.read()
-            if ext in TEXT_ARTIFACTS:
-                blob = normalize_ir(blob.decode("utf-8", errors="replace")).encode()
-            out.append(f"{stem}{ext}:{hashlib.sha256(_mask_side_paths(blob)).hexdigest()}")
-    return sorted(out)
-
-
-def _mask_side_paths(blob: bytes) -> bytes:
-    """Each A/B side has its own cache dirs (same length): mask their paths so equal code hashes equal."""
-    for key in ("FLAGGEMS_CACHE_DIR", "TRITON_CACHE_DIR"):
-        path = os.environ.get(key)
-        if path:
-            raw = path.encode()
-            blob = blob.replace(raw, b"#" * len(raw))
-    return blob
-
-
 def pytest_sessionstart(session):
     # The corpus' pytest_configure replaces its record logger's handlers; attach ours after it.
     logger = logging.getLogger(RECORD_LOGGER)
@@ -198,27 +135,47 @@ def pytest_runtest_protocol(item, nextitem):
         _taken.add(item.nodeid)  # its own unit runs and records it
         yield
         return
+    started = _start(item)
+    compiled_before = liveness.cache_entries()
+    yield
+    _record_kernels(item, compiled_before)
+    status = _end(item, started)
+    if status in ("fatal", "poisoned"):
+        _leave_dead_context(status)
+
+
+def _start(item) -> float:
+    """Make the node current (the timing plugin reads it) and record its start."""
     _runtime.current_node = item.nodeid
     _runtime.current_op = op_of(item)
     _runtime.timing_calls.clear()
     _reports[item.nodeid] = []
     started = time.time()
-    before = _cache_entries()
     _runtime.emit("start", node=item.nodeid, op=_runtime.current_op)
-    yield
-    # Liveness evidence: the kernels this node compiled (only new cache entries: first compile).
-    kernels = _artifact_hashes(_cache_entries() - before)
+    return started
+
+
+def _record_kernels(item, compiled_before) -> None:
+    """Liveness evidence: the distinct kernels this node compiled (first compiles only)."""
+    kernels = liveness.new_kernels(compiled_before)
     if kernels:
         _runtime.emit("artifacts", node=item.nodeid, op=_runtime.current_op, kernels=kernels)
+
+
+def _end(item, started: float) -> str:
+    """Record the node's typed status; returns it. No node is current after this."""
     status, reason = _status(_reports.pop(item.nodeid, []))
     _runtime.emit("end", node=item.nodeid, op=_runtime.current_op, status=status, reason=reason,
                   wall_s=round(time.time() - started, 3))
     _runtime.current_node = _runtime.current_op = None
-    if status in ("fatal", "poisoned"):
-        # The device context is unusable now: anything measured after this in this process would
-        # be measured inside a dead context. Leave; the worker goes on in a fresh process.
-        _runtime.emit("exit", reason=f"{status}: device context unusable")
-        os._exit(70)
+    return status
+
+
+def _leave_dead_context(status: str) -> None:
+    # The device context is unusable now: anything measured after this in this process would be
+    # measured inside a dead context. Leave; the worker goes on in a fresh process.
+    _runtime.emit("exit", reason=f"{status}: device context unusable")
+    os._exit(70)
 
 
 def pytest_runtest_logreport(report):

@@ -8,7 +8,8 @@ Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
           interface and the graph class from the backend. Launch-bound calls are given a rep that
           makes their replay at least timer.min_window_ms of device time (0: upstream's own rep).
           Per shape, a refused capture falls back to direct timing and is marked; a device fault
-          is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED.
+          is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED; an op
+          whose fallback raises what its capture raised is broken, and fails with its own error.
 - direct: the corpus' own direct timer, called timer.repeat times, median kept; with
           timer.fill_gaps the device is kept busy after each L2 clear, so that host launch time
           stays out of the kernel's events.
@@ -287,68 +288,119 @@ class _rng_guard:
         return False
 
 
-def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
-    cfg = _runtime.config()
-    timer = cfg.get("timer", {})
-    name = timer.get("name", "direct")
-    repeat = max(1, int(timer.get("repeat", 1)))
-    backend = get_backend(cfg.get("backend", "cpu"))
-    deny = set(cfg.get("capture_deny_ops", []))
-    fill = bool(timer.get("fill_gaps", False))
-    min_window_ms = float(timer.get("min_window_ms") or 0)
+class TimingPolicy:
+    """The run's timer, in place of the corpus' do_bench (`__call__`) and do_bench_cudagraph
+    (`graph_entry`). Settings are read once from the plugin config; each timing call records the
+    timer it actually used."""
 
-    def direct(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
-               **kw):
-        spin = device_spin() if fill else None
-        if spin is None:
-            return plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
-        with filled_gaps(fn, spin):
-            return plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+    def __init__(self, orig_bench: Callable, orig_graph: Optional[Callable]):
+        cfg = _runtime.config()
+        timer = cfg.get("timer", {})
+        self.orig_bench, self.orig_graph = orig_bench, orig_graph
+        self.name = timer.get("name", "direct")
+        self.repeat = max(1, int(timer.get("repeat", 1)))
+        self.fill_gaps = bool(timer.get("fill_gaps", True))
+        self.min_window_ms = float(timer.get("min_window_ms") or 0)
+        self.backend = get_backend(cfg.get("backend", "cpu"))
+        self.capture_deny_ops = set(cfg.get("capture_deny_ops", []))
+        self.timer = {"graph": self.graph, "direct": self.timed_direct, "host": self.timed_host}[self.name]
 
-    def plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
-        if quantiles is not None or repeat == 1:
-            value = orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
-                               quantiles=quantiles, return_mode=return_mode, **kw)
-        else:
-            value = statistics.median(
-                orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
-                           return_mode=return_mode, **kw)
-                for _ in range(repeat)
-            )
+    def __call__(self, *a, **kw):
+        # Triton's autotuner benchmarks its configs through triton.testing.do_bench too: those calls
+        # are not the corpus' rows. They keep Triton's own timer and are not recorded.
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "triton" or caller.startswith("triton."):
+            return self.orig_bench(*a, **kw)
+        return self.timer(*a, **kw)
+
+    def graph_entry(self, fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
+        # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.
+        return self(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                    return_mode=return_mode)
+
+    # -- the three timers, recorded ------------------------------------------------------------
+    def timed_direct(self, *a, **kw):
+        value = self.direct(*a, **kw)
+        _note("direct")
         return value
 
-    def host(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
-        values = [host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode)
-                  for _ in range(repeat)]
-        return values[0] if quantiles is not None else statistics.median(values)
+    def timed_host(self, *a, **kw):
+        value = self.host(*a, **kw)
+        _note("host")
+        return value
 
-    def window_rep(fn, rep):
-        """The rep for this call's captures: widened for a launch-bound call (measured once)."""
-        spin = device_spin() if min_window_ms > 0 else None
-        return rep if spin is None else graph_window_rep(fn, rep, min_window_ms, spin)
-
-    def capture(fn, rep, grad_to_none, quantiles, return_mode):
-        if backend.upstream_graph_timer and orig_graph is not None:
-            return orig_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
-                              return_mode=return_mode)
-        return interface_bench_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
-                                     return_mode=return_mode, graph_class=backend.graph_class)
-
-    def graph(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
+    def graph(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
+              **kw):
         op = _runtime.current_op
-        if op in deny:
-            value = direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+        if op in self.capture_deny_ops:
+            value = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
             _note("direct", [MARKER_FALLBACK], f"capture not attempted: '{op}' is in capture_deny_ops")
             return value
         try:
-            with _rng_guard(backend):
-                graph_rep = window_rep(fn, rep)
-                values = [capture(fn, graph_rep, grad_to_none, quantiles, return_mode) for _ in range(repeat)]
+            value = self.captured(fn, rep, grad_to_none, quantiles, return_mode)
+        except Exception as e:
+            # Only its kind is kept: the failed capture's frames are freed before the fallback runs.
+            capture_error = (type(e), str(e))
+        else:
             _note("graph")
-            return values[0] if quantiles is not None else statistics.median(values)
-        except Exception as e:  # classified by the backend's wording
-            message = f"{type(e).__name__}: {e}"
-            verdict = backend.classify_capture_failure(message)
+            return value
+        return self.after_failed_capture(capture_error, fn, warmup, rep, grad_to_none, quantiles,
+                                         return_mode, **kw)
+
+    # -- direct and host -----------------------------------------------------------------------
+    def direct(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
+               **kw):
+        spin = device_spin() if self.fill_gaps else None
+        if spin is None:
+            return self.plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+        with filled_gaps(fn, spin):
+            return self.plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+
+    def plain_direct(self, fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
+        if quantiles is not None or self.repeat == 1:
+            return self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                                   quantiles=quantiles, return_mode=return_mode, **kw)
+        return statistics.median(
+            self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                            return_mode=return_mode, **kw)
+            for _ in range(self.repeat)
+        )
+
+    def host(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
+             **kw):
+        values = [host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode)
+                  for _ in range(self.repeat)]
+        return values[0] if quantiles is not None else statistics.median(values)
+
+    # -- graph capture -------------------------------------------------------------------------
+    def captured(self, fn, rep, grad_to_none, quantiles, return_mode):
+        """timer.repeat captures and replays (median kept); raises what a capture attempt raised."""
+        with _rng_guard(self.backend):
+            graph_rep = self.window_rep(fn, rep)
+            values = [self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode)
+                      for _ in range(self.repeat)]
+        return values[0] if quantiles is not None else statistics.median(values)
+
+    def window_rep(self, fn, rep):
+        """The rep for this call's captures: widened for a launch-bound call (measured once)."""
+        spin = device_spin() if self.min_window_ms > 0 else None
+        return rep if spin is None else graph_window_rep(fn, rep, self.min_window_ms, spin)
+
+    def capture(self, fn, rep, grad_to_none, quantiles, return_mode):
+        if self.backend.upstream_graph_timer and self.orig_graph is not None:
+            return self.orig_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                                   return_mode=return_mode)
+        return interface_bench_graph(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                                     return_mode=return_mode, graph_class=self.backend.graph_class)
+
+    def after_failed_capture(self, capture_error, fn, warmup, rep, grad_to_none, quantiles,
+                             return_mode, **kw):
+        """Classified by the backend's wording: a fatal or poisoning capture failure raises with
+        its marker; a refused one falls back to direct timing, marked. A fallback that raises what
+        the capture raised is the op's own error (it fails whatever the timer): raised as is."""
+        op = _runtime.current_op
+        message = f"{capture_error[0].__name__}: {capture_error[1]}"
+        verdict = self.backend.classify_capture_failure(message)
         if verdict == "fatal":
             raise RuntimeError(f"{MARKER_FATAL}: op '{op}' failed on the device: {message}")
         if verdict == "poisoned":
@@ -358,8 +410,10 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
                 f"the device context unusable): {message}"
             )
         try:
-            value = direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+            value = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
         except Exception as e2:
+            if (type(e2), str(e2)) == capture_error:
+                raise  # a broken op (e.g. NotImplementedError for a shape): the node fails with it
             # The refused attempt left nothing usable behind: that is poisoning, not a broken op.
             _runtime.emit("poison", node=_runtime.current_node, op=op, reason=message)
             raise RuntimeError(
@@ -369,32 +423,11 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
         _note("direct", [MARKER_FALLBACK], f"capture refused: {message[:300]}")
         return value
 
-    def timed_direct(*a, **kw):
-        value = direct(*a, **kw)
-        _note("direct")
-        return value
 
-    def timed_host(*a, **kw):
-        value = host(*a, **kw)
-        _note("host")
-        return value
-
-    chosen = {"graph": graph, "direct": timed_direct, "host": timed_host}[name]
-
-    def policy(*a, **kw):
-        # Triton's autotuner benchmarks its configs through triton.testing.do_bench too: those calls
-        # are not the corpus' rows. They keep Triton's own timer and are not recorded.
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if caller == "triton" or caller.startswith("triton."):
-            return orig_bench(*a, **kw)
-        return chosen(*a, **kw)
-
-    def graph_entry(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
-        # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.
-        return policy(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
-                      return_mode=return_mode)
-
-    return policy, graph_entry
+def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
+    """(do_bench replacement, do_bench_cudagraph replacement) for the run's timer."""
+    policy = TimingPolicy(orig_bench, orig_graph)
+    return policy, policy.graph_entry
 
 
 def install() -> None:

@@ -1,0 +1,84 @@
+"""Liveness evidence inside the benchmark process: the kernels a node compiled, one
+'kernel:sha256' per distinct compiled kernel, taken from the Triton cache entries the node added.
+An A/B compares these per op between its sides (zlbench/report/ab.py): byte-identical kernels on
+both sides mean the switch did not reach the compiler."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Iterable, List, Set
+
+# What identifies a compiled kernel, best first: text IR with debug locations stripped (the paths
+# of generated sources differ per A/B side and end up in debug info), then binaries, masked.
+TEXT_ARTIFACTS = (".ptx", ".amdgcn", ".llir", ".ttgir", ".ttir")
+BINARY_ARTIFACTS = (".cubin", ".hsaco", ".mubin", ".npubin", ".o", ".spv")
+_DEBUG_LINE = re.compile(r"^\s*(?:\.file\b|\.loc\b|#loc\w*\s*=|!).*$", re.M)
+_MLIR_LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)")
+_LLVM_DBG = re.compile(r",\s*!dbg\s*!\d+")
+
+
+def _cache_dir():
+    return os.environ.get("TRITON_CACHE_DIR")
+
+
+def cache_entries() -> Set[str]:
+    """The Triton cache entries present now (taken before a node runs)."""
+    path = _cache_dir()
+    try:
+        return set(os.listdir(path)) if path else set()
+    except OSError:
+        return set()
+
+
+def normalize_ir(text: str) -> str:
+    """Code generation only: no debug sections, file/line directives or source locations."""
+    cut = re.search(r"^\s*\.section\s+\.debug", text, re.M)
+    if cut:
+        text = text[:cut.start()]
+    text = _LLVM_DBG.sub("", _MLIR_LOC.sub("", text))
+    return _DEBUG_LINE.sub("", text)
+
+
+def _mask_side_paths(blob: bytes) -> bytes:
+    """Each A/B side has its own cache dirs (same length): mask their paths so equal code hashes equal."""
+    for key in ("FLAGGEMS_CACHE_DIR", "TRITON_CACHE_DIR"):
+        path = os.environ.get(key)
+        if path:
+            raw = path.encode()
+            blob = blob.replace(raw, b"#" * len(raw))
+    return blob
+
+
+def _entry_hashes(folder: str) -> List[str]:
+    """'kernel:sha256' of each kernel in one cache entry, from its best artifact."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    by_stem = {}
+    for name in names:
+        stem, ext = os.path.splitext(name)
+        if ext in TEXT_ARTIFACTS + BINARY_ARTIFACTS:
+            by_stem.setdefault(stem, {})[ext] = name
+    out = []
+    for stem, files in sorted(by_stem.items()):
+        ext = next(e for e in TEXT_ARTIFACTS + BINARY_ARTIFACTS if e in files)
+        with open(os.path.join(folder, files[ext]), "rb") as f:
+            blob = f.read()
+        if ext in TEXT_ARTIFACTS:
+            blob = normalize_ir(blob.decode("utf-8", errors="replace")).encode()
+        out.append(f"{stem}{ext}:{hashlib.sha256(_mask_side_paths(blob)).hexdigest()}")
+    return out
+
+
+def _artifact_hashes(entries: Iterable[str]) -> List[str]:
+    """The distinct compiled kernels in the given cache entries, one 'kernel:sha256' each: two
+    entries holding identical code (a kernel compiled again under another cache key) count once."""
+    return sorted({h for entry in entries for h in _entry_hashes(os.path.join(_cache_dir(), entry))})
+
+
+def new_kernels(before: Set[str]) -> List[str]:
+    """The distinct kernels compiled since `before`: only new cache entries, i.e. first compiles."""
+    return _artifact_hashes(cache_entries() - before)
