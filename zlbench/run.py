@@ -19,6 +19,7 @@ from .errors import UsageError
 from .identity import IDENTITY_FILE, add_process_facts, build_identity, write_identity
 from .plan import Plan, WorkUnit, make_plan
 from .results.rundir import PLAN_FILE, collect, load_plan, run_pinning_problems
+from .validate import validate_config
 
 
 def resolved_config(cfg: DictConfig) -> Dict[str, Any]:
@@ -84,6 +85,7 @@ def visibility_snapshot() -> Dict[str, Optional[str]]:
 def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     """Everything before execution; raises UsageError on bad input, writes nothing."""
     resolved = resolved_config(cfg)
+    validate_config(resolved)
     backend = make_backend(resolved)
     if resolved["launcher"]["name"] == "slurm":
         # Devices are Slurm's to allocate: plan one queue per array task, pinned at run time.
