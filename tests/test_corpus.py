@@ -65,6 +65,81 @@ def test_shape_file_validation(tmp_path):
         check_shape_file(str(tmp_path / "nope.yaml"))
 
 
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_shape_file_negative_dimension_names_file_line_op_and_fix(tmp_path):
+    path = write(tmp_path / "shapes.yaml", "exp:\n  shapes:\n    - [64, 64]\n    - [64, -1]\n")
+    with pytest.raises(UsageError) as e:
+        check_shape_file(path)
+    assert str(e.value) == (f"shape file {path}:4: op 'exp': shape [64, -1] has a negative dimension (-1). "
+                            "Fix: give every dimension as an integer >= 0, or delete that shape.")
+
+
+def test_shape_file_op_typo_is_refused_with_a_suggestion(tmp_path):
+    path = write(tmp_path / "shapes.yaml", "fft:\n  shapes: [[8]]\nexpp:\n  shapes: [[64, 64]]\n")
+    known = Corpus(MINI).shape_names()
+    with pytest.raises(UsageError) as e:
+        check_shape_file(path, known)
+    assert str(e.value).startswith(f"shape file {path}:3: 'expp' is neither an op of the corpus nor a "
+                                   "Benchmark class name (did you mean exp?). Fix: ")
+    check_shape_file(path)  # without the corpus' ops, names are not checked
+
+
+def test_shape_file_unknown_key_and_every_problem_in_one_message(tmp_path):
+    path = write(tmp_path / "shapes.yaml",
+                 "exp:\n  shape: [[64]]\n  shapes: [[64]]\nabs:\n  shapes: [[-2, 3], [4]]\nfft: 3\n")
+    with pytest.raises(UsageError) as e:
+        check_shape_file(path, Corpus(MINI).shape_names())
+    lines = str(e.value).splitlines()
+    assert len(lines) == 3
+    assert f"{path}:2: entry 'exp' has an unknown key 'shape' (did you mean shapes?)" in lines[0]
+    assert f"{path}:5: op 'abs': shape [-2, 3] has a negative dimension (-2)" in lines[1]
+    assert f"{path}:6: entry 'fft' needs a list `shapes` of lists" in lines[2]
+
+
+def test_shape_file_yaml_error_names_the_line(tmp_path):
+    path = write(tmp_path / "shapes.yaml", "exp:\n  shapes: [[64, 64]\nabs:\n  shapes: [[1]]\n")
+    with pytest.raises(UsageError, match=r"shapes.yaml:3 is not valid YAML"):
+        check_shape_file(path)
+
+
+def test_shape_file_in_flaggems_own_forms_passes(tmp_path):
+    """Anchors merged into other entries, class names, parameters beside shapes (dim, keepdim,
+    flags), empty tensors and conv padding 0: all in FlagGems' own shape files."""
+    path = write(tmp_path / "shapes.yaml", """\
+single_dim_shapes: &single_dim_shapes
+  shapes:
+    - [64]
+  shape_desc: "M"
+exp:
+  <<: *single_dim_shapes
+abs:
+  shapes:
+    - [[32, 384, 128], -1, false]
+    - [[268435456], [[65536]], [65536], False]
+    - [0, 3584]
+    - [256, 128, 8, true]
+Conv2DBenchmark:
+  shapes:
+    - [104, 16, 32, 32, 32, 4, 4, 1, 0, 1]
+""")
+    check_shape_file(path, Corpus(MINI).shape_names())
+    bad = write(tmp_path / "bad.yaml", "tmpl: &t\n  shapes: [[8, -8]]\nexp:\n  <<: *t\n")
+    with pytest.raises(UsageError, match=r"bad.yaml:2: op 'tmpl': shape \[8, -8\] has a negative"):
+        check_shape_file(bad, Corpus(MINI).shape_names())
+
+
+def test_corpus_shape_names_include_benchmark_op_names_that_are_not_marks(tmp_path):
+    (tmp_path / "benchmark").mkdir()
+    (tmp_path / "benchmark" / "test_median.py").write_text(
+        "import pytest\n\n@pytest.mark.median\n@pytest.mark.parametrize('x', [1])\ndef test_median_dim(x):\n"
+        "    bench = GenericBenchmark(op_name='median_dim', torch_op=None)\n")
+    assert Corpus(tmp_path).shape_names() == {"median", "median_dim"}
+
+
 def test_op_patterns_select_by_glob():
     c = Corpus(MINI)
     assert {n.op for n in c.select(ops=["*xp"])} == {"exp"}
