@@ -39,9 +39,23 @@ def test_names_that_resolve_to_nothing_name_close_matches(kwargs, needle):
     assert needle in str(e.value)
 
 
-def test_two_selections_at_once_is_an_error():
-    with pytest.raises(UsageError, match="choose one selection"):
-        Corpus(MINI).select(ops=["exp"], op_file="test_fft.py")
+def test_test_node_with_another_selection_is_an_error():
+    for other in ({"ops": ["exp"]}, {"op_file": "test_fft.py"}):
+        with pytest.raises(UsageError, match="choose one selection, not test_node and"):
+            Corpus(MINI).select(test_node="benchmark/test_fft.py::test_perf_fft", **other)
+
+
+def test_ops_with_op_file_select_the_ops_tests_in_that_file_only():
+    c = Corpus(MINI)
+    assert [n.nodeid for n in c.select(ops=["exp"], op_file="test_module_mark.py")] == [
+        "benchmark/test_module_mark.py::test_perf_exp_out"]
+    assert [n.nodeid for n in c.select(ops=["*xp"], op_file="test_unary_pointwise_perf.py")] == [
+        "benchmark/test_unary_pointwise_perf.py::test_perf_exp"]
+    with pytest.raises(UsageError) as e:
+        c.select(ops=["fft"], op_file="test_unary_pointwise_perf.py")
+    assert str(e.value) == (
+        "op 'fft' has no test in benchmark/test_unary_pointwise_perf.py; its ops: abs, exp, topk. "
+        "Fix: ops=[<one of them>], or drop op_file=test_unary_pointwise_perf.py to find 'fft' in every file.")
 
 
 def test_missing_benchmark_folder_is_a_clear_error(tmp_path):

@@ -118,31 +118,36 @@ class Corpus:
 
     def select(self, ops: Sequence[str] = (), op_file: Optional[str] = None,
                test_node: Optional[str] = None) -> List[TestNode]:
-        chosen = [k for k, v in (("ops", ops), ("op_file", op_file), ("test_node", test_node)) if v]
-        if len(chosen) > 1:
+        """One selection: ops, op_file, both (the ops' tests in that file: the old runner's OP with
+        OP_FILE), or test_node alone."""
+        if test_node and (ops or op_file):
+            other = " and ".join(k for k, v in (("ops", ops), ("op_file", op_file)) if v)
             raise UsageError(
-                f"choose one selection, not {' and '.join(chosen)}. Fix: keep one of ops=[...], "
-                "op_file=..., test_node=..."
+                f"choose one selection, not test_node and {other}. Fix: keep test_node=... alone, or "
+                "ops=[...] and/or op_file=..."
             )
         if test_node:
             return [self._node(test_node)]
-        if op_file:
-            return self._file(op_file)
-        if ops:
-            out: List[TestNode] = []
-            for op in ops:
-                if any(c in op for c in "*?["):  # a pattern: ops=['*norm*']
-                    hits = [n for n in self.nodes if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
-                else:
-                    hits = [n for n in self.nodes if op in n.marks or n.op == op]
-                if not hits:
-                    raise UsageError(
-                        f"op '{op}' matches no test in {self.root / self.test_dir}."
-                        f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
-                    )
-                out += [n for n in hits if n not in out]
-            return out
-        return list(self.nodes)
+        pool = self._file(op_file) if op_file else self.nodes
+        out: List[TestNode] = []
+        for op in ops:
+            if any(c in op for c in "*?["):  # a pattern: ops=['*norm*']
+                hits = [n for n in pool if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
+            else:
+                hits = [n for n in pool if op in n.marks or n.op == op]
+            if not hits and op_file:
+                file_ops = sorted({n.op for n in pool})
+                raise UsageError(
+                    f"op '{op}' has no test in {pool[0].file}; its ops: {', '.join(file_ops)}. "
+                    f"Fix: ops=[<one of them>], or drop op_file={op_file} to find '{op}' in every file."
+                )
+            if not hits:
+                raise UsageError(
+                    f"op '{op}' matches no test in {self.root / self.test_dir}."
+                    f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
+                )
+            out += [n for n in hits if n not in out]
+        return out if ops else list(pool)
 
     def _file(self, op_file: str) -> List[TestNode]:
         name = op_file.split("::")[0]
