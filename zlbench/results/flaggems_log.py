@@ -21,8 +21,8 @@ def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[di
                 continue
             try:
                 rec = json.loads(text[len("[INFO] "):])
-                if isinstance(rec, dict) and "result" in rec and not (
-                        isinstance(rec["result"], list) and all(isinstance(r, dict) for r in rec["result"])):
+                result = rec.get("result") if isinstance(rec, dict) else None
+                if result is not None and not (isinstance(result, list) and all(isinstance(r, dict) for r in result)):
                     raise ValueError("its result is not a list of objects")
             except ValueError as e:
                 if skipped is not None:
