@@ -1,3 +1,4 @@
+import csv
 import json
 import subprocess
 import sys
@@ -55,6 +56,8 @@ def test_batch_summary_skips_malformed_log_lines_when_asked_and_counts_them(tmp_
 def test_a_truncated_rows_file_points_at_collect_which_rebuilds_it(run_zlbench):
     res = run_zlbench("ops=[exp]", "dtypes=[float32]")
     assert res.returncode == 0, res.stderr[-2000:]
+    with open(res.run_dir / "ops_status.csv") as f:
+        assert [(s["op"], s["status"]) for s in csv.DictReader(f)] == [("exp", "ok")]  # it measured
     rows = res.run_dir / "rows.jsonl"
     text = rows.read_text()
     rows.write_text(text[:-20])  # a torn last line

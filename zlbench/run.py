@@ -261,12 +261,9 @@ def report(run_dir: Path, title: str) -> int:
         text += (f"\n> One side ({sides[0]}) of A/B axis {identity['config']['ab']['name']}: pair it with "
                  "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
-    try:
-        from .report.plots import speedup_plot
+    from .report.plots import speedup_plot
 
-        speedup_plot(rows, run_dir / "speedup.png")
-    except ImportError:
-        pass
+    speedup_plot(rows, run_dir / "speedup.png")
     print(text)
     print(f"[zlbench] results in {run_dir}: run_identity.json ops_status.csv rows.jsonl run.log summary.md"
           + (" ab.md ab.csv ab.json ab.png" if len(sides) == 2 else ""), file=sys.stderr)
