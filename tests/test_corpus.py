@@ -104,14 +104,15 @@ def test_shape_file_op_typo_is_refused_with_a_suggestion(tmp_path):
 
 def test_shape_file_unknown_key_and_every_problem_in_one_message(tmp_path):
     path = write(tmp_path / "shapes.yaml",
-                 "exp:\n  shape: [[64]]\n  shapes: [[64]]\nabs:\n  shapes: [[-2, 3], [4]]\nfft: 3\n")
+                 "exp:\n  shape: [[64]]\n  shapes: [[64]]\nabs:\n  shapes: [[-2, 3], [4], [64x, 2]]\nfft: 3\n")
     with pytest.raises(UsageError) as e:
         check_shape_file(path, Corpus(MINI).shape_names())
     lines = str(e.value).splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4
     assert f"{path}:2: entry 'exp' has an unknown key 'shape' (did you mean shapes?)" in lines[0]
     assert f"{path}:5: op 'abs': shape [-2, 3] has a negative dimension (-2)" in lines[1]
-    assert f"{path}:6: entry 'fft' needs a list `shapes` of lists" in lines[2]
+    assert f"{path}:5: op 'abs': shape ['64x', 2] has a dimension that is not a number ('64x')" in lines[2]
+    assert f"{path}:6: entry 'fft' needs a list `shapes` of lists" in lines[3]
 
 
 def test_shape_file_yaml_error_names_the_line(tmp_path):
@@ -133,6 +134,7 @@ exp:
 abs:
   shapes:
     - [[32, 384, 128], -1, false]
+    - [[1024, 64], mean]
     - [[268435456], [[65536]], [65536], False]
     - [0, 3584]
     - [256, 128, 8, true]

@@ -72,7 +72,7 @@ def test_every_bad_value_is_named_in_one_message():
 def test_cli_refuses_a_negative_shard_size_before_anything_runs(run_zlbench):
     res = run_zlbench("launcher.shard_size=-1")
     assert res.returncode == 2, res.stderr
-    assert ("zlbench: error: launcher.shard_size=-1 is out of range: it must be an integer >= 0 "
+    assert ("zlbench: error: launcher.shard_size=-1 is not valid: it must be an integer >= 0 "
             "(0 = every node of a device in one process). Fix: launcher.shard_size=0.") in res.stderr
     assert "Traceback" not in res.stderr
     assert not (res.run_dir / "rows.jsonl").exists()

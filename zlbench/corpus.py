@@ -270,11 +270,10 @@ class _ShapeFile:
         out = []
         for item in node.value:
             shape = self.value(item)
-            bad = _negative_dimensions(shape)
-            if not shape or bad:
-                what = "is empty" if not shape else f"has a negative dimension ({bad[0]})"
-                out.append(f"{self.at(item)}: op '{name}': shape {shape} {what}. Fix: give every dimension "
-                           "as an integer >= 0, or delete that shape.")
+            bad = _bad_dimension(shape) if shape else "is empty"
+            if bad:
+                out.append(f"{self.at(item)}: op '{name}': shape {shape} {bad}. Fix: give every dimension as "
+                           "an integer >= 0, or delete that shape.")
         return out
 
 
@@ -296,17 +295,23 @@ def _aliased_nodes(root: Optional[yaml.Node]) -> Set[int]:
     return aliased
 
 
-def _negative_dimensions(shape: list) -> list:
-    """A shape's negative ints. 0 is allowed: a real size (an empty tensor: FlagGems' model shape
-    files have [0, 3584]) or a parameter (a convolution's padding). In a shape holding lists
-    ([[32, 384], -1, false]: input shape, dim, keepdim) the scalars beside the lists are parameters."""
-    def walk(xs, scalars_are_dims):
-        out = []
+def _bad_dimension(shape: list) -> Optional[str]:
+    """What is wrong with a shape's dimensions, if anything. 0 is allowed: a real size (an empty
+    tensor: FlagGems' model shape files have [0, 3584]) or a parameter (a convolution's padding).
+    In a shape holding lists ([[32, 384], -1, false]: input shape, dim, keepdim) the values beside
+    the lists are parameters."""
+    def walk(xs, numbers_are_dims):
         for x in xs:
             if isinstance(x, list):
-                out += walk(x, True)
-            elif scalars_are_dims and isinstance(x, int) and not isinstance(x, bool) and x < 0:
-                out.append(x)
-        return out
+                found = walk(x, True)
+            elif numbers_are_dims and (x is None or isinstance(x, (str, dict))):
+                found = f"has a dimension that is not a number ({x!r})"
+            elif numbers_are_dims and isinstance(x, int) and not isinstance(x, bool) and x < 0:
+                found = f"has a negative dimension ({x})"
+            else:
+                found = None
+            if found:
+                return found
+        return None
 
     return walk(shape, not any(isinstance(x, list) for x in shape))

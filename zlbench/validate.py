@@ -82,7 +82,7 @@ def _show(value: Any) -> str:
 def problem(rule: Rule, value: Any) -> Optional[str]:
     if value is _ABSENT or (value is None and rule.nullable) or (value is not None and rule.ok(value)):
         return None
-    return f"{rule.key}={_show(value)} is out of range: it must be {rule.valid}. Fix: {rule.fix}."
+    return f"{rule.key}={_show(value)} is not valid: it must be {rule.valid}. Fix: {rule.fix}."
 
 
 def validate_config(resolved: Mapping[str, Any]) -> None:
