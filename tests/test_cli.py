@@ -2,7 +2,7 @@ import pytest
 
 from zlbench.cli import normalize_argv
 from zlbench.errors import UsageError
-from .conftest import DATA
+from .conftest import DATA, FIXTURES
 
 
 def test_old_env_vars_choose_defaults():
@@ -36,6 +36,22 @@ def test_test_node_env_takes_precedence_over_op_pair():
     assert selections == ["test_node='benchmark/test_a.py::test_x'"]
 
 
+def test_op_with_op_file_env_is_one_selection_of_both():
+    argv, _ = normalize_argv([], {"OP": "fft", "OP_FILE": "test_fft.py"})
+    assert [a for a in argv if a.split("=")[0] in ("ops", "op_file", "test_node")] == [
+        "ops=['fft']", "op_file='test_fft.py'"]
+
+
+def test_op_within_op_file_from_the_old_env_runs_only_that_files_tests(run_zlbench):
+    corpus = ["corpus=flaggems", f"corpus.root={FIXTURES / 'mini_corpus'}", "dry_run=true"]
+    res = run_zlbench(*corpus, env={"OP": "exp", "OP_FILE": "test_module_mark.py"})
+    assert res.returncode == 0, res.stderr
+    assert "nodes (1):\n  exp" in res.stdout and "benchmark/test_module_mark.py::test_perf_exp_out\n" in res.stdout
+    res = run_zlbench(*corpus, env={"OP": "fft", "OP_FILE": "test_module_mark.py"})
+    assert res.returncode == 2
+    assert "zlbench: error: op 'fft' has no test in benchmark/test_module_mark.py; its ops: exp." in res.stderr
+
+
 def test_backend_aliases_are_normalized_in_sweeps():
     argv, _ = normalize_argv(["-m", "backend=NVIDIA,cpu"], {})
     assert argv == ["-m", "backend=cuda,cpu"]
@@ -48,9 +64,29 @@ def test_unknown_backend_fails_before_anything_runs():
         normalize_argv([], {"ZL_BACKEND": "bogus"})
 
 
-def test_bad_env_value_names_the_variable():
-    with pytest.raises(UsageError, match="ZL_ENABLE_CUDAGRAPH"):
-        normalize_argv([], {"ZL_ENABLE_CUDAGRAPH": "maybe"})
+@pytest.mark.parametrize("name,value,needle", [
+    ("ZL_ENABLE_CUDAGRAPH", "maybe", "is not a boolean"),
+    ("ZL_BACKEND", "bogus", "unknown backend 'bogus'"),
+    ("BENCH_LEVEL", "huge", "is not one of core, comprehensive"),
+    ("SHAPE_MODE", "random", "is not one of upstream, file"),
+    ("ZL_DIRECT_REPEAT", "0", "is not an integer >= 1"),
+    ("ZL_DIRECT_REPEAT", "x", "is not an integer >= 1"),
+])
+def test_bad_env_value_names_the_variable(name, value, needle):
+    with pytest.raises(UsageError) as e:
+        normalize_argv([], {name: value})
+    assert str(e.value).startswith(f"environment variable {name}={value!r}")
+    assert needle in str(e.value) and "Fix: set " in str(e.value)
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"ZL_BACKEND": "bogus"}, "zlbench: error: environment variable ZL_BACKEND='bogus': unknown backend 'bogus'."),
+    ({"BENCH_LEVEL": "huge"}, "zlbench: error: environment variable BENCH_LEVEL='huge' is not one of core, "
+                              "comprehensive. Fix: set it to one of them, e.g. BENCH_LEVEL=core, or unset it.\n"),
+])
+def test_a_bad_old_env_var_is_named_on_the_command_line(run_zlbench, env, message):
+    res = run_zlbench("dry_run=true", env=env)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
 
 
 def test_a_visibility_env_set_before_zlbench_restricts_its_device_pool(run_zlbench):

@@ -39,9 +39,23 @@ def test_names_that_resolve_to_nothing_name_close_matches(kwargs, needle):
     assert needle in str(e.value)
 
 
-def test_two_selections_at_once_is_an_error():
-    with pytest.raises(UsageError, match="choose one selection"):
-        Corpus(MINI).select(ops=["exp"], op_file="test_fft.py")
+def test_test_node_with_another_selection_is_an_error():
+    for other in ({"ops": ["exp"]}, {"op_file": "test_fft.py"}):
+        with pytest.raises(UsageError, match="choose one selection, not test_node and"):
+            Corpus(MINI).select(test_node="benchmark/test_fft.py::test_perf_fft", **other)
+
+
+def test_ops_with_op_file_select_the_ops_tests_in_that_file_only():
+    c = Corpus(MINI)
+    assert [n.nodeid for n in c.select(ops=["exp"], op_file="test_module_mark.py")] == [
+        "benchmark/test_module_mark.py::test_perf_exp_out"]
+    assert [n.nodeid for n in c.select(ops=["*xp"], op_file="test_unary_pointwise_perf.py")] == [
+        "benchmark/test_unary_pointwise_perf.py::test_perf_exp"]
+    with pytest.raises(UsageError) as e:
+        c.select(ops=["fft"], op_file="test_unary_pointwise_perf.py")
+    assert str(e.value) == (
+        "op 'fft' has no test in benchmark/test_unary_pointwise_perf.py; its ops: abs, exp, topk. "
+        "Fix: ops=[<one of them>], or drop op_file=test_unary_pointwise_perf.py to find 'fft' in every file.")
 
 
 def test_missing_benchmark_folder_is_a_clear_error(tmp_path):
@@ -63,6 +77,83 @@ def test_shape_file_validation(tmp_path):
         check_shape_file(str(broken))
     with pytest.raises(UsageError, match="does not exist"):
         check_shape_file(str(tmp_path / "nope.yaml"))
+
+
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_shape_file_negative_dimension_names_file_line_op_and_fix(tmp_path):
+    path = write(tmp_path / "shapes.yaml", "exp:\n  shapes:\n    - [64, 64]\n    - [64, -1]\n")
+    with pytest.raises(UsageError) as e:
+        check_shape_file(path)
+    assert str(e.value) == (f"shape file {path}:4: op 'exp': shape [64, -1] has a negative dimension (-1). "
+                            "Fix: give every dimension as an integer >= 0, or delete that shape.")
+
+
+def test_shape_file_op_typo_is_refused_with_a_suggestion(tmp_path):
+    path = write(tmp_path / "shapes.yaml", "fft:\n  shapes: [[8]]\nexpp:\n  shapes: [[64, 64]]\n")
+    known = Corpus(MINI).shape_names()
+    with pytest.raises(UsageError) as e:
+        check_shape_file(path, known)
+    assert str(e.value).startswith(f"shape file {path}:3: 'expp' is neither an op of the corpus nor a "
+                                   "Benchmark class name (did you mean exp?). Fix: ")
+    check_shape_file(path)  # without the corpus' ops, names are not checked
+
+
+def test_shape_file_unknown_key_and_every_problem_in_one_message(tmp_path):
+    path = write(tmp_path / "shapes.yaml",
+                 "exp:\n  shape: [[64]]\n  shapes: [[64]]\nabs:\n  shapes: [[-2, 3], [4], [64x, 2]]\nfft: 3\n")
+    with pytest.raises(UsageError) as e:
+        check_shape_file(path, Corpus(MINI).shape_names())
+    lines = str(e.value).splitlines()
+    assert len(lines) == 4
+    assert f"{path}:2: entry 'exp' has an unknown key 'shape' (did you mean shapes?)" in lines[0]
+    assert f"{path}:5: op 'abs': shape [-2, 3] has a negative dimension (-2)" in lines[1]
+    assert f"{path}:5: op 'abs': shape ['64x', 2] has a dimension that is not a number ('64x')" in lines[2]
+    assert f"{path}:6: entry 'fft' needs a list `shapes` of lists" in lines[3]
+
+
+def test_shape_file_yaml_error_names_the_line(tmp_path):
+    path = write(tmp_path / "shapes.yaml", "exp:\n  shapes: [[64, 64]\nabs:\n  shapes: [[1]]\n")
+    with pytest.raises(UsageError, match=r"shapes.yaml:3 is not valid YAML"):
+        check_shape_file(path)
+
+
+def test_shape_file_in_flaggems_own_forms_passes(tmp_path):
+    """Anchors merged into other entries, class names, parameters beside shapes (dim, keepdim,
+    flags), empty tensors and conv padding 0: all in FlagGems' own shape files."""
+    path = write(tmp_path / "shapes.yaml", """\
+single_dim_shapes: &single_dim_shapes
+  shapes:
+    - [64]
+  shape_desc: "M"
+exp:
+  <<: *single_dim_shapes
+abs:
+  shapes:
+    - [[32, 384, 128], -1, false]
+    - [[1024, 64], mean]
+    - [[268435456], [[65536]], [65536], False]
+    - [0, 3584]
+    - [256, 128, 8, true]
+Conv2DBenchmark:
+  shapes:
+    - [104, 16, 32, 32, 32, 4, 4, 1, 0, 1]
+""")
+    check_shape_file(path, Corpus(MINI).shape_names())
+    bad = write(tmp_path / "bad.yaml", "tmpl: &t\n  shapes: [[8, -8]]\nexp:\n  <<: *t\n")
+    with pytest.raises(UsageError, match=r"bad.yaml:2: op 'tmpl': shape \[8, -8\] has a negative"):
+        check_shape_file(bad, Corpus(MINI).shape_names())
+
+
+def test_corpus_shape_names_include_benchmark_op_names_that_are_not_marks(tmp_path):
+    (tmp_path / "benchmark").mkdir()
+    (tmp_path / "benchmark" / "test_median.py").write_text(
+        "import pytest\n\n@pytest.mark.median\n@pytest.mark.parametrize('x', [1])\ndef test_median_dim(x):\n"
+        "    bench = GenericBenchmark(op_name='median_dim', torch_op=None)\n")
+    assert Corpus(tmp_path).shape_names() == {"median", "median_dim"}
 
 
 def test_op_patterns_select_by_glob():

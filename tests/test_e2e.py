@@ -95,6 +95,18 @@ def test_malformed_shape_file(run_zlbench, tmp_path):
     assert res.returncode == 2 and "entry 'softmax' needs a list" in res.stderr
 
 
+def test_shape_file_is_checked_whole_before_anything_runs(run_zlbench, tmp_path):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("softmax:\n  shapes:\n    - [64, 64]\n    - [64, -8]\nsofmax:\n  shapes: [[32, 32]]\n")
+    res = run_zlbench("shape=file", f"shape.file={shapes}", "ops=[softmax]")
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert (f"zlbench: error: shape file {shapes}:4: op 'softmax': shape [64, -8] has a negative dimension "
+            "(-8). Fix: give every dimension as an integer >= 0, or delete that shape.\n") in res.stderr
+    assert (f"shape file {shapes}:5: 'sofmax' is neither an op of the corpus nor a Benchmark class name "
+            "(did you mean softmax?)") in res.stderr
+    assert not (res.run_dir / "rows.jsonl").exists() and not (res.run_dir / "run_identity.json").exists()
+
+
 def test_shape_file_mode_runs_the_given_shapes(run_zlbench, tmp_path):
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text("Benchmark:\n  shapes: [[32, 16]]\n")

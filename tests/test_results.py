@@ -1,4 +1,7 @@
+import csv
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -28,8 +31,47 @@ def test_flaggems_log_rows(tmp_path):
 
 def test_malformed_log_names_the_line(tmp_path):
     log = write_log(tmp_path / "bad.log", ["[INFO] " + json.dumps(RECORD), '[INFO] {"op_name": "exp", "result": [ }'])
-    with pytest.raises(UsageError, match=r"bad.log:3: malformed result record"):
+    with pytest.raises(UsageError, match=r"bad.log:3: malformed result record") as e:
         rows_from_log(log)
+    assert str(e.value).endswith("Fix: repair or delete that line (each `[INFO] {...}` line is one JSON "
+                                 "object), or add --skip-bad-lines to read the rest of the log.")
+
+
+def test_batch_summary_skips_malformed_log_lines_when_asked_and_counts_them(tmp_path):
+    other = {**RECORD, "op_name": "softmax"}
+    log = write_log(tmp_path / "result_test.log", [
+        "[INFO] " + json.dumps(RECORD), '[INFO] {"op_name": "exp", "result": [ }',
+        '[INFO] {"op_name": "add", "result": "oops"}', "[INFO] " + json.dumps(other), '[INFO] {"op_name": "sum", "res'])
+    cmd = [sys.executable, "-m", "zlbench.batch_summary", str(log)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 2 and f"zlbench: error: {log}:3: malformed result record" in res.stderr
+    assert "{{" not in res.stderr
+    res = subprocess.run(cmd + ["--skip-bad-lines"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert f"zlbench: skipped 3 malformed line(s) of {log}: 3, 4, 6\n" in res.stderr
+    assert "| exp" in res.stdout and "| softmax" in res.stdout
+
+
+@pytest.mark.slow
+def test_a_truncated_rows_file_points_at_collect_which_rebuilds_it(run_zlbench):
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    with open(res.run_dir / "ops_status.csv") as f:
+        assert [(s["op"], s["status"]) for s in csv.DictReader(f)] == [("exp", "ok")]  # it measured
+    rows = res.run_dir / "rows.jsonl"
+    text = rows.read_text()
+    rows.write_text(text[:-20])  # a torn last line
+    lines = len(text.splitlines())
+    summary = [sys.executable, "-m", "zlbench.batch_summary", str(res.run_dir)]
+    out = subprocess.run(summary, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert (f"{rows}:{lines}: malformed row" in out.stderr
+            and f"Fix: run `python -m zlbench.collect {res.run_dir}` to rebuild it from the events." in out.stderr)
+    assert subprocess.run([sys.executable, "-m", "zlbench.collect", str(res.run_dir)],
+                          capture_output=True, text=True).returncode == 0
+    assert rows.read_text() == text
+    out = subprocess.run(summary, capture_output=True, text=True)
+    assert out.returncode == 0 and "| exp" in out.stdout
 
 
 def test_log_without_records_is_an_error(tmp_path):

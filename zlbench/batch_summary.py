@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from .errors import UsageError
 
 
-def load(path: Path) -> Tuple[List[dict], List[dict], str]:
+def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dict], str]:
     """(rows, status rows, label) of a run dir or a result log."""
     from .results.flaggems_log import rows_from_log
     from .results.rundir import PLAN_FILE, load_rows, load_status
@@ -20,12 +20,16 @@ def load(path: Path) -> Tuple[List[dict], List[dict], str]:
         if not (path / PLAN_FILE).exists() and not (path / "rows.jsonl").exists():
             logs = sorted(path.glob("result_*.log")) + sorted(path.glob("run.log"))
             if logs:
-                return load(logs[0])
+                return load(logs[0], skip_bad_lines)
             raise UsageError(f"{path} is neither a zlbench run dir nor holds a FlagGems result log.")
         return load_rows(path), load_status(path), path.name
     if not path.exists():
         raise UsageError(f"{path} does not exist. Fix: pass a run dir or a result log.")
-    rows = rows_from_log(path)
+    skipped: Optional[List[int]] = [] if skip_bad_lines else None
+    rows = rows_from_log(path, skipped)
+    if skipped:
+        print(f"zlbench: skipped {len(skipped)} malformed line(s) of {path}: "
+              f"{', '.join(map(str, skipped))}", file=sys.stderr)
     status = {}
     for r in rows:
         s = status.setdefault(r["op"], {"op": r["op"], "test_node": "", "side": "main", "status": "ok",
@@ -40,11 +44,13 @@ def main(argv=None) -> int:
     parser.add_argument("path", type=Path, help="run dir, run.log, or FlagGems result_*.log")
     parser.add_argument("--ab", type=Path, help="second run (side B) to pair with PATH (side A)")
     parser.add_argument("--out", type=Path, help="folder for ab.md/ab.csv/ab.json/ab.png (with --ab)")
+    parser.add_argument("--skip-bad-lines", action="store_true",
+                        help="in a result log, skip malformed record lines (counted) instead of refusing the log")
     parser.add_argument("--threshold", type=float, default=0.02,
                         help="relative change below which a difference is 'below threshold' (default 0.02)")
     args = parser.parse_args(argv)
     try:
-        rows_a, status_a, label_a = load(args.path)
+        rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
         if args.ab is None:
             from .report.summary import render_summary
 
@@ -54,7 +60,7 @@ def main(argv=None) -> int:
 
         from .results.rundir import load_artifacts
 
-        rows_b, _, label_b = load(args.ab)
+        rows_b, _, label_b = load(args.ab, args.skip_bad_lines)
         art = [load_artifacts(p) if p.is_dir() else {} for p in (args.path, args.ab)]
         # One side per run dir (a multirun sweep): its artifacts are under its only side.
         art_a, art_b = (next(iter(a.values()), {}) if len(a) == 1 else {} for a in art)

@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
 from .backends import canonical_name
 from .errors import UsageError
+from .validate import SHAPE_LEVELS, SHAPE_MODES
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
@@ -25,23 +26,44 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _int(name: str, value: str) -> int:
+def _int(name: str, value: str, least: int) -> int:
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        raise UsageError(f"environment variable {name}={value!r} is not an integer.")
+        number = None
+    if number is None or number < least:
+        raise UsageError(f"environment variable {name}={value!r} is not an integer >= {least}. "
+                         f"Fix: set it to one, e.g. {name}={max(least, 3)}, or unset it.")
+    return number
+
+
+def _choice(name: str, value: str, choices: Sequence[str]) -> str:
+    v = value.strip().lower()
+    if v not in choices:
+        raise UsageError(f"environment variable {name}={value!r} is not one of {', '.join(choices)}. "
+                         f"Fix: set it to one of them, e.g. {name}={choices[0]}, or unset it.")
+    return v
+
+
+def _backend(name: str, value: str) -> str:
+    try:
+        return canonical_name(value)
+    except UsageError as e:
+        what = str(e).split(" Fix:")[0]
+        raise UsageError(f"environment variable {name}={value!r}: {what} Fix: set {name} to one of them, "
+                         f"e.g. {name}=cuda, or unset it.")
 
 
 # env var -> (config keys it sets, override builder). The first key is the one a CLI override
 # must name to win; selection env vars all yield to any selection given on the command line.
 SELECTION = ("ops", "op_file", "test_node")
 ENV_MIGRATION: Dict[str, Tuple[Tuple[str, ...], Callable[[str, str], str]]] = {
-    "ZL_BACKEND": (("backend",), lambda n, v: f"backend={canonical_name(v)}"),
+    "ZL_BACKEND": (("backend",), lambda n, v: f"backend={_backend(n, v)}"),
     "ZL_ENABLE_CUDAGRAPH": (("timer",), lambda n, v: "timer=graph" if _bool(n, v) else "timer=direct"),
-    "ZL_DIRECT_REPEAT": (("timer.repeat",), lambda n, v: f"timer.repeat={_int(n, v)}"),
+    "ZL_DIRECT_REPEAT": (("timer.repeat",), lambda n, v: f"timer.repeat={_int(n, v, 1)}"),
     "ZL_ISOLATE_TUNER_CACHE": (("isolate_caches",), lambda n, v: f"isolate_caches={str(_bool(n, v)).lower()}"),
-    "BENCH_LEVEL": (("shape.level",), lambda n, v: f"shape.level={v.strip().lower()}"),
-    "SHAPE_MODE": (("shape",), lambda n, v: f"shape={v.strip().lower()}"),
+    "BENCH_LEVEL": (("shape.level",), lambda n, v: f"shape.level={_choice(n, v, SHAPE_LEVELS)}"),
+    "SHAPE_MODE": (("shape",), lambda n, v: f"shape={_choice(n, v, SHAPE_MODES)}"),
     "SHAPE_FILE": (("shape.file",), lambda n, v: f"shape.file={_quote(v)}"),
     "TEST_NODE": (SELECTION, lambda n, v: f"test_node={_quote(v)}"),
     "OP": (SELECTION, lambda n, v: "ops=[" + ",".join(_quote(x.strip()) for x in v.split(",") if x.strip()) + "]"),
@@ -78,8 +100,8 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
         env_used[name] = value
         if any(k in cli_keys for k in keys):
             continue  # the command line wins
-        if keys == SELECTION and any(o.startswith(SELECTION) for o in env_overrides):
-            continue  # one selection: the first env var in table order
+        if keys == SELECTION and any(o.startswith("test_node=") for o in env_overrides):
+            continue  # TEST_NODE alone wins; OP with OP_FILE is one selection (the op's tests in that file)
         env_overrides.append(build(name, value))
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
     if resume and "hydra.run.dir" not in cli_keys:

@@ -8,7 +8,7 @@ import difflib
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
@@ -56,13 +56,18 @@ def _module_marks(tree: ast.Module) -> List[str]:
     return []
 
 
-def scan_file(root: Path, path: Path) -> List[TestNode]:
+def scan_file(root: Path, path: Path, op_names: Optional[Set[str]] = None) -> List[TestNode]:
+    """The file's test nodes; adds the op names it passes as `op_name="..."` literals to op_names
+    (FlagGems looks shapes up by a Benchmark's op_name, which need not be a mark)."""
     rel = path.relative_to(root).as_posix()
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError:
         # Still plannable: the worker runs it and records the collection error as its status.
         return [TestNode(rel, rel, path.stem, ())]
+    if op_names is not None:
+        op_names.update(k.value.value for k in ast.walk(tree) if isinstance(k, ast.keyword)
+                        and k.arg == "op_name" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
     module_marks = _module_marks(tree)
     nodes = []
 
@@ -93,7 +98,8 @@ class Corpus:
                 "corpus.root (or FLAGGEMS_ROOT) at a FlagGems checkout holding benchmark/."
             )
         files = sorted(p for p in base.rglob("test_*.py") if "__pycache__" not in p.parts)
-        self.nodes: List[TestNode] = [n for f in files for n in scan_file(self.root, f)]
+        self.op_names: Set[str] = set()  # Benchmark op_name literals
+        self.nodes: List[TestNode] = [n for f in files for n in scan_file(self.root, f, self.op_names)]
 
     @property
     def ini(self) -> Optional[Path]:
@@ -105,33 +111,43 @@ class Corpus:
     def ops(self) -> List[str]:
         return sorted({n.op for n in self.nodes})
 
+    def shape_names(self) -> Set[str]:
+        """Names a shape file may key an op's shapes by: op marks and Benchmark op names."""
+        return {n.op for n in self.nodes} | {m for n in self.nodes for m in n.marks
+                                             if m not in BUILTIN_MARKS} | self.op_names
+
     def select(self, ops: Sequence[str] = (), op_file: Optional[str] = None,
                test_node: Optional[str] = None) -> List[TestNode]:
-        chosen = [k for k, v in (("ops", ops), ("op_file", op_file), ("test_node", test_node)) if v]
-        if len(chosen) > 1:
+        """One selection: ops, op_file, both (the ops' tests in that file: the old runner's OP with
+        OP_FILE), or test_node alone."""
+        if test_node and (ops or op_file):
+            other = " and ".join(k for k, v in (("ops", ops), ("op_file", op_file)) if v)
             raise UsageError(
-                f"choose one selection, not {' and '.join(chosen)}. Fix: keep one of ops=[...], "
-                "op_file=..., test_node=..."
+                f"choose one selection, not test_node and {other}. Fix: keep test_node=... alone, or "
+                "ops=[...] and/or op_file=..."
             )
         if test_node:
             return [self._node(test_node)]
-        if op_file:
-            return self._file(op_file)
-        if ops:
-            out: List[TestNode] = []
-            for op in ops:
-                if any(c in op for c in "*?["):  # a pattern: ops=['*norm*']
-                    hits = [n for n in self.nodes if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
-                else:
-                    hits = [n for n in self.nodes if op in n.marks or n.op == op]
-                if not hits:
-                    raise UsageError(
-                        f"op '{op}' matches no test in {self.root / self.test_dir}."
-                        f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
-                    )
-                out += [n for n in hits if n not in out]
-            return out
-        return list(self.nodes)
+        pool = self._file(op_file) if op_file else self.nodes
+        out: List[TestNode] = []
+        for op in ops:
+            if any(c in op for c in "*?["):  # a pattern: ops=['*norm*']
+                hits = [n for n in pool if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
+            else:
+                hits = [n for n in pool if op in n.marks or n.op == op]
+            if not hits and op_file:
+                file_ops = sorted({n.op for n in pool})
+                raise UsageError(
+                    f"op '{op}' has no test in {pool[0].file}; its ops: {', '.join(file_ops)}. "
+                    f"Fix: ops=[<one of them>], or drop op_file={op_file} to find '{op}' in every file."
+                )
+            if not hits:
+                raise UsageError(
+                    f"op '{op}' matches no test in {self.root / self.test_dir}."
+                    f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
+                )
+            out += [n for n in hits if n not in out]
+        return out if ops else list(pool)
 
     def _file(self, op_file: str) -> List[TestNode]:
         name = op_file.split("::")[0]
@@ -164,20 +180,138 @@ def _close(word: str, options: Sequence[str]) -> str:
     return f" Close matches: {', '.join(close)}." if close else ""
 
 
-def check_shape_file(path: str) -> Path:
-    """A shape-record file in FlagGems' core_shapes.yaml format, or a UsageError saying what's off."""
+def _did_you_mean(word: str, options: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+# FlagGems reads `shapes` and `shape_desc`; the demo corpus adds `comprehensive` (--level comprehensive).
+SHAPE_ENTRY_KEYS = ("shapes", "shape_desc", "comprehensive")
+SHAPE_FIX = "Fix: shape.file=<yaml mapping op -> {shapes: [[...], ...]}> or shape=upstream."
+MAX_SHAPE_PROBLEMS = 20
+
+
+def check_shape_file(path: str, known_ops: Optional[Iterable[str]] = None) -> Path:
+    """A shape-record file in FlagGems' core_shapes.yaml format, checked whole before anything runs;
+    a UsageError names every problem with its file and line. With known_ops (the corpus' op marks
+    and op names) an entry named like no op is a problem too; capitalized names (Benchmark classes)
+    and anchors that other entries merge (`<<: *name`) are not op names."""
     p = Path(path).expanduser().resolve()
-    fix = "Fix: shape.file=<yaml mapping op -> {shapes: [[...], ...]}> or shape=upstream."
     if not p.is_file():
-        raise UsageError(f"shape file '{path}' does not exist. {fix}")
+        raise UsageError(f"shape file '{path}' does not exist. {SHAPE_FIX}")
+    loader = yaml.SafeLoader(p.read_text(encoding="utf-8"))
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        problems = _ShapeFile(path, loader).problems(None if known_ops is None else set(known_ops))
     except yaml.YAMLError as e:
-        raise UsageError(f"shape file '{path}' is not valid YAML ({str(e).splitlines()[0]}). {fix}")
-    if not isinstance(data, dict) or not data:
-        raise UsageError(f"shape file '{path}' must be a non-empty mapping of op names. {fix}")
-    for op, entry in data.items():
-        shapes = entry.get("shapes") if isinstance(entry, dict) else None
-        if not isinstance(shapes, list) or not all(isinstance(s, (list, tuple)) for s in shapes):
-            raise UsageError(f"shape file '{path}': entry '{op}' needs a list `shapes` of lists. {fix}")
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"shape file {path}{at} is not valid YAML ({problem}). {SHAPE_FIX}")
+    finally:
+        loader.dispose()
+    if problems:
+        more = len(problems) - MAX_SHAPE_PROBLEMS
+        raise UsageError("\n".join(problems[:MAX_SHAPE_PROBLEMS] + [f"... and {more} more"] * (more > 0)))
     return p
+
+
+class _ShapeFile:
+    """Walks the YAML nodes (they carry the line numbers) next to the values they load as."""
+
+    def __init__(self, path: str, loader: yaml.SafeLoader):
+        self.path = path
+        self.loader = loader
+
+    def at(self, node: yaml.Node) -> str:
+        return f"shape file {self.path}:{node.start_mark.line + 1}"
+
+    def value(self, node: yaml.Node):
+        return self.loader.construct_object(node, deep=True)
+
+    def fields(self, node: yaml.MappingNode) -> Dict[str, Tuple[yaml.Node, yaml.Node]]:
+        """key -> (key node, value node); the last of equal keys wins, as in the loaded data."""
+        return {str(self.value(k)): (k, v) for k, v in node.value}
+
+    def problems(self, known: Optional[Set[str]]) -> List[str]:
+        root = self.loader.get_single_node()
+        aliased = _aliased_nodes(root)
+        # Loading flattens `<<` merges into the nodes: they then hold what each entry really holds.
+        data = self.value(root) if root is not None else None
+        if not isinstance(data, dict) or not data:
+            return [f"shape file '{self.path}' must be a non-empty mapping of op names. {SHAPE_FIX}"]
+        out: List[str] = []
+        for name, (key, entry) in self.fields(root).items():
+            if known is not None and not name[:1].isupper() and id(entry) not in aliased and name not in known:
+                out.append(f"{self.at(key)}: '{name}' is neither an op of the corpus nor a Benchmark class "
+                           f"name{_did_you_mean(name, sorted(known))}. Fix: rename it to an op mark of the "
+                           "corpus (or a Benchmark class name), or delete the entry.")
+            out += self.entry_problems(name, key, entry)
+        return out
+
+    def entry_problems(self, name: str, key: yaml.Node, entry: yaml.Node) -> List[str]:
+        needs = f"{self.at(key)}: entry '{name}' needs a list `shapes` of lists, e.g. shapes: [[64, 64]]. {SHAPE_FIX}"
+        if not isinstance(entry, yaml.MappingNode):
+            return [needs]
+        fields = self.fields(entry)
+        out = [f"{self.at(k)}: entry '{name}' has an unknown key '{field}'{_did_you_mean(field, SHAPE_ENTRY_KEYS)}. "
+               f"Fix: use {', '.join(SHAPE_ENTRY_KEYS)}." for field, (k, _) in fields.items()
+               if field not in SHAPE_ENTRY_KEYS]
+        if "shapes" not in fields:
+            return out + [needs]
+        for field in ("shapes", "comprehensive"):
+            if field in fields:
+                out += self.shape_list_problems(name, field, *fields[field])
+        return out
+
+    def shape_list_problems(self, name: str, field: str, key: yaml.Node, node: yaml.Node) -> List[str]:
+        if not isinstance(node, yaml.SequenceNode) or not all(isinstance(s, yaml.SequenceNode) for s in node.value):
+            return [f"{self.at(key)}: entry '{name}' needs a list `{field}` of lists, e.g. {field}: [[64, 64]]. "
+                    f"{SHAPE_FIX}"]
+        out = []
+        for item in node.value:
+            shape = self.value(item)
+            bad = _bad_dimension(shape) if shape else "is empty"
+            if bad:
+                out.append(f"{self.at(item)}: op '{name}': shape {shape} {bad}. Fix: give every dimension as "
+                           "an integer >= 0, or delete that shape.")
+        return out
+
+
+def _aliased_nodes(root: Optional[yaml.Node]) -> Set[int]:
+    """ids of the nodes an alias (*name) reuses: an anchored entry is a template for others."""
+    seen: Set[int] = set()
+    aliased: Set[int] = set()
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            aliased.add(id(node))
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack += [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return aliased
+
+
+def _bad_dimension(shape: list) -> Optional[str]:
+    """What is wrong with a shape's dimensions, if anything. 0 is allowed: a real size (an empty
+    tensor: FlagGems' model shape files have [0, 3584]) or a parameter (a convolution's padding).
+    In a shape holding lists ([[32, 384], -1, false]: input shape, dim, keepdim) the values beside
+    the lists are parameters."""
+    def walk(xs, numbers_are_dims):
+        for x in xs:
+            if isinstance(x, list):
+                found = walk(x, True)
+            elif numbers_are_dims and (x is None or isinstance(x, (str, dict))):
+                found = f"has a dimension that is not a number ({x!r})"
+            elif numbers_are_dims and isinstance(x, int) and not isinstance(x, bool) and x < 0:
+                found = f"has a negative dimension ({x})"
+            else:
+                found = None
+            if found:
+                return found
+        return None
+
+    return walk(shape, not any(isinstance(x, list) for x in shape))

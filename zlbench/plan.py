@@ -137,7 +137,7 @@ def balance(nodes: Sequence[TestNode], devices: Sequence[DeviceInfo],
     return {i: sorted(v, key=lambda n: rank[n.nodeid]) for i, v in out.items()}
 
 
-def corpus_args(cfg: Mapping[str, Any], timer: str) -> List[str]:
+def corpus_args(cfg: Mapping[str, Any], timer: str, known_ops: Optional[Sequence[str]] = None) -> List[str]:
     corpus, shape = cfg["corpus"], cfg["shape"]
     args = list(corpus.get("pytest_args") or [])
     parallel = [a for a in args if a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n=", "--numprocesses", "--dist="))]
@@ -150,7 +150,7 @@ def corpus_args(cfg: Mapping[str, Any], timer: str) -> List[str]:
         if not shape.get("file"):
             raise UsageError("shape=file needs a shape-record file. Fix: shape.file=/path/to/shapes.yaml "
                              "(FlagGems' core_shapes.yaml format), or shape=upstream.")
-        args += ["--shape_file", str(check_shape_file(shape["file"]))]
+        args += ["--shape_file", str(check_shape_file(shape["file"], known_ops))]
     for d in cfg.get("dtypes") or []:
         args += ["--dtypes", str(d)]
     warmup = cfg["timer"].get("warmup_ms") or corpus.get("warmup_ms")
@@ -180,7 +180,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     sides = sides_of(cfg.get("ab") or {})
     rounds = max(1, int((cfg.get("ab") or {}).get("rounds", 1)))
     launcher = cfg["launcher"]
-    args = corpus_args(cfg, timer)
+    args = corpus_args(cfg, timer, sorted(corpus.shape_names()))
 
     base_argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                  "--continue-on-collection-errors", "--rootdir", str(corpus.root)]

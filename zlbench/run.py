@@ -25,6 +25,7 @@ from .locks import RunDirLock, check_devices_free
 from .plan import Plan, make_plan
 from .results.records import WorkUnit
 from .results.rundir import load_plan, unfinished_nodes, wall_times, write_placeholders, write_plan
+from .validate import validate_config
 
 log = logging.getLogger("zlbench")
 
@@ -82,6 +83,7 @@ def visibility_snapshot() -> Dict[str, Optional[str]]:
 def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     """Everything before execution; raises UsageError on bad input, writes nothing."""
     resolved = resolved_config(cfg)
+    validate_config(resolved)
     backend = make_backend(resolved)
     if resolved["launcher"]["name"] == "slurm":
         # Devices are Slurm's to allocate: plan one queue per array task, pinned at run time.

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 from ..errors import UsageError
 from .schema import shape_key
 
 
-def iter_records(path: Path) -> Iterator[dict]:
+def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[dict]:
     """Each `[INFO] {"op_name": ..., "result": [...]}` record. Other lines (attribute dumps, the
-    'logger enabled' banner, zlbench warnings) are skipped; a broken record line is an error that
-    names the line."""
+    'logger enabled' banner, zlbench warnings) are passed over; a broken record line is an error that
+    names the line, or with `skipped` given, its number is added there and reading goes on."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
@@ -21,18 +21,26 @@ def iter_records(path: Path) -> Iterator[dict]:
                 continue
             try:
                 rec = json.loads(text[len("[INFO] "):])
+                result = rec.get("result") if isinstance(rec, dict) else None
+                if result is not None and not (isinstance(result, list) and all(isinstance(r, dict) for r in result)):
+                    raise ValueError("its result is not a list of objects")
             except ValueError as e:
+                if skipped is not None:
+                    skipped.append(lineno)
+                    continue
                 raise UsageError(
-                    f"{path}:{lineno}: malformed result record ({e}). Fix: repair or drop that "
-                    "line; every `[INFO] {{...}}` line must be one JSON object."
+                    f"{path}:{lineno}: malformed result record ({e}). Fix: repair or delete that line "
+                    "(each `[INFO] {...}` line is one JSON object), or add --skip-bad-lines to read the "
+                    "rest of the log."
                 )
             if isinstance(rec, dict) and "op_name" in rec and "result" in rec:
                 yield rec
 
 
-def rows_from_log(path: Path) -> List[dict]:
+def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]:
+    """The log's rows; see iter_records for `skipped`."""
     rows = []
-    for rec in iter_records(path):
+    for rec in iter_records(path, skipped):
         for res in rec.get("result") or []:
             markers = res.get("markers") or []
             rows.append({

@@ -1,0 +1,78 @@
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from zlbench.config import conf_dir, register_schemas
+from zlbench.errors import UsageError
+from zlbench.validate import validate_config
+
+
+def resolved(*overrides):
+    """The shipped config as Hydra composes it, resolved as run.prepare() sees it."""
+    register_schemas()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    out = OmegaConf.to_container(cfg, resolve=True)
+    out.pop("hydra", None)
+    return out
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["ab=demo_fused_softmax", "ab.tuning=replay"],
+    ["launcher=slurm", "launcher.tasks=4"],
+    ["shape=file", "shape.file=x.yaml", "shape.level=comprehensive"],
+    # The edges of each range, and null where null means "none".
+    ["launcher.shard_size=0", "launcher.crash_retries=0", "launcher.run_timeout_s=null",
+     "timer.min_window_ms=0", "timer.warmup_ms=null", "timer.rep_ms=null", "progress=none"],
+    ["timer.repeat=1", "ab.rounds=1", "launcher.node_timeout_s=0.5", "launcher.run_timeout_s=1",
+     "timer.warmup_ms=1", "timer.rep_ms=1", "ab.threshold=0.999"],
+])
+def test_shipped_defaults_and_range_edges_pass(overrides):
+    validate_config(resolved(*overrides))
+
+
+@pytest.mark.parametrize("override,needles", [
+    ("timer.repeat=0", ["timer.repeat=0", ">= 1", "Fix: timer.repeat=1"]),
+    ("ab.rounds=0", ["ab.rounds=0", ">= 1", "Fix: ab.rounds="]),
+    ("ab.rounds=-3", ["ab.rounds=-3", ">= 1"]),
+    ("launcher.node_timeout_s=0", ["launcher.node_timeout_s=0", "> 0", "Fix: launcher.node_timeout_s=900"]),
+    ("launcher.node_timeout_s=-5", ["launcher.node_timeout_s=-5", "> 0"]),
+    ("launcher.run_timeout_s=0", ["launcher.run_timeout_s=0", "or null for no limit"]),
+    ("launcher.shard_size=-1", ["launcher.shard_size=-1", ">= 0", "Fix: launcher.shard_size=0"]),
+    ("launcher.crash_retries=-1", ["launcher.crash_retries=-1", ">= 0"]),
+    ("launcher.tasks=0", ["launcher.tasks=0", ">= 1"]),
+    ("timer.min_window_ms=-1", ["timer.min_window_ms=-1", ">= 0"]),
+    ("timer.warmup_ms=0", ["timer.warmup_ms=0", "> 0, or null"]),
+    ("timer.rep_ms=-10", ["timer.rep_ms=-10", "> 0, or null"]),
+    ("ab.threshold=0", ["ab.threshold=0", "between 0 and 1"]),
+    ("ab.threshold=1.5", ["ab.threshold=1.5", "between 0 and 1"]),
+    ("progress=bogus", ["progress=bogus", "one of auto, live, plain, none", "Fix: progress=auto"]),
+    ("ab.tuning=replay2", ["ab.tuning=replay2", "one of separate, replay"]),
+    ("shape.level=huge", ["shape.level=huge", "one of core, comprehensive"]),
+    ("shape.mode=random", ["shape.mode=random", "one of upstream, file"]),
+])
+def test_out_of_range_values_are_refused_with_key_value_range_and_fix(override, needles):
+    with pytest.raises(UsageError) as e:
+        validate_config(resolved(override))
+    message = str(e.value)
+    assert "\n" not in message  # one problem, one line
+    for needle in needles:
+        assert needle in message
+
+
+def test_every_bad_value_is_named_in_one_message():
+    with pytest.raises(UsageError) as e:
+        validate_config(resolved("timer.repeat=0", "progress=bogus"))
+    lines = str(e.value).splitlines()
+    assert [line.split("=")[0] for line in lines] == ["timer.repeat", "progress"]
+
+
+@pytest.mark.slow
+def test_cli_refuses_a_negative_shard_size_before_anything_runs(run_zlbench):
+    res = run_zlbench("launcher.shard_size=-1")
+    assert res.returncode == 2, res.stderr
+    assert ("zlbench: error: launcher.shard_size=-1 is not valid: it must be an integer >= 0 "
+            "(0 = every node of a device in one process). Fix: launcher.shard_size=0.") in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (res.run_dir / "rows.jsonl").exists()

@@ -1,0 +1,109 @@
+"""Range checks on the resolved config: a value the schema's types accept but zlbench cannot honour
+(timer.repeat=0, launcher.shard_size=-1, progress=bogus) is a usage error, never silently replaced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any, Callable, List, Mapping, Optional, Sequence
+
+from .errors import UsageError
+from .exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
+
+PROGRESS_MODES = ("auto", "live", "plain", "none")
+AB_TUNINGS = ("separate", "replay")
+SHAPE_LEVELS = ("core", "comprehensive")
+SHAPE_MODES = ("upstream", "file")
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str  # dotted path in the resolved config
+    ok: Callable[[Any], bool]
+    valid: str  # the valid range, in words
+    fix: str  # an override that is valid
+    nullable: bool = False  # null means "none" / "not set" and is fine
+
+
+def _number(test: Callable[[float], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, Real) and not isinstance(v, bool) and test(v)
+
+
+def _integer(test: Callable[[int], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and test(v)
+
+
+def _choice(key: str, choices: Sequence[str]) -> Rule:
+    return Rule(key, lambda v: v in choices, f"one of {', '.join(choices)}", f"{key}={choices[0]}")
+
+
+RULES: List[Rule] = [
+    Rule("timer.repeat", _integer(lambda v: v >= 1), "an integer >= 1 (the median of N timings)",
+         "timer.repeat=1"),
+    Rule("timer.warmup_ms", _number(lambda v: v > 0), "a number of milliseconds > 0, or null for the "
+         "corpus' default", "timer.warmup_ms=null", nullable=True),
+    Rule("timer.rep_ms", _number(lambda v: v > 0), "a number of milliseconds > 0, or null for the "
+         "corpus' default", "timer.rep_ms=null", nullable=True),
+    Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
+         "widening)", "timer.min_window_ms=2"),
+    Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
+    Rule("ab.threshold", _number(lambda v: 0 < v < 1), "a relative change between 0 and 1, exclusive",
+         "ab.threshold=0.02"),
+    _choice("ab.tuning", AB_TUNINGS),
+    Rule("launcher.node_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0",
+         "launcher.node_timeout_s=900"),
+    Rule("launcher.run_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0, or null for no "
+         "limit", "launcher.run_timeout_s=null", nullable=True),
+    Rule("launcher.shard_size", _integer(lambda v: v >= 0), "an integer >= 0 (0 = every node of a "
+         "device in one process)", "launcher.shard_size=0"),
+    Rule("launcher.crash_retries", _integer(lambda v: v >= 0), "an integer >= 0",
+         "launcher.crash_retries=0"),
+    Rule("launcher.tasks", _integer(lambda v: v >= 1), "an integer >= 1", "launcher.tasks=1"),
+    _choice("progress", PROGRESS_MODES),
+    _choice("shape.level", SHAPE_LEVELS),
+    _choice("shape.mode", SHAPE_MODES),
+    Rule("fail_on", lambda v: isinstance(v, list) and all(x in FAILABLE_STATUSES + FAILABLE_VERDICTS for x in v),
+         f"a list of node statuses ({', '.join(FAILABLE_STATUSES)}) and A/B verdicts "
+         f"({', '.join(FAILABLE_VERDICTS)})", "fail_on=[failed,crashed,timeout,poisoned,fatal]"),
+]
+
+_ABSENT = object()
+
+
+def _lookup(resolved: Mapping[str, Any], key: str) -> Any:
+    node: Any = resolved
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def _show(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def problem(rule: Rule, value: Any) -> Optional[str]:
+    if value is _ABSENT or (value is None and rule.nullable) or (value is not None and rule.ok(value)):
+        return None
+    return f"{rule.key}={_show(value)} is not valid: it must be {rule.valid}. Fix: {rule.fix}."
+
+
+def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
+    """Top-level keys the schema does not know (`+foo=1` is accepted by Hydra and would change the
+    identity hash while doing nothing)."""
+    from dataclasses import fields
+
+    from .config import ZlbenchConfig
+
+    known = {f.name for f in fields(ZlbenchConfig)}
+    return [f"{k} is not a zlbench setting. Fix: drop +{k}=... (README lists the settings)."
+            for k in resolved if k not in known]
+
+
+def validate_config(resolved: Mapping[str, Any]) -> None:
+    """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
+    problems = unknown_keys(resolved)
+    problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
+    if problems:
+        raise UsageError("\n".join(problems))
