@@ -30,6 +30,17 @@ _jobs: List[Tuple[str, str, int]] = []
 SEVERITY = (Exit.INTERRUPTED, Exit.USAGE, Exit.INTERNAL, Exit.DEAD_AXIS, Exit.CUT, Exit.NOT_OK)
 
 
+# Hydra composes its own help without zlbench's config (and advertises a shell completion that
+# cannot work for `python -m zlbench`): zlbench answers --hydra-help itself.
+HYDRA_HELP = """zlbench takes its configuration through Hydra. Flags:
+  --help,-h        zlbench's help: config groups, examples, outputs
+  --cfg,-c job     show the composed config and run nothing (add --resolve to resolve it)
+  --multirun,-m    a sweep, one run per value: -m ab=musa_rlc ab.side=off,on
+  --info,-i        what Hydra sees: config search path, defaults tree
+  --version,-V     zlbench's version
+Any key of the config is an override: key=value (README: Configuration)."""
+
+
 def _error(message: str) -> None:
     print(f"zlbench: error: {message}", file=sys.stderr)
 
@@ -68,6 +79,9 @@ def main() -> None:
     register_schemas()
     if "--version" in sys.argv[1:] or "-V" in sys.argv[1:]:
         print(f"zlbench {__version__}")
+        sys.exit(0)
+    if "--hydra-help" in sys.argv[1:]:
+        print(HYDRA_HELP)
         sys.exit(0)
     try:
         argv, provenance = normalize_argv(sys.argv[1:], os.environ)

@@ -39,6 +39,8 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
     caliber_cfg = {k: v for k, v in cfg.items() if k not in NOT_CALIBER}
     # Resolved values, not their spelling: backend=auto that found the CPU is backend=cpu.
     caliber_cfg["backend"] = {**caliber_cfg["backend"], "name": backend.name}
+    if backend.name == "cpu":
+        caliber_cfg["backend"]["slots"] = backend.slots
     caliber_cfg["timer"] = {**caliber_cfg["timer"], "name": plan.timer}
     corpus_root = Path(plan.corpus_root)
     package_dir = Path(__file__).resolve().parent

@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -195,22 +196,29 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     deadline = (time.time() + float(launcher_cfg["run_timeout_s"])) if launcher_cfg.get("run_timeout_s") else None
     launcher = get_launcher(launcher_cfg)
     keys = [k for k in backend.visibility([0]) if k.endswith("_DEVICES") or k.endswith("_SLOT")]
+    # Interrupts stay handled until the tables are written: a second Ctrl-C exits at once.
     with Interrupts(launcher) as interrupts:
-        launcher.submit(LaunchContext(run_dir, queues_of(plan), deadline, visibility_snapshot(), keys,
-                                      backend.name != "cpu"))
+        with interrupts.ignored_by_children():
+            launcher.submit(LaunchContext(run_dir, queues_of(plan), deadline, visibility_snapshot(), keys,
+                                          backend.name != "cpu"))
         if not launcher.waits:
             log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
-                  f"`python -m zlbench.collect {run_dir}`")
+                     f"`python -m zlbench.collect {run_dir}`")
             return Exit.OK
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
         watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
-        failed_jobs = [j for j in launcher.collect() if j.error] if not interrupts.signum else []
+        return wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
+
+
+def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
+    """After the jobs: say which ended early, write the tables, and the run's exit code."""
+    failed_jobs = [j for j in launcher.collect() if j.error] if not interrupts.signum else []
     for j in failed_jobs:
         log.info(f"[zlbench] job {j.job_id} ended early: {j.error}")
     why = ("interrupted" if interrupts.signum else
            f"job(s) {', '.join(j.job_id for j in failed_jobs)} ended early" if failed_jobs else "")
     try:
-        code = finish(run_dir, resolved.get("fail_on"), why)
+        code = finish(run_dir, fail_on, why)
     except OSError as e:
         raise UsageError(
             f"could not write results into {run_dir}: {e}. The events already written are intact "
@@ -220,7 +228,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
         )
     if interrupts.signum:
         log.info(f"[zlbench] interrupted: the tables hold what finished; resume with "
-              f"`python -m zlbench resume={run_dir}`")
+                 f"`python -m zlbench resume={run_dir}`")
         return Exit.INTERRUPTED
     return code
 
@@ -252,6 +260,17 @@ class Interrupts:
     def __exit__(self, *exc) -> None:
         for s, handler in self._old.items():
             signal.signal(s, handler)
+
+    @contextmanager
+    def ignored_by_children(self):
+        """Processes started in here ignore SIGINT (an ignored signal stays ignored across exec, and
+        Python then installs no KeyboardInterrupt): a Ctrl-C to the terminal's process group reaches
+        only this process, which stops them all, instead of each printing its own traceback."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self._handle)
 
     def _handle(self, signum, _frame) -> None:
         self.launcher.cancel()

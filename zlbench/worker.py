@@ -201,17 +201,7 @@ class UnitRunner:
             out.flush()
             proc = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_die_with_parent)
-            try:
-                killed_for = _watch(proc, self.events, pos, self.node_timeout, self.deadline)
-            except KeyboardInterrupt:
-                # The run is being interrupted (Ctrl-C, or the launcher cancelling the job): stop
-                # the benchmark process now and leave its node for a resume.
-                _kill_group(proc)
-                flight = ev.in_flight(ev.read_new_events(self.events, pos)[0])
-                if flight is not None:
-                    ev.append(self.events, "end", node=flight["node"], op=flight.get("op"), status="crashed",
-                              resumable=True, reason="interrupted; resume to measure it")
-                raise
+            killed_for = _watch(proc, self.events, pos, self.node_timeout, self.deadline)
         # When the process was gone (after session_end: the interpreter's and device's teardown).
         ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)
         new, _ = ev.read_new_events(self.events, pos)

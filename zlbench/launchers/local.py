@@ -5,6 +5,11 @@ launcher.run_timeout_s bounds it when asked, enforced by the worker, which marks
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+from typing import List
+
 import submitit
 
 from ..worker import run_queue
@@ -14,11 +19,36 @@ from .base import LaunchContext, Launcher
 NO_LIMIT_MIN = 60 * 24 * 365
 
 
+def descendants(pid: int) -> List[int]:
+    """Every process below pid (Linux /proc), children first found first."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for children in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                kids = [int(c) for c in children.read_text().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
 class LocalLauncher(Launcher):
     name = "local"
 
+    def cancel(self) -> None:
+        """Stop every process of the run at once: submitit's controllers, the workers and their
+        benchmark processes (this process' descendants). Nodes cut this way get resumable
+        placeholders when the run finishes; their partial rows are dropped."""
+        for pid in descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def submit(self, ctx: LaunchContext) -> None:
-        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit" / "%j"), cluster="local")
+        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit"), cluster="local")
         executor.update_parameters(timeout_min=NO_LIMIT_MIN, name="zlbench")
         with executor.batch():
             for _device, units in sorted(ctx.queues.items()):

@@ -103,7 +103,7 @@ class SlurmLauncher(Launcher):
 
     def submit(self, ctx: LaunchContext) -> None:
         launcher = self.conf
-        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit" / "%j"), cluster="slurm")
+        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit"), cluster="slurm")
         params: Dict[str, Any] = {
             "timeout_min": int(launcher["time_min"]),
             "slurm_array_parallelism": int(launcher.get("array_parallelism") or 64),

@@ -64,17 +64,25 @@ def _atomic_write(path: Path, text: str) -> None:
             tmp.unlink()
 
 
-def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None) -> Dict[str, List[str]]:
+def measured_nodes(run_dir: Path, plan: Mapping, events: Optional[Mapping[str, List[dict]]] = None
+                   ) -> Dict[tuple, set]:
+    """(side, round) -> nodes with a final end in any of its units (a unit may take another's)."""
+    done: Dict[tuple, set] = {}
+    for u in plan["units"]:
+        unit_events = events[u["unit_id"]] if events is not None else ev.read_events(ev.events_path(run_dir, u["unit_id"]))
+        done.setdefault((u["side"], u["round"]), set()).update(ev.final_ends(unit_events))
+    return done
+
+
+def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None,
+                     done: Optional[Dict[tuple, set]] = None) -> Dict[str, List[str]]:
     """unit id -> planned nodes with no final end, wherever they ran (a unit may have taken
     another's nodes): the note goes to the unit that claimed the node, else to the plan's."""
     from ..claims import owner
 
     plan = plan or load_plan(run_dir)
     units = {u["unit_id"]: u for u in plan["units"]}
-    done: Dict[tuple, set] = {}
-    for u in plan["units"]:
-        finished = ev.final_ends(ev.read_events(ev.events_path(run_dir, u["unit_id"])))
-        done.setdefault((u["side"], u["round"]), set()).update(finished)
+    done = done if done is not None else measured_nodes(run_dir, plan)
     missing: Dict[str, List[str]] = {}
     for u in plan["units"]:
         for n in u.get("nodes", []):
@@ -108,7 +116,9 @@ class _Collector:
         self.processes: Dict[str, dict] = {}
         self.kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
 
-    def unit(self, unit: Mapping, events: List[dict]) -> None:
+    def unit(self, unit: Mapping, events: List[dict], measured: set) -> None:
+        """Fold one unit's events; `measured`: nodes with a final end in any unit of its side and
+        round (a resume may measure a node in another unit than the one holding its placeholder)."""
         dev = unit["device"]
         # What the measuring process itself saw (torch's device name and PCI bus id) wins over the
         # enumeration: it is the proof that the worker was pinned to the device the plan gave it.
@@ -117,11 +127,13 @@ class _Collector:
         # Rows of a node count once its attempt ended on its own: an attempt that was killed,
         # retried or left a resumable placeholder is measured again, and its rows with it.
         pending: Dict[str, List[dict]] = {}
-        measured = set(ev.final_ends(events))
         for e in events:
             kind = e.get("event")
             if kind == "launch":
                 where = {"host": e.get("host", ""), "job_id": e.get("job_id", "")}
+                pending.clear()  # a new process: what the last one left unfinished is measured again
+            elif kind == "start":
+                pending.pop(ev.base_node(e["node"]), None)
             elif kind == "log":
                 self.log_lines.append(e["line"])
             elif kind == "artifacts":
@@ -156,10 +168,10 @@ class _Collector:
             worst = min((prev, entry), key=lambda x: SEVERITY.get(x["status"], 0))
             self.nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
 
-    def planned_without_end(self, run_dir: Path) -> None:
+    def planned_without_end(self, run_dir: Path, measured: Dict[tuple, set]) -> None:
         """Planned nodes with no end at all (a run killed before it could say so, or still going):
         listed as resumable, never dropped."""
-        for unit_id, nodes in unfinished_nodes(run_dir, self.plan).items():
+        for unit_id, nodes in unfinished_nodes(run_dir, self.plan, measured).items():
             unit = next(u for u in self.plan["units"] if u["unit_id"] == unit_id)
             for n in nodes:
                 if (n, unit["side"]) not in self.nodes:
@@ -188,9 +200,11 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     """Derive rows and per-node status from the events of every unit of the plan."""
     plan = load_plan(run_dir)
     c = _Collector(plan)
-    for unit in plan["units"]:
-        c.unit(unit, ev.read_events(ev.events_path(run_dir, unit["unit_id"])))
-    c.planned_without_end(run_dir)
+    events = {u["unit_id"]: ev.read_events(ev.events_path(run_dir, u["unit_id"])) for u in plan["units"]}
+    measured = measured_nodes(run_dir, plan, events)
+    for u in plan["units"]:
+        c.unit(u, events[u["unit_id"]], measured[(u["side"], u["round"])])
+    c.planned_without_end(run_dir, measured)
     status_rows = c.status_rows()
     log_lines = c.log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
     _write_outputs(run_dir, c.rows, status_rows, log_lines, c.processes)

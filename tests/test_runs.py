@@ -1,0 +1,234 @@
+"""Runs that cannot be corrupted: time limits, exit codes, interrupts, concurrent runs, resume,
+Hydra hygiene. Real zlbench processes, real signals, real files."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import FIXTURES, measured_ends, wait_for, zlbench
+
+pytestmark = pytest.mark.slow
+WAIT = FIXTURES / "wait_corpus"
+ARGS = ["backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']", "progress=plain"]
+
+
+def statuses(run_dir):
+    with open(run_dir / "ops_status.csv") as f:
+        return {r["test_node"]: (r["status"], r["reason"]) for r in csv.DictReader(f)}
+
+
+def row_set(run_dir):
+    rows = [json.loads(l) for l in (run_dir / "rows.jsonl").read_text().splitlines()]
+    return sorted((r["op"], r["dtype"], r["shape"], r["status"], r["latency"]) for r in rows)
+
+
+def start(run_dir, *extra, env=None):
+    full = {k: v for k, v in os.environ.items() if k not in ("ZL_BACKEND", "OP", "TEST_NODE")}
+    full.update({"WAIT_S": "0.4", **(env or {})})
+    return subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", *ARGS, *extra],
+                            cwd=run_dir.parent, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def processes_in(run_dir):
+    """Live processes working in the run dir (benchmark processes run in their unit dirs)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if cwd.startswith(str(run_dir)) or str(run_dir).encode() in cmd:
+            out.append(int(pid))
+    return out
+
+
+def test_a_local_run_has_no_time_limit_of_its_own(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, "ops=['wait_00']", env={"WAIT_S": "3"})
+    try:
+        assert wait_for(lambda: (run / "units").exists() and any(_controller_timeouts(run)), timeout=60)
+        # submitit kills a local job at its timeout: it is far beyond any run (no Slurm-only 60 min).
+        assert min(_controller_timeouts(run)) >= 300 * 24 * 3600
+    finally:
+        proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    # A Slurm-only setting on the local launcher is refused by its own schema, exit 2.
+    res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, "launcher.time_min=1", cwd=tmp_path)
+    assert res.returncode == 2 and "time_min" in res.stderr, res.stderr[-2000:]
+
+
+def _controller_timeouts(run_dir):
+    out = []
+    for pid in processes_in(run_dir):
+        try:
+            env = dict(kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if b"SUBMITIT_LOCAL_TIMEOUT_S" in env:
+            out.append(int(env[b"SUBMITIT_LOCAL_TIMEOUT_S"]))
+    return out
+
+
+def test_exit_codes_follow_fail_on(tmp_path, faulty_corpus):
+    base = ["backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", "ops=[good,fails]", "progress=none"]
+    res = zlbench(f"hydra.run.dir={tmp_path / 'a'}", *base, cwd=tmp_path)
+    assert res.returncode == 1, res.stderr[-2000:]  # a failed node: not ok by default
+    res = zlbench(f"hydra.run.dir={tmp_path / 'b'}", *base, "fail_on=[]", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = zlbench(f"hydra.run.dir={tmp_path / 'c'}", *base, "fail_on=[oops]", cwd=tmp_path)
+    assert res.returncode == 2 and "fail_on" in res.stderr and not (tmp_path / "c").exists()
+
+
+def test_ctrl_c_on_the_main_process_stops_everything_and_writes_the_tables(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, "backend.slots=2")
+    assert wait_for(lambda: (run / "units").exists() and len(measured_ends(run)) >= 3, timeout=120)
+    proc.send_signal(signal.SIGINT)  # the main process alone, not its group
+    sent = time.time()
+    out, err = proc.communicate(timeout=60)
+    assert time.time() - sent < 10
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and f"resume={run}" in err
+    time.sleep(1)
+    assert processes_in(run) == []  # no orphan kept measuring
+    st = statuses(run)
+    assert len(st) == 10  # every planned node listed: measured, or left to resume
+    left = [n for n, (s, reason) in st.items() if "resume" in reason]
+    assert left and all(st[n][0] == "crashed" for n in left)
+    assert "Run cut short** (interrupted)" in (run / "summary.md").read_text()
+    res = zlbench(*ARGS, "backend.slots=2", f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.4"})
+    assert res.returncode == 0 and "resuming" in res.stderr, res.stderr[-2000:]
+    assert {s for s, _ in statuses(run).values()} == {"ok"}
+    assert len(row_set(run)) == 20  # two shapes per node, once each
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, env={"WAIT_S": "2"})
+    assert wait_for(lambda: (run / "units").exists() and any('"start"' in p.read_text()
+                                                              for p in run.glob("units/*/events.jsonl")))
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 130
+
+
+def test_a_second_run_into_a_live_run_dir_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
+    run = tmp_path / "run"
+    first = start(run, env={"WAIT_S": "1"})
+    assert wait_for(lambda: (run / "plan.json").exists())
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "in use by a live zlbench run" in res.stderr and f"pid {first.pid}" in res.stderr
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "taking over" in res.stderr and "resuming" in res.stderr
+
+
+def test_sigkill_mid_node_then_resume_has_exactly_the_rows_of_a_clean_run(tmp_path):
+    # Each node records one dtype, waits, then records the other: killed in between, it leaves a
+    # partial result that must not survive next to the rows the resume measures.
+    env = {"WAIT_S": "0.1", "PARTIAL_WAIT_S": "1.5"}
+    run = tmp_path / "killed"
+    proc = start(run, env=env)
+
+    def partial_in_flight():
+        events = [json.loads(l) for p in run.glob("units/*/events.jsonl") for l in p.read_text().splitlines()]
+        ends = sum(1 for e in events if e["event"] == "end")
+        records = sum(1 for e in events if e["event"] == "record")
+        return ends >= 2 and records == 2 * ends + 1
+
+    assert wait_for(partial_in_flight, timeout=120)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    res = zlbench(*ARGS, f"resume={run}", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    ref = tmp_path / "ref"
+    assert zlbench(f"hydra.run.dir={ref}", *ARGS, cwd=tmp_path, env=env).returncode == 0
+    assert row_set(run) == row_set(ref) and len(row_set(ref)) == 40
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("killed", "ref")]  # no stray run dir
+
+
+def test_resume_of_a_missing_run_dir_is_refused(tmp_path):
+    missing = tmp_path / "nowhere"
+    res = zlbench(*ARGS, f"resume={missing}", cwd=tmp_path)
+    assert res.returncode == 2 and "not a zlbench run dir" in res.stderr, res.stderr[-2000:]
+    assert not missing.exists()
+
+
+def test_resume_compares_resolved_values_not_their_spelling(tmp_path):
+    run = tmp_path / "run"
+    args = ["corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_00']", "progress=none"]
+    assert zlbench(f"hydra.run.dir={run}", *args, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0  # auto
+    res = zlbench(*args, "backend=cpu", "timer=host", f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0"})
+    assert res.returncode == 0 and "resuming" in res.stderr, res.stderr[-2000:]
+
+
+def test_a_sweep_runs_every_job_and_exits_with_the_worst(tmp_path):
+    res = zlbench("-m", "ops=[nope],[exp]", "dtypes=[float32]", "progress=none",
+                  f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "unknown op" in res.stderr.lower() or "nope" in res.stderr
+    assert (tmp_path / "sweep" / "1" / "summary.md").is_file()  # the second job ran
+    table = res.stderr[res.stderr.index("multirun jobs"):]
+    assert "exit   2  ops=[nope]" in table and "exit   0  ops=[exp]" in table
+    assert "zlbench run" in (tmp_path / "sweep" / "1" / "summary.md").read_text().splitlines()[0]
+    assert "demo on cpu" in (tmp_path / "sweep" / "1" / "summary.md").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["+foo=1"], "foo is not a zlbench setting"),
+    (["progress=bogus"], "progress"),
+    (["ab=env", "ab.var=X", "ab.tuning=maybe"], "tuning"),
+    (["launcher=local", "launcher.wait=false"], "wait"),
+    (["corpus.pytest_args=[-n,2]"], "xdist"),
+])
+def test_bad_overrides_exit_2_with_one_message(tmp_path, args, needle):
+    res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", *args, cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr, res.stderr[-2000:]
+    assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.json"))
+
+
+def test_version_and_hydra_help(tmp_path):
+    from zlbench import __version__
+
+    res = zlbench("--version", cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.strip() == f"zlbench {__version__}"
+    res = zlbench("--hydra-help", cwd=tmp_path)
+    assert res.returncode == 0 and "--multirun" in res.stdout and "completion" not in res.stdout
+
+
+def test_a_run_dir_holds_what_it_says_and_no_clutter(run_zlbench):
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    d = res.run_dir
+    assert "[zlbench] run" in (d / "zlbench.log").read_text()  # terminal lines are logged too
+    assert not (d / "submitit" / "%j").exists()
+    results_line = next(l for l in res.stderr.splitlines() if "results in" in l)
+    assert "speedup.png" in results_line and (d / "speedup.png").is_file()
+    progress = [l for l in res.stderr.splitlines() if l.startswith("[zlbench] ") and " nodes | " in l]
+    assert len(progress) == len(set(progress))  # the last progress line is not printed twice
+
+
+def test_devices_in_use_by_another_run_are_refused(tmp_path):
+    locks = tmp_path / "locks"
+    env = {"ZLBENCH_LOCK_DIR": str(locks), "WAIT_S": "1.5"}
+    first = start(tmp_path / "a", "launcher.device_lock=true", "ops=['wait_0[0-3]']", env=env)
+    assert wait_for(lambda: any(locks.glob("*.holder.json")), timeout=60)
+    res = zlbench(f"hydra.run.dir={tmp_path / 'b'}", *ARGS, "launcher.device_lock=true", cwd=tmp_path, env=env)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "device cpu-0 is in use by another zlbench run (pid " in res.stderr  # its holder, named
+    first.communicate(timeout=120)
+    assert first.returncode == 0
+    assert not list(locks.glob("*.holder.json"))  # released when its process ended
