@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from zlbench.report import stats
-from zlbench.report.ab import compare
+from zlbench.report.ab import compare, write
 from zlbench.results.pairing import pair
 
 
@@ -80,7 +80,8 @@ def test_pairing_counts_unpaired_and_failed_rows():
 def test_report_marks_fallback_unpaired_and_dead_axis(tmp_path):
     a = rows([1.0, 1.01, 0.99], markers=["BENCHMARK_DIRECT_NO_CUDAGRAPH"]) + rows([1.0], op="lonely")
     b = rows([1.0, 0.99, 1.01])
-    res = compare(a, b, "off", "on", artifacts_a={"exp": ["k.cubin:h1"]}, artifacts_b={"exp": ["k.cubin:h1"]}, out_dir=tmp_path)
+    res = compare(a, b, "off", "on", artifacts_a={"exp": ["k.cubin:h1"]}, artifacts_b={"exp": ["k.cubin:h1"]})
+    write(res, tmp_path)
     s = res["summary"]
     assert s["liveness"] == "not live" and s["fallback_rows"] == 1 and s["unpaired_rows"] == 1
     assert "AXIS NOT LIVE" in res["markdown"]

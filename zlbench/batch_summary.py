@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from .errors import UsageError
+from .exitcodes import Exit
 
 
 def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dict], str]:
@@ -48,6 +49,8 @@ def main(argv=None) -> int:
                         help="in a result log, skip malformed record lines (counted) instead of refusing the log")
     parser.add_argument("--threshold", type=float, default=0.02,
                         help="relative change below which a difference is 'below threshold' (default 0.02)")
+    parser.add_argument("--allow-dead", action="store_true",
+                        help="exit 0 even when the A/B axis is not live (default: exit 3, as a run does)")
     args = parser.parse_args(argv)
     try:
         rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
@@ -56,17 +59,22 @@ def main(argv=None) -> int:
 
             print(render_summary(rows_a, status_a, f"summary of {label_a}"))
             return 0
-        from .report.ab import compare_runs
-
+        from .report.ab import compare, write
         from .results.rundir import load_artifacts
 
         rows_b, _, label_b = load(args.ab, args.skip_bad_lines)
         art = [load_artifacts(p) if p.is_dir() else {} for p in (args.path, args.ab)]
         # One side per run dir (a multirun sweep): its artifacts are under its only side.
         art_a, art_b = (next(iter(a.values()), {}) if len(a) == 1 else {} for a in art)
-        report = compare_runs(rows_a, rows_b, label_a, label_b, threshold=args.threshold,
-                              out_dir=args.out, artifacts_a=art_a, artifacts_b=art_b)
-        print(report)
+        result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold,
+                         artifacts_a=art_a, artifacts_b=art_b)
+        if args.out is not None:
+            write(result, args.out)
+        print(result["markdown"])
+        if result["summary"]["liveness"] == "not live" and not args.allow_dead:
+            print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
+                  "would (--allow-dead to accept).", file=sys.stderr)
+            return int(Exit.DEAD_AXIS)
         return 0
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)

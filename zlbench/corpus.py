@@ -131,23 +131,27 @@ class Corpus:
         pool = self._file(op_file) if op_file else self.nodes
         out: List[TestNode] = []
         for op in ops:
-            if any(c in op for c in "*?["):  # a pattern: ops=['*norm*']
-                hits = [n for n in pool if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
-            else:
-                hits = [n for n in pool if op in n.marks or n.op == op]
-            if not hits and op_file:
-                file_ops = sorted({n.op for n in pool})
-                raise UsageError(
-                    f"op '{op}' has no test in {pool[0].file}; its ops: {', '.join(file_ops)}. "
-                    f"Fix: ops=[<one of them>], or drop op_file={op_file} to find '{op}' in every file."
-                )
-            if not hits:
-                raise UsageError(
-                    f"op '{op}' matches no test in {self.root / self.test_dir}."
-                    f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
-                )
-            out += [n for n in hits if n not in out]
+            out += [n for n in self._matching(op, pool, op_file) if n not in out]
         return out if ops else list(pool)
+
+    def _matching(self, op: str, pool: List[TestNode], op_file: Optional[str]) -> List[TestNode]:
+        """The tests of one op mark (or pattern: ops=['*norm*']) among pool; none is an error."""
+        if any(c in op for c in "*?["):
+            hits = [n for n in pool if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
+        else:
+            hits = [n for n in pool if op in n.marks or n.op == op]
+        if not hits and op_file:
+            file_ops = sorted({n.op for n in pool})
+            raise UsageError(
+                f"op '{op}' has no test in {pool[0].file}; its ops: {', '.join(file_ops)}. "
+                f"Fix: ops=[<one of them>], or drop op_file={op_file} to find '{op}' in every file."
+            )
+        if not hits:
+            raise UsageError(
+                f"op '{op}' matches no test in {self.root / self.test_dir}."
+                f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
+            )
+        return hits
 
     def _file(self, op_file: str) -> List[TestNode]:
         name = op_file.split("::")[0]

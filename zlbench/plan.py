@@ -97,8 +97,6 @@ def sides_of(ab: Mapping[str, Any]) -> List[Side]:
                          "(e.g. ab=env ab.var=FLAGTREE_MUSA_RLC_ENHANCE ab.values=[0,1]).")
     names = list(ab.get("sides") or [])
     values = [str(v) for v in ab.get("values") or []]
-    if (ab.get("tuning") or "separate") not in ("separate", "replay"):
-        raise UsageError(f"ab.tuning={ab.get('tuning')} is not separate or replay.")
     if len(values) != 2 or len(names) != 2:
         raise UsageError(
             f"A/B axis '{ab.get('name')}' needs exactly two values and two side names, got "
@@ -166,10 +164,6 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
               corpus_root: Path, run_dir: Path, costs: Optional[Mapping[str, float]] = None,
               python: str = sys.executable) -> Plan:
     timer = resolve_timer(cfg["timer"].get("name"), backend)
-    if cfg["shape"].get("mode") not in ("upstream", "file"):
-        raise UsageError(f"shape.mode={cfg['shape'].get('mode')} is not upstream or file.")
-    if cfg["shape"].get("level") not in ("core", "comprehensive"):
-        raise UsageError(f"shape.level={cfg['shape'].get('level')} is not core or comprehensive.")
     wanted = cfg.get("gpus") if cfg.get("gpus") is not None else cfg.get("devices")
     devices = select_devices(wanted, available, backend.name)
     corpus = Corpus(corpus_root, cfg["corpus"].get("test_dir", "benchmark"))
@@ -178,54 +172,72 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         raise UsageError(f"the corpus at {corpus.root} has no test nodes to run.")
     plugins = plugin_list(backend, timer)
     sides = sides_of(cfg.get("ab") or {})
-    rounds = max(1, int((cfg.get("ab") or {}).get("rounds", 1)))
-    launcher = cfg["launcher"]
-    args = corpus_args(cfg, timer, sorted(corpus.shape_names()))
-
-    base_argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 "--continue-on-collection-errors", "--rootdir", str(corpus.root)]
-    if corpus.ini is not None:
-        base_argv += ["-c", str(corpus.ini)]
-    for p in plugins:
-        base_argv += ["-p", p]
-    base_argv += args
-
-    pythonpath = [str(corpus.root)] + [str(corpus.root / p) for p in cfg["corpus"].get("pythonpath") or []]
+    rounds = int((cfg.get("ab") or {}).get("rounds", 1))
+    argv = pytest_command(python, corpus, plugins, corpus_args(cfg, timer, sorted(corpus.shape_names())))
+    make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0])
     assignment = balance(nodes, devices, costs or {})
-    shard = int(launcher.get("shard_size") or 0)
+    units = abba_units(make_unit, sides, rounds, devices, assignment, int(cfg["launcher"].get("shard_size") or 0))
+    if cfg["launcher"].get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
+        share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
+    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
+
+
+def abba_units(make_unit, sides: Sequence[Side], rounds: int, devices: Sequence[DeviceInfo],
+               assignment: Mapping[int, List[TestNode]], shard: int) -> List[WorkUnit]:
+    """ABBA across rounds (A,B then B,A), every side of a device's nodes on that device, node
+    order shuffled per round (seeded, reproducible); shards of at most `shard` nodes (0: one)."""
     units: List[WorkUnit] = []
     for r in range(rounds):
-        # ABBA across rounds: A,B then B,A; node order shuffled per round (seeded, reproducible).
         order = sides if r % 2 == 0 else list(reversed(sides))
         for dev in devices:
             dev_nodes = [n.nodeid for n in assignment[dev.index]]
-            if not dev_nodes:
-                continue
             if rounds > 1:
-                dev_nodes = dev_nodes[:]
                 random.Random(f"{r}:{dev.index}").shuffle(dev_nodes)
             chunks = [dev_nodes[i:i + shard] for i in range(0, len(dev_nodes), shard)] if shard else [dev_nodes]
-            for side in order:
-                for k, chunk in enumerate(chunks):
-                    unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
-                    env = unit_env(cfg, backend, dev, side, run_dir, sides[0])
-                    env["PYTHONPATH"] = ":".join(pythonpath)
-                    units.append(WorkUnit(
-                        unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=chunk,
-                        argv=list(base_argv), env=env, corpus_root=str(corpus.root),
-                        plugin_config=PluginConfig(
-                            unit=unit_id, backend=backend.name, timer={**dict(cfg["timer"]), "name": timer},
-                            timer_modules=list(cfg["corpus"].get("timer_modules") or []),
-                            capture_deny_ops=list(cfg["backend"].get("capture_deny_ops") or []),
-                            fast_exit=bool(cfg["corpus"].get("fast_exit", True)),
-                        ).to_dict(),
-                        node_timeout_s=float(launcher.get("node_timeout_s") or 900),
-                        crash_retries=int(launcher.get("crash_retries") or 0),
-                        device_lock=device_lock_key(backend, dev, launcher),
-                    ))
-    if launcher.get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
-        share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
-    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
+            units += [make_unit(side, r, dev, k, chunk) for side in order
+                      for k, chunk in enumerate(chunks) if chunk]
+    return units
+
+
+def pytest_command(python: str, corpus: Corpus, plugins: Sequence[str], args: Sequence[str]) -> List[str]:
+    """The benchmark process' command line, less the node ids (the worker adds those)."""
+    argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors",
+            "--rootdir", str(corpus.root)]
+    if corpus.ini is not None:
+        argv += ["-c", str(corpus.ini)]
+    for p in plugins:
+        argv += ["-p", p]
+    return argv + list(args)
+
+
+class _UnitFactory:
+    """Builds the work units of one plan: what they share is fixed once, here."""
+
+    def __init__(self, cfg: Mapping[str, Any], backend: DeviceBackend, timer: str, corpus: Corpus,
+                 run_dir: Path, argv: List[str], first_side: Side):
+        self.cfg, self.backend, self.timer, self.corpus = cfg, backend, timer, corpus
+        self.run_dir, self.argv, self.first_side = run_dir, argv, first_side
+        self.pythonpath = ":".join([str(corpus.root)] + [str(corpus.root / p)
+                                                         for p in cfg["corpus"].get("pythonpath") or []])
+
+    def __call__(self, side: Side, r: int, dev: DeviceInfo, k: int, nodes: List[str]) -> WorkUnit:
+        cfg, launcher = self.cfg, self.cfg["launcher"]
+        unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
+        env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side)
+        env["PYTHONPATH"] = self.pythonpath
+        return WorkUnit(
+            unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=list(self.argv),
+            env=env, corpus_root=str(self.corpus.root),
+            plugin_config=PluginConfig(
+                unit=unit_id, backend=self.backend.name, timer={**dict(cfg["timer"]), "name": self.timer},
+                timer_modules=list(cfg["corpus"].get("timer_modules") or []),
+                capture_deny_ops=list(cfg["backend"].get("capture_deny_ops") or []),
+                fast_exit=bool(cfg["corpus"].get("fast_exit", True)),
+            ).to_dict(),
+            node_timeout_s=float(launcher["node_timeout_s"]),
+            crash_retries=int(launcher.get("crash_retries") or 0),
+            device_lock=device_lock_key(self.backend, dev, launcher),
+        )
 
 
 def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mapping[str, Any]) -> Optional[str]:

@@ -76,8 +76,12 @@ def outcome(attempt: Attempt, answerable: Sequence[str], history: Sequence[dict]
     flight = ev.in_flight(attempt.new)
     if flight is not None:
         return _in_flight_outcome(attempt, flight, history, node_timeout, crash_retries)
-    # The process ended between nodes. Nodes it never started: collection errors, or a process
-    # that died before its first node.
+    return _between_nodes_outcome(attempt, answerable)
+
+
+def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str]) -> Outcome:
+    """The process ended between nodes. Nodes it never started: collection errors, or a process
+    that died before its first node."""
     started = {ev.base_node(s["node"]) for s in attempt.started}
     never = [n for n in answerable if n not in attempt.ended and n not in started]
     out = Outcome()
@@ -94,16 +98,19 @@ def outcome(attempt: Attempt, answerable: Sequence[str], history: Sequence[dict]
         # goes on in a fresh process. Progress was made, so this cannot loop forever.
         return out
     for n in never:
-        if attempt.killed_for == "deadline" and not started:
-            # zlbench killed the process before its first node (still importing the corpus): the
-            # run's time limit was reached, nothing crashed.
-            out.ends.append(_end(n, "timeout", f"{DEADLINE_REASON} before it ran"))
-        elif not started:
-            out.ends.append(_end(n, "crashed", f"{_exit_reason(attempt.returncode)} before running any "
-                                               f"node; log tail: {attempt.log_tail}"))
-        else:
-            out.ends.append(_end(n, "failed", "not collected by pytest (deselected or missing)"))
+        out.ends.append(_never_started(attempt, n, bool(started)))
     return out
+
+
+def _never_started(attempt: Attempt, node: str, any_started: bool) -> dict:
+    if attempt.killed_for == "deadline" and not any_started:
+        # zlbench killed the process before its first node (still importing the corpus): the
+        # run's time limit was reached, nothing crashed.
+        return _end(node, "timeout", f"{DEADLINE_REASON} before it ran")
+    if not any_started:
+        return _end(node, "crashed", f"{_exit_reason(attempt.returncode)} before running any node; "
+                                     f"log tail: {attempt.log_tail}")
+    return _end(node, "failed", "not collected by pytest (deselected or missing)")
 
 
 def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], node_timeout: float,

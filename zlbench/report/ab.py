@@ -54,53 +54,55 @@ def _pct(x: Optional[float]) -> Optional[float]:
 def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_b: str,
             threshold: float = 0.02, artifacts_a: Optional[Mapping[str, str]] = None,
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
-            out_dir: Optional[Path] = None, caveats: Sequence[str] = ()) -> Dict:
+            caveats: Sequence[str] = ()) -> Dict:
+    """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk)."""
     pairing = pair(rows_a, rows_b, "latency")
     artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
     row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
     live = [liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
     stats.analyse(row_stats, live, threshold)
-    table = []
-    for p, s, lv in zip(pairing.rows, row_stats, live):
-        table.append({
-            "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "rounds": s.n,
-            "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
-            "change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi),
-            "p": s.p, "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2),
-            "live": {True: "live", False: "not live", None: "unknown"}[lv],
-            "fallback": p.fallback, "verdict": s.verdict, "ratio": s.ratio, "lo": s.lo, "hi": s.hi,
-        })
-    known = [lv for lv in live if lv is not None]
-    if not known:
-        axis_live = "unknown"
-    elif any(known):
-        axis_live = "live"
-    else:
-        axis_live = "not live"
+    table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
+    summary = _summary(pairing, table, live, aa)
+    summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats))
+    result = {"summary": summary, "rows": table, "unpaired": [
+        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in pairing.unpaired]}
+    result["markdown"] = render_markdown(result)
+    return result
+
+
+def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
-    summary = {
-        "label_a": label_a, "label_b": label_b, "threshold": threshold, "aa": aa,
-        "liveness": axis_live,
+    flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
+    drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base)) for p in pairing.rows if p.a_base]
+    return {
+        "aa": aa, "liveness": _axis_liveness(live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
         "unknown_liveness_rows": sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": len(pairing.unpaired),
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": stats.overall([t["ratio"] for t in considered]),
-        "baseline_drift": stats.overall([
-            (sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base))
-            for p in pairing.rows if p.a_base]),
+        "baseline_drift": stats.overall(drift), "flagged_rows": flagged,
+        "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
-    flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
-    summary["flagged_rows"] = flagged
-    summary["extra_caveats"] = list(caveats)
-    summary["false_positive_rate"] = (flagged / len(considered)) if (aa and considered) else None
-    result = {"summary": summary, "rows": table, "unpaired": [
-        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in pairing.unpaired]}
-    result["markdown"] = render_markdown(result)
-    if out_dir is not None:
-        write(result, Path(out_dir))
-    return result
+
+
+def _table_row(p, s, lv) -> Dict:
+    return {
+        "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "rounds": s.n,
+        "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+        "change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi),
+        "p": s.p, "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2),
+        "live": {True: "live", False: "not live", None: "unknown"}[lv],
+        "fallback": p.fallback, "verdict": s.verdict, "ratio": s.ratio, "lo": s.lo, "hi": s.hi,
+    }
+
+
+def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
+    known = [lv for lv in live if lv is not None]
+    if not known:
+        return "unknown"
+    return "live" if any(known) else "not live"
 
 
 def headline(summary: Mapping) -> List[str]:
@@ -181,10 +183,3 @@ def write(result: Mapping, out_dir: Path) -> None:
                                                 indent=1, default=str), encoding="utf-8")
     forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
                 out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}")
-
-
-def compare_runs(rows_a, rows_b, label_a, label_b, threshold=0.02, out_dir=None, artifacts_a=None,
-                 artifacts_b=None) -> str:
-    result = compare(rows_a, rows_b, label_a, label_b, threshold, artifacts_a, artifacts_b,
-                     out_dir=out_dir)
-    return result["markdown"]

@@ -40,14 +40,40 @@ class Pairing:
     unpaired: List[Tuple[Key, str]]  # (key, why)
 
 
+def _by_key(rows: Sequence[dict]) -> Dict[Key, Dict[int, dict]]:
+    out: Dict[Key, Dict[int, dict]] = defaultdict(dict)
+    for r in rows:
+        if r.get("dtype") is None and r.get("shape") is None:
+            continue  # a node-level status row: its status is reported in ops_status
+        out[row_key(r)][int(r.get("round") or 0)] = r
+    return out
+
+
+def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> Tuple[PairedRow, List[str]]:
+    """The rounds both sides measured usably, and why the others were left out."""
+    p = PairedRow(key)
+    reasons = []
+    for rnd in sorted(set(ra) | set(rb)):
+        x, y = ra.get(rnd), rb.get(rnd)
+        if x is None or y is None:
+            reasons.append(f"round {rnd} missing on side {'A' if x is None else 'B'}")
+            continue
+        if not (_usable(x, field_name) and _usable(y, field_name)):
+            bad = x if not _usable(x, field_name) else y
+            reasons.append(f"round {rnd}: {bad.get('status')} {bad.get('reason') or ''}".strip())
+            continue
+        p.a.append(float(x[field_name]))
+        p.b.append(float(y[field_name]))
+        if _usable(x, "latency_base") and _usable(y, "latency_base"):
+            p.a_base.append(float(x["latency_base"]))
+            p.b_base.append(float(y["latency_base"]))
+        p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])
+        p.node = p.node or x.get("node")
+    return p, reasons
+
+
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
-    by_a: Dict[Key, Dict[int, dict]] = defaultdict(dict)
-    by_b: Dict[Key, Dict[int, dict]] = defaultdict(dict)
-    for src, dst in ((rows_a, by_a), (rows_b, by_b)):
-        for r in src:
-            if r.get("dtype") is None and r.get("shape") is None:
-                continue  # a node-level status row: its status is reported in ops_status
-            dst[row_key(r)][int(r.get("round") or 0)] = r
+    by_a, by_b = _by_key(rows_a), _by_key(rows_b)
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
@@ -55,24 +81,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
         if not ra or not rb:
             unpaired.append((key, "only on side " + ("A" if ra else "B")))
             continue
-        p = PairedRow(key)
-        reasons = []
-        for rnd in sorted(set(ra) | set(rb)):
-            x, y = ra.get(rnd), rb.get(rnd)
-            if x is None or y is None:
-                reasons.append(f"round {rnd} missing on side {'A' if x is None else 'B'}")
-                continue
-            if not (_usable(x, field_name) and _usable(y, field_name)):
-                bad = x if not _usable(x, field_name) else y
-                reasons.append(f"round {rnd}: {bad.get('status')} {bad.get('reason') or ''}".strip())
-                continue
-            p.a.append(float(x[field_name]))
-            p.b.append(float(y[field_name]))
-            if _usable(x, "latency_base") and _usable(y, "latency_base"):
-                p.a_base.append(float(x["latency_base"]))
-                p.b_base.append(float(y["latency_base"]))
-            p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])
-            p.node = p.node or x.get("node")
+        p, reasons = _pair_rounds(key, ra, rb, field_name)
         if p.a:
             paired.append(p)
         else:
