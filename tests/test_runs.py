@@ -193,10 +193,12 @@ def test_a_sweep_runs_every_job_and_exits_with_the_worst(tmp_path):
     (["ab=env", "ab.var=X", "ab.tuning=maybe"], "tuning"),
     (["launcher=local", "launcher.wait=false"], "wait"),
     (["corpus.pytest_args=[-n,2]"], "xdist"),
+    (["hydra.run.dir=/proc/forbidden"], "cannot create hydra.run.dir=/proc/forbidden"),
 ])
 def test_bad_overrides_exit_2_with_one_message(tmp_path, args, needle):
     res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", *args, cwd=tmp_path)
     assert res.returncode == 2 and needle in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
     assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.json"))
 
 

@@ -69,6 +69,23 @@ def _app(cfg: DictConfig) -> None:
     _jobs.append((label, str(run_dir), code))
 
 
+def _check_output_dir(argv: List[str]) -> None:
+    """Hydra creates the run (or sweep) dir before zlbench runs and answers a dir it cannot create
+    with a traceback: try it first, and say what to do instead."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir") or not value or "${" in value:
+            continue
+        path = Path(value.strip("'\"")).expanduser()
+        existed = path.exists()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            if not existed:
+                path.rmdir()
+        except OSError as e:
+            raise UsageError(f"cannot create {key}={value}: {e.strerror or e}. Fix: {key}=<a writable folder>.")
+
+
 def _sweep_table() -> None:
     print("\n[zlbench] multirun jobs:", file=sys.stderr)
     for label, run_dir, code in _jobs:
@@ -85,6 +102,7 @@ def main() -> None:
         sys.exit(0)
     try:
         argv, provenance = normalize_argv(sys.argv[1:], os.environ)
+        _check_output_dir(argv)
     except UsageError as e:
         _error(str(e))
         sys.exit(Exit.USAGE)

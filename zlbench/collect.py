@@ -27,13 +27,11 @@ def main(argv=None) -> int:
 
 def _fail_on(run_dir: Path):
     """The run's own fail_on (from its identity), so collect exits as the run would have."""
-    import json
-
-    from .identity import IDENTITY_FILE
+    from .results.rundir import read_identity
 
     try:
-        return json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8")).get("fail_on")
-    except (OSError, ValueError, KeyError):
+        return read_identity(run_dir).get("fail_on")
+    except UsageError:
         return None
 
 

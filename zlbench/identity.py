@@ -17,8 +17,8 @@ from . import __version__
 from ._version_info import dist_version, git_commit
 from .backends import DeviceBackend
 from .plan import Plan
+from .results.rundir import IDENTITY_FILE, write_identity  # noqa: F401 (the run dir's owner writes it)
 
-IDENTITY_FILE = "run_identity.json"
 # Config keys that say how to run, not what is measured: excluded from the hash.
 NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on")
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.
@@ -89,23 +89,3 @@ def _source_version(root: Path) -> Optional[str]:
         if m:
             return m.group(1)
     return None
-
-
-def write_identity(run_dir: Path, identity: Mapping[str, Any]) -> Path:
-    path = run_dir / IDENTITY_FILE
-    path.write_text(json.dumps(identity, indent=2, default=str, sort_keys=False) + "\n", encoding="utf-8")
-    return path
-
-
-def add_process_facts(run_dir: Path) -> None:
-    """Merge what the benchmark processes found (device names, driver, flag_gems vendor) into the
-    identity, without changing its hash (facts observed, not chosen)."""
-    path = run_dir / IDENTITY_FILE
-    facts_path = run_dir / "processes.json"
-    if not path.exists() or not facts_path.exists():
-        return
-    identity = json.loads(path.read_text(encoding="utf-8"))
-    facts = json.loads(facts_path.read_text(encoding="utf-8"))
-    unique = {json.dumps({k: v for k, v in f.items()}, sort_keys=True) for f in facts.values()}
-    identity["processes"] = [json.loads(u) for u in sorted(unique)]
-    write_identity(run_dir, identity)

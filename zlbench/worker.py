@@ -25,7 +25,7 @@ from .results import events as ev
 from .stealing import Ownership
 
 POLL_S = 0.2
-DEADLINE_REASON = "whole-run time limit (launcher.run_timeout_s) reached"
+DEADLINE_REASON = ev.DEADLINE_REASON
 
 
 class Terminated(RuntimeError):

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import logging
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..exitcodes import Exit, run_exit
-from ..identity import IDENTITY_FILE, add_process_facts
-from ..results.rundir import collect, load_artifacts, load_plan, run_pinning_problems
-from ..worker import DEADLINE_REASON
+from ..results.events import DEADLINE_REASON
+from ..results.rundir import add_process_facts, collect, load_artifacts, load_plan, read_identity, run_pinning_problems
 from .summary import render_summary
 
 log = logging.getLogger("zlbench")
@@ -76,7 +74,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     plan = load_plan(run_dir)
     rows, status_rows = collect(run_dir)
     add_process_facts(run_dir)
-    identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
+    identity = read_identity(run_dir)
     fail_on = DEFAULT_FAIL_ON if fail_on is None else fail_on
     cut = cut_nodes(status_rows)
     text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity)

@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from ..results.schema import MARKER_FALLBACK
 from .._version_info import short_dtype
-from ..results.schema import STATUSES
+from ..results.schema import SEVERITY, STATUSES
 
 
 def _fmt(x: Optional[float], digits: int = 4) -> str:
@@ -27,8 +27,9 @@ def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
         speedups = [r["speedup"] for r in rs if r.get("speedup")]
         fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
         timers = sorted({str(r.get("timer_used")) for r in rs})
+        rounds = len({r.get("round") for r in rs})
         table.append([
-            op, side, dtype, str(len(rs)),
+            op, side, dtype, str(len({r.get("shape") for r in rs})) + (f" x {rounds} rounds" if rounds > 1 else ""),
             _fmt(statistics.median(r["latency_base"] for r in rs if r.get("latency_base") is not None)
                  if any(r.get("latency_base") is not None for r in rs) else None),
             _fmt(statistics.median(r["latency"] for r in rs)),
@@ -41,7 +42,13 @@ def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
 
 def render_summary(rows: List[dict], status_rows: List[dict], title: str,
                    identity: Optional[dict] = None) -> str:
-    counts = Counter(s["status"] for s in status_rows)
+    # Per test node: its worst status over sides and rounds (status rows are per node and side).
+    worst: Dict[str, str] = {}
+    for st in status_rows:
+        node = st.get("test_node") or st["op"]
+        if node not in worst or SEVERITY.get(st["status"], 0) < SEVERITY.get(worst[node], 0):
+            worst[node] = st["status"]
+    counts = Counter(worst.values())
     lines = [f"# {title}", ""]
     if identity:
         lines += [
@@ -56,7 +63,7 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
         ]
     lines += ["## Status", ""]
     lines.append(tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
-                          headers=["status", "ops"], tablefmt="github"))
+                          headers=["status", "test nodes"], tablefmt="github"))
     lines.append("")
     bad = [s for s in status_rows if s["status"] != "ok"]
     if bad:

@@ -25,6 +25,8 @@ from .schema import STATUSES
 # and collect. Run dirs written before it existed read as version 1.
 FORMAT_VERSION = 1
 EVENTS_FILE = "events.jsonl"
+# Reason of the nodes a run's time limit (launcher.run_timeout_s) cut: the run reports itself cut.
+DEADLINE_REASON = "whole-run time limit (launcher.run_timeout_s) reached"
 # The benchmark process finds its plugin config (a JSON file in its unit dir) through this variable.
 CONFIG_ENV = "ZLBENCH_PLUGIN_CONFIG"
 

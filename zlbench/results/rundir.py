@@ -23,11 +23,41 @@ from .records import ROW_FIELDS, Row
 from .schema import OPS_STATUS_FIELDS, SEVERITY
 
 PLAN_FILE = "plan.json"
+IDENTITY_FILE = "run_identity.json"
 # Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
 # Reason of a placeholder for a planned node that got no end of its own.
 NOT_RUN = ("its job ended before the node finished (worker killed, job cancelled, interrupted or "
            "preempted); resume to measure it")
+
+
+def write_identity(run_dir: Path, identity: Mapping) -> Path:
+    path = run_dir / IDENTITY_FILE
+    _atomic_write(path, json.dumps(identity, indent=2, default=str, sort_keys=False) + "\n")
+    return path
+
+
+def read_identity(run_dir: Path) -> dict:
+    path = Path(run_dir) / IDENTITY_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir} is not a zlbench run dir (no {IDENTITY_FILE}).")
+    except ValueError as e:
+        raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged. Fix: start a new run.")
+
+
+def add_process_facts(run_dir: Path) -> None:
+    """Merge what the benchmark processes found (device names, driver, flag_gems vendor) into the
+    identity, without changing its hash (facts observed, not chosen)."""
+    facts_path = run_dir / "processes.json"
+    if not (run_dir / IDENTITY_FILE).exists() or not facts_path.exists():
+        return
+    identity = read_identity(run_dir)
+    facts = json.loads(facts_path.read_text(encoding="utf-8"))
+    unique = {json.dumps(f, sort_keys=True) for f in facts.values()}
+    identity["processes"] = [json.loads(u) for u in sorted(unique)]
+    write_identity(run_dir, identity)
 
 
 def write_plan(run_dir: Path, plan: Mapping) -> None:
