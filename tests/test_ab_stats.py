@@ -124,3 +124,23 @@ def test_shared_state_is_a_caveat():
     assert len(caveats) == 2
     res = compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on", caveats=caveats)
     assert "one tuning database" in res["markdown"] and "isolate_caches=false" in res["markdown"]
+
+
+def test_aa_measures_every_row_although_its_kernels_are_identical():
+    # On a GPU an A/A compiles identical kernels on both sides: that is the construction, not a
+    # dead axis, so no row may be excluded as "not live" and the false-positive rate is defined.
+    same = {"exp": ["k.cubin:h1"]}
+    res = compare(rows([1.0, 1.01, 0.99, 1.0]), rows([1.0, 0.99, 1.01, 1.0]), "x=0 (a)", "x=0 (b)",
+                  artifacts_a=same, artifacts_b=same, aa=True)
+    s = res["summary"]
+    assert s["liveness"] != "not live" and s["not_live_rows"] == 0
+    assert s["false_positive_rate"] == 0.0 and "identical by construction" in res["markdown"]
+    assert "AXIS NOT LIVE" not in res["markdown"]
+
+
+def test_latency_columns_use_the_changes_estimator():
+    # Arithmetic means over rounds could show A 25.8 | B 8.0 | +24%: the columns are geometric
+    # means, so B/A equals the change column's ratio exactly.
+    res = compare(rows([1.0, 100.0, 1.0]), rows([2.0, 50.0, 2.0]), "off", "on")
+    t = res["rows"][0]
+    assert abs(t["b_ms"] / t["a_ms"] - t["ratio"]) < 1e-9

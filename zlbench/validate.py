@@ -10,8 +10,6 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence
 from .errors import UsageError
 from .exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
 
-PROGRESS_MODES = ("auto", "live", "plain", "none")
-AB_TUNINGS = ("separate", "replay")
 SHAPE_LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
 
@@ -49,7 +47,6 @@ RULES: List[Rule] = [
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
     Rule("ab.threshold", _number(lambda v: 0 < v < 1), "a relative change between 0 and 1, exclusive",
          "ab.threshold=0.02"),
-    _choice("ab.tuning", AB_TUNINGS),
     Rule("launcher.node_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0",
          "launcher.node_timeout_s=900"),
     Rule("launcher.run_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0, or null for no "
@@ -59,7 +56,6 @@ RULES: List[Rule] = [
     Rule("launcher.crash_retries", _integer(lambda v: v >= 0), "an integer >= 0",
          "launcher.crash_retries=0"),
     Rule("launcher.tasks", _integer(lambda v: v >= 1), "an integer >= 1", "launcher.tasks=1"),
-    _choice("progress", PROGRESS_MODES),
     _choice("shape.level", SHAPE_LEVELS),
     _choice("shape.mode", SHAPE_MODES),
     Rule("fail_on", lambda v: isinstance(v, list) and all(x in FAILABLE_STATUSES + FAILABLE_VERDICTS for x in v),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -47,6 +48,10 @@ def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
     return None
 
 
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def _pct(x: Optional[float]) -> Optional[float]:
     return None if x is None else round((x - 1.0) * 100, 3)
 
@@ -59,7 +64,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     pairing = pair(rows_a, rows_b, "latency")
     artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
     row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
-    live = [liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
+    # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
+    # every row is measured and counts towards the false-positive rate.
+    live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
     stats.analyse(row_stats, live, threshold)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
     summary = _summary(pairing, table, live, aa)
@@ -90,7 +97,8 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
 def _table_row(p, s, lv) -> Dict:
     return {
         "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "rounds": s.n,
-        "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+        # Geometric means over rounds: the same estimator as the change (B/A = exp(mean d)).
+        "a_ms": _geomean(p.a), "b_ms": _geomean(p.b),
         "change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi),
         "p": s.p, "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2),
         "live": {True: "live", False: "not live", None: "unknown"}[lv],
@@ -107,7 +115,10 @@ def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
 
 def headline(summary: Mapping) -> List[str]:
     lines = []
-    if summary["liveness"] == "not live":
+    if summary.get("aa"):
+        lines.append("A/A: both sides ran the same value, so their kernels are identical by construction; "
+                     "every row is measured and any verdict other than 'no difference' is a false positive.")
+    elif summary["liveness"] == "not live":
         lines.append("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
                      "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
                      "noise check, not an effect.")
@@ -160,7 +171,7 @@ def render_markdown(result: Mapping) -> str:
                      f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
                      t["verdict"] + (" (fallback)" if t["fallback"] else "")
                      + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])
-    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "A ms", "B ms", "change", "95% CI",
+    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "A ms (geo)", "B ms (geo)", "change", "95% CI",
                                        "q", "verdict"], tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
         out += ["", "## Unpaired rows", ""]
