@@ -35,6 +35,13 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"] if u["side"] == "on"} == {"1"}
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"] if u["side"] == "off"} == {"0"}
     assert "A/B: DEMO_GEMS_FUSED_SOFTMAX=0 (off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=1 (on) (B)" in (d / "summary.md").read_text()
+    # One FlagGems-readable log per side: one record per op and dtype, rounds aggregated, which
+    # FlagGems' own tools (and zlbench's reader) read as one run.
+    from zlbench.results.flaggems_log import rows_from_log
+
+    for side in ("off", "on"):
+        side_rows = rows_from_log(d / f"run.{side}.log")
+        assert len(side_rows) == 3 and len({r["shape"] for r in side_rows}) == 3
     # Collecting again (a run killed midway, Slurm without waiting) rebuilds the A/B report too.
     for name in ("ab.md", "ab.json", "summary.md"):
         (d / name).unlink()

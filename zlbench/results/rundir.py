@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 from collections import Counter
@@ -238,6 +239,10 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     status_rows = c.status_rows()
     log_lines = c.log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
     _write_outputs(run_dir, c.rows, status_rows, log_lines, c.processes)
+    sides = [s["name"] for s in plan.get("sides", [])]
+    if len(sides) > 1:
+        for side in sides:
+            _atomic_write(run_dir / f"run.{side}.log", side_log([r for r in c.rows if r.get("side") == side]))
     _atomic_write(run_dir / "artifacts.json", json.dumps(
         {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}, indent=1))
     return c.rows, status_rows
@@ -281,6 +286,32 @@ def run_pinning_problems(run_dir: Path) -> List[str]:
 def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
     path = run_dir / "artifacts.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def side_log(rows: List[dict]) -> str:
+    """One side of an interleaved A/B as a FlagGems result log (its tools keep the last record of a
+    row, so rounds must not reach them as separate records): one record per op and dtype, each
+    shape's latencies the geometric mean over rounds, as the A/B report aggregates them."""
+    groups: Dict[Tuple[str, str], Dict[str, List[dict]]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("latency") and r.get("shape") is not None:
+            groups.setdefault((r["op"], r["dtype"]), {}).setdefault(r["shape"], []).append(r)
+    lines = ["[INFO] Benchmark record logger enabled"]
+    for (op, dtype), shapes in sorted(groups.items()):
+        result = []
+        for shape, rs in shapes.items():
+            latency = _geomean([r["latency"] for r in rs])
+            base = _geomean([r["latency_base"] for r in rs if r.get("latency_base")]) or None
+            result.append({"legacy_shape": rs[0].get("legacy_shape"), "shape_detail": json.loads(shape),
+                           "latency_base": base, "latency": latency,
+                           "speedup": base / latency if base else None, "rounds": len(rs)})
+        lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench", "result": result}))
+    return "\n".join(lines) + "\n"
+
+
+def _geomean(values: List[float]) -> float:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 0.0
 
 
 def _write_outputs(run_dir, rows, status_rows, log_lines, processes) -> None:
