@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     res = run_zlbench("backend=cuda", "timer=graph", "corpus=flaggems",
                       f"corpus.root={FIXTURES / 'gpu_corpus'}", "devices=[0]")
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 1, res.stderr[-3000:]  # fatal, poisoned and failed nodes: not ok
     with open(res.run_dir / "ops_status.csv") as f:
         st = {r["op"]: r for r in csv.DictReader(f)}
     rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
@@ -33,6 +33,8 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     assert st["device_fault"]["status"] == "fatal" and "BENCHMARK_DEVICE_FAULT" in st["device_fault"]["reason"]
     assert st["capture_poison"]["status"] == "poisoned"
     assert "capture-incompatible" in st["capture_poison"]["reason"]
+    assert st["op_raises"]["status"] == "failed" and "NotImplementedError" in st["op_raises"]["reason"]
+    assert "CAPTURE_POISONED" not in st["op_raises"]["reason"]
     assert st["after_fault"]["status"] == "ok"  # measured in a fresh process
     assert all(r["latency"] > 0 for r in by_op["after_fault"])
 
