@@ -90,7 +90,8 @@ def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
     assert len(st) == 10
     assert "crashed" in st.values() and "ok" in st.values()
     reasons = (run / "ops_status.csv").read_text()
-    assert "resume to measure it" in reasons
+    assert "resume to measure it" in reasons and "ended early" in reasons  # which job, and why
+    assert proc.returncode == 4 and "Run cut short" in (run / "summary.md").read_text()
 
 
 def _is_job_of(pid, run_dir):

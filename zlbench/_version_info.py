@@ -26,7 +26,3 @@ def git_commit(path: Path) -> Optional[str]:
     dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, timeout=10, check=False).stdout.strip()
     return out.stdout.strip() + ("+dirty" if dirty else "")
-
-
-def short_dtype(dtype: Optional[str]) -> str:
-    return str(dtype).replace("torch.", "") if dtype else "-"

@@ -13,11 +13,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import yaml
 
 from .errors import UsageError
+from .results.schema import BUILTIN_MARKS
 
-BUILTIN_MARKS = {
-    "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
-    "tryfirst", "trylast",
-}
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,7 @@ def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
     for j in failed_jobs:
         log.info(f"[zlbench] job {j.job_id} ended early: {j.error}")
     why = ("interrupted" if interrupts.signum else
-           f"job(s) {', '.join(j.job_id for j in failed_jobs)} ended early" if failed_jobs else "")
+           "; ".join(f"job {j.job_id} ended early: {j.error}" for j in failed_jobs))
     try:
         code = finish(run_dir, fail_on, why)
     except OSError as e:
@@ -238,7 +238,7 @@ def finish(run_dir: Path, fail_on=None, why_cut: str = "") -> int:
     drop them), then the tables and reports; returns the run's exit code."""
     from .report.run_report import report
 
-    write_placeholders(run_dir, unfinished_nodes(run_dir))
+    write_placeholders(run_dir, unfinished_nodes(run_dir), why_cut)
     return report(run_dir, fail_on=fail_on, why_cut=why_cut)
 
 

@@ -13,16 +13,12 @@ import time
 import pytest
 
 from ..results.events import base_node
-from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from ..results.schema import BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
 from . import _runtime
 
 from . import liveness
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
-BUILTIN_MARKS = {
-    "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
-    "tryfirst", "trylast",
-}
 
 
 def op_of(item) -> str:

@@ -13,7 +13,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..results.schema import MARKER_FALLBACK
 from ..results.pairing import pair
 from . import stats

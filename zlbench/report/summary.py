@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Optional
 from tabulate import tabulate
 
 from ..results.schema import MARKER_FALLBACK
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..results.schema import SEVERITY, STATUSES
 
 

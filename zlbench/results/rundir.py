@@ -123,16 +123,17 @@ def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None,
     return missing
 
 
-def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]]) -> None:
+def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]], why: str = "") -> None:
     """Resumable ends for nodes whose job ended from outside: reported, never dropped, and measured
-    by resume=RUN_DIR (they were not at fault)."""
+    by resume=RUN_DIR (they were not at fault). `why`: what ended the jobs, when known."""
+    reason = f"not measured ({why}); resume to measure it" if why else NOT_RUN
     for unit_id, nodes in missing.items():
         path = ev.events_path(run_dir, unit_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         known = ev.placeholders(ev.read_events(path))
         for n in nodes:
             if n not in known:
-                ev.append(path, "end", node=n, status="crashed", resumable=True, reason=NOT_RUN)
+                ev.append(path, "end", node=n, status="crashed", resumable=True, reason=reason)
 
 
 class _Collector:

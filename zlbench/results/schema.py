@@ -1,5 +1,7 @@
 """The row vocabulary every writer and reader agrees on: row and status fields, statuses, markers."""
 
+from typing import Optional
+
 OPS_STATUS_FIELDS = [
     "op", "test_node", "side", "status", "rows", "backend", "device", "timer", "wall_s", "reason",
     "host", "job_id",
@@ -9,8 +11,18 @@ STATUSES = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal"
 MARKER_FALLBACK = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 MARKER_POISONED = "BENCHMARK_CAPTURE_POISONED"
 MARKER_FATAL = "BENCHMARK_DEVICE_FAULT"
+# pytest's own marks: FlagGems takes a test's first other mark as its op id.
+BUILTIN_MARKS = frozenset({
+    "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
+    "tryfirst", "trylast",
+})
 # Worst first: a node measured over several rounds reports its worst status.
 SEVERITY = {s: i for i, s in enumerate(("fatal", "poisoned", "crashed", "timeout", "failed", "skipped", "ok"))}
+
+
+def short_dtype(dtype: Optional[str]) -> str:
+    """'torch.float16' -> 'float16' (how tables show a row's dtype)."""
+    return str(dtype).replace("torch.", "") if dtype else "-"
 
 
 def shape_key(shape) -> str:
