@@ -1,0 +1,40 @@
+"""The results store: every finished run dir (identity, statuses, rows, A/B results) in one
+database behind SQLAlchemy, SQLite by default, any URL for a shared server. It only ever takes
+what a run dir holds, so the run dir stays the source of truth and the store can be rebuilt
+(`python -m zlbench.history import RUN_DIR...`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .db import Store, is_off, normalize_url
+
+DB_FILE = "zlbench.db"
+RUNS_ROOT = "zl_runs"
+
+__all__ = ["record_run", "default_url", "Store", "DB_FILE"]
+
+
+def default_url(run_dir: Path) -> str:
+    """An SQLite file beside the run dirs: `zl_runs/zlbench.db` for a run dir under a folder named
+    zl_runs (zl_runs/<date>/<time>), else zlbench.db in the run dir's parent."""
+    run_dir = Path(run_dir).resolve()
+    root = next((p for p in run_dir.parents if p.name == RUNS_ROOT), run_dir.parent)
+    return "sqlite:///" + str(root / DB_FILE)
+
+
+def record_run(run_dir: Path, url: Optional[str]) -> None:
+    """Write a finished run dir into the store at `url` (None or "none": the store is off).
+    Idempotent. Raises UsageError (problem and fix) when the store cannot take it; the run dir is
+    only read, never changed."""
+    if is_off(url):
+        return
+    from .ingest import run_dir_record, write_record
+
+    record = run_dir_record(Path(run_dir))
+    with Store(url) as store:
+        outcome = write_record(store, record)
+    print(f"[zlbench] store {store.shown}: {outcome} {record['run']['path']} "
+          f"({len(record['rows'])} rows)", file=sys.stderr)
