@@ -21,7 +21,8 @@ def default_url(run_dir: Path) -> str:
     """An SQLite file beside the run dirs: `zl_runs/zlbench.db` for a run dir under a folder named
     zl_runs (zl_runs/<date>/<time>), else zlbench.db in the run dir's parent."""
     run_dir = Path(run_dir).resolve()
-    root = next((p for p in run_dir.parents if p.name == RUNS_ROOT), run_dir.parent)
+    # The run dir itself may be the zl_runs folder (`history import zl_runs`).
+    root = next((p for p in (run_dir, *run_dir.parents) if p.name == RUNS_ROOT), run_dir.parent)
     return "sqlite:///" + str(root / DB_FILE)
 
 

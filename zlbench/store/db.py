@@ -149,10 +149,18 @@ def migrate(connection: Connection, url: str, target: str = "head") -> None:
 class Store:
     """An open store: an engine whose schema is at head."""
 
-    def __init__(self, url: str, lock_timeout_s: float = LOCK_TIMEOUT_S, target: str = "head"):
+    def __init__(self, url: str, lock_timeout_s: float = LOCK_TIMEOUT_S, target: str = "head",
+                 create: bool = True):
         if is_off(url):
             raise UsageError("no store URL given. Fix: --url sqlite:///PATH/zlbench.db or postgresql://...")
         self.url = normalize_url(url)
+        if not create:  # a reader must not leave an empty store behind at a mistyped path
+            parsed = make_url(self.url)
+            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+                    and not Path(parsed.database).is_file():
+                raise UsageError(f"no results store at {parsed.database}. Fix: pass --url (or set "
+                                 "ZLBENCH_STORE_URL) to an existing store, or build one with "
+                                 "`python -m zlbench.history import RUN_DIR...`.")
         self.engine = _engine(self.url, lock_timeout_s)
         try:
             with self.engine.begin() as conn:
