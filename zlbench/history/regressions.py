@@ -10,7 +10,8 @@ rounds) and for every split of the series into `k` runs before and `k` runs afte
 A split is a step when |step| >= ln(1 + threshold) (big enough to matter) and |step| >= z * noise
 (beyond the run-to-run spread). One outlier moves neither median, so it is never a step; a change
 must hold for most of the k runs after it. Neighbouring splits of one change all qualify; the one
-with the largest |step| is reported, naming the first run after it: its commits and versions, and
+where two flat segments fit the runs around them best (least squares) is reported, naming the
+first run after it: its commits and versions, and
 which of them changed since the run before. Steps in the last k-1 runs are not yet confirmed and
 are not reported. The torch baseline's step at the same split is shown beside it: when torch moved
 too, suspect the machine or torch rather than the operator."""
@@ -57,16 +58,32 @@ def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD
         noise = _robust_sd(before, after)
         if abs(step) >= min_step and abs(step) >= z * noise:
             flagged.append({"index": i, "step": step, "noise": noise})
-    steps: List[Dict] = []
-    for f in flagged:  # neighbouring splits of one change, same direction: keep the largest
-        last = steps[-1] if steps else None
-        if last and f["index"] - last["_end"] <= 1 and (f["step"] > 0) == (last["step"] > 0):
-            last["_end"] = f["index"]
-            if abs(f["step"]) > abs(last["step"]):
-                last.update({k2: f[k2] for k2 in ("index", "step", "noise")})
+    groups: List[List[Dict]] = []
+    for f in flagged:  # neighbouring splits of one change, same direction
+        if groups and f["index"] - groups[-1][-1]["index"] <= 1 and (f["step"] > 0) == (groups[-1][-1]["step"] > 0):
+            groups[-1].append(f)
         else:
-            steps.append({**f, "_end": f["index"]})
-    return [{k2: v for k2, v in s.items() if k2 != "_end"} for s in steps]
+            groups.append([f])
+    # Medians of k runs cannot tell which of neighbouring splits is the step (several see most of
+    # it, and the true one may lie a little past the last flagged split): the split where two flat
+    # segments fit the runs around the group best (least squares) is the step.
+    steps = []
+    n = len(logs)
+    for g in groups:
+        lo, hi = max(0, g[0]["index"] - k), min(n, g[-1]["index"] + k)
+
+        def misfit(i):
+            left, right = logs[lo:i], logs[i:hi]
+            return float(np.var(left) * len(left) + np.var(right) * len(right))
+
+        candidates = range(max(1, g[0]["index"] - k // 2), min(n - 1, g[-1]["index"] + k // 2) + 1)
+        best = min(candidates, key=lambda i: (misfit(i), i))
+        if best > n - k:  # fewer than k runs after it: not yet confirmed
+            continue
+        before, after = logs[max(0, best - k):best], logs[best:best + k]
+        steps.append({"index": best, "step": float(np.median(after) - np.median(before)),
+                      "noise": _robust_sd(before, after)})
+    return steps
 
 
 def regressions(store: Store, caliber: Optional[str] = None, k: int = K, threshold: float = THRESHOLD,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import statistics
 from collections import defaultdict
 from typing import Dict, List, Mapping, Optional
@@ -45,7 +46,7 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
         if row.get("status") != "ok":
             cell["status"].append(row["status"])
     table = []
-    for key in sorted(acc):
+    for key in sorted(acc, key=natural_key):
         entry = {"op": key[0], "dtype": key[1], "shape": key[2], "vendors": {}}
         for c in columns:
             cell = acc[key].get(c)
@@ -60,6 +61,11 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
     return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
                         "runs": {_label(c): latest[c]["run_id"] for c in columns}},
             "rows": table}
+
+
+def natural_key(key: tuple) -> tuple:
+    """Sort shapes as numbers: [[64,64]] before [[256,256]]."""
+    return tuple(tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(part))) for part in key)
 
 
 def _label(c: tuple) -> str:

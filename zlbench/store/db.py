@@ -23,7 +23,14 @@ from .schema import SCHEMA_HEAD
 OFF = ("", "none", "null", "off", "false", "0")
 # How long a writer waits for another one's lock before giving up (SQLite busy timeout,
 # PostgreSQL lock_timeout). Long enough for a concurrent 10,000-row write to finish.
+# ZLBENCH_STORE_LOCK_TIMEOUT_S overrides it.
 LOCK_TIMEOUT_S = 30.0
+
+
+def default_lock_timeout_s() -> float:
+    import os
+
+    return float(os.environ.get("ZLBENCH_STORE_LOCK_TIMEOUT_S") or LOCK_TIMEOUT_S)
 
 
 def is_off(url: Optional[str]) -> bool:
@@ -149,7 +156,7 @@ def migrate(connection: Connection, url: str, target: str = "head") -> None:
 class Store:
     """An open store: an engine whose schema is at head."""
 
-    def __init__(self, url: str, lock_timeout_s: float = LOCK_TIMEOUT_S, target: str = "head",
+    def __init__(self, url: str, lock_timeout_s: Optional[float] = None, target: str = "head",
                  create: bool = True):
         if is_off(url):
             raise UsageError("no store URL given. Fix: --url sqlite:///PATH/zlbench.db or postgresql://...")
@@ -161,7 +168,7 @@ class Store:
                 raise UsageError(f"no results store at {parsed.database}. Fix: pass --url (or set "
                                  "ZLBENCH_STORE_URL) to an existing store, or build one with "
                                  "`python -m zlbench.history import RUN_DIR...`.")
-        self.engine = _engine(self.url, lock_timeout_s)
+        self.engine = _engine(self.url, lock_timeout_s if lock_timeout_s is not None else default_lock_timeout_s())
         try:
             with self.engine.begin() as conn:
                 migrate(conn, self.url, target)
