@@ -88,7 +88,8 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
     the runs (1.0 = typical; above = slower), one line per dtype (geometric mean over its shapes)."""
     pad_l, pad_r, pad_t, pad_b = 44, 8, 18, 22
     values = [v for line in lines.values() for v in line.values()]
-    lo, hi = min(values + [1.0]), max(values + [1.0])
+    # At least +-5% shown: run-to-run noise of 1-2% must not fill the chart and look like a change.
+    lo, hi = min(values + [0.95]), max(values + [1.05])
     span = (hi - lo) or 0.1
     lo, hi = lo - 0.08 * span, hi + 0.08 * span
     n = len(runs)
