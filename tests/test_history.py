@@ -466,3 +466,25 @@ def test_wheel_carries_the_migrations(tmp_path):
     res = subprocess.run([sys.executable, "-c", code, str(target), str(tmp_path / "w.db")], cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(target)}, capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == SCHEMA_HEAD, res.stderr[-2000:]
+
+
+def test_runs_finishing_at_once_share_a_new_store(tmp_path, store_url):
+    """Four processes record four runs into a store that does not exist yet, all at once (a sweep
+    whose jobs finish together): each run lands once, none fails."""
+    dirs = [H.series(tmp_path / f"m{i}", [{"exp": 1.0 + i}], seed=i, first=i)[0] for i in range(4)]
+    code = "import sys; from pathlib import Path; from zlbench.store import record_run; record_run(Path(sys.argv[1]), sys.argv[2])"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(d), store_url], stderr=subprocess.PIPE, text=True)
+             for d in dirs]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert count(store_url, S.runs) == 4 and count(store_url, S.rows) == 12
+
+
+def test_identical_machines_at_the_same_second_are_two_runs(tmp_path):
+    """A nightly cron on two identical machines: same identity hash, same creation second."""
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    for host in ("node1", "node2"):
+        ident = H.identity()
+        ident["host"] = host  # not part of the hash: the caliber is the same
+        record_run(H.write_run(tmp_path / host / "run", ident, [H.row("exp", "[[64,64]]", 1.0, 0.5)]), url)
+    assert count(url, S.runs) == 2

@@ -153,6 +153,31 @@ def migrate(connection: Connection, url: str, target: str = "head") -> None:
     command.upgrade(_alembic_config(connection), target)
 
 
+MIGRATION_LOCK_ID = 0x7A6C6265  # "zlbe": the advisory lock that serializes creating/upgrading a store
+
+
+@contextmanager
+def _creation_lock(url: str) -> Iterator[None]:
+    """SQLite: an exclusive flock on the database file while its schema is checked, created or
+    upgraded. SQLite runs DDL outside transactions here, so two runs finishing at once could each
+    create half the tables; SQLite's own locks are POSIX locks, independent of this one."""
+    parsed = make_url(url)
+    db = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (one writer at a time, as before)
+        fcntl = None
+    if not db or db == ":memory:" or fcntl is None:
+        yield
+        return
+    with open(db, "ab") as f:  # an empty file is a valid new SQLite database
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 class Store:
     """An open store: an engine whose schema is at head."""
 
@@ -170,11 +195,17 @@ class Store:
                                  "`python -m zlbench.history import RUN_DIR...`.")
         self.engine = _engine(self.url, lock_timeout_s if lock_timeout_s is not None else default_lock_timeout_s())
         try:
-            with self.engine.begin() as conn:
+            with _creation_lock(self.url), self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    # Machines opening a new shared store at once: one creates it, the others wait.
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
                 migrate(conn, self.url, target)
         except SQLAlchemyError as e:
             self.engine.dispose()
             raise explain(e, self.url, "opening the store") from None
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     @property
     def shown(self) -> str:

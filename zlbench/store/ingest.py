@@ -1,6 +1,6 @@
 """From a finished run dir (or a FlagGems result log) to the store, idempotently.
 
-A run's key is its identity hash and creation time (a FlagGems log's: the hash of its bytes), so
+A run's key is its identity hash, creation time and host (a FlagGems log's: the hash of its bytes), so
 the same run written twice finds itself; a write whose content did not change does nothing, one
 whose content changed (a `collect` after more results, a resume) replaces the run in one
 transaction. The run dir is only read, never written."""
@@ -159,7 +159,8 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     ab_cfg = ((identity.get("config") or {}).get("ab") or {})
     created = parse_created(identity.get("created"), id_path.stat().st_mtime)
     run = {
-        "run_key": f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}",
+        # The host too: identical machines running one nightly config from cron share hash and second.
+        "run_key": f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}",
         "content_hash": digest.hexdigest(), "kind": "ab" if ab is not None else "run",
         "identity_hash": identity.get("identity_hash"), "caliber": caliber_of(identity),
         "created": created, "path": str(run_dir), "host": _str(identity.get("host"), 255),
