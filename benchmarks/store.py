@@ -3,6 +3,7 @@ store of 100 such runs, both on SQLite (the default store).
 
     python benchmarks/store.py [--rows 10000] [--runs 100] [--out DIR]
 
+The newest run has 10 rows 30% slower; compare should call exactly those `slower`.
 Run dirs are synthetic but in the run-dir format (run_identity.json, rows.jsonl, ops_status.csv),
 written once under --out (default: a temporary folder) and recorded through the same
 zlbench.store.record_run a finished run calls. Prints JSON: seconds per step."""
@@ -28,8 +29,9 @@ from zlbench.history.__main__ import main as history  # noqa: E402
 from zlbench.store import record_run  # noqa: E402
 
 
-def make_run(root: Path, i: int, n_rows: int, rng: random.Random) -> Path:
-    """n_rows rows: ops x 3 dtypes x shapes, latency with 2% lognormal noise, one commit per run."""
+def make_run(root: Path, i: int, n_rows: int, rng: random.Random, slower: bool = False) -> Path:
+    """n_rows rows: ops x 3 dtypes x shapes, latency with 2% lognormal noise, one commit per run.
+    slower: op000's float16 rows (10) are 30% slower, for compare to find."""
     shapes_per_op = 10
     n_ops = max(1, n_rows // (3 * shapes_per_op))
     rows = []
@@ -39,7 +41,8 @@ def make_run(root: Path, i: int, n_rows: int, rng: random.Random) -> Path:
                 if len(rows) >= n_rows:
                     break
                 base = 0.01 * (1 + o % 7) * (2 ** s)
-                rows.append(row(f"op{o:03d}", f"[[{2 ** (s + 6)},{1024}]]", base * rng.lognormvariate(0, 0.02),
+                step = 1.3 if slower and o == 0 and dtype == "torch.float16" else 1.0
+                rows.append(row(f"op{o:03d}", f"[[{2 ** (s + 6)},{1024}]]", base * step * rng.lognormvariate(0, 0.02),
                                 base * 1.1 * rng.lognormvariate(0, 0.02), dtype=dtype))
     ident = identity(corpus_commit=f"{i:040x}", zlbench_commit=f"{i:040x}",
                      created=f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}T02:00:00+0000",
@@ -56,7 +59,7 @@ def main() -> int:
     root = args.out or Path(tempfile.mkdtemp(prefix="zlbench-store-bench-"))
     rng = random.Random(0)
     t0 = time.perf_counter()
-    dirs = [make_run(root, i, args.rows, rng) for i in range(args.runs)]
+    dirs = [make_run(root, i, args.rows, rng, slower=i == args.runs - 1) for i in range(args.runs)]
     make_s = time.perf_counter() - t0
     url = f"sqlite:///{root / 'zl_runs' / 'zlbench.db'}"
     times = []

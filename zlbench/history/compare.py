@@ -3,9 +3,10 @@
 The noise of a row comes from, in this order:
 - its rounds, when both runs measured it in two or more rounds: the A/B report's paired test on
   per-round log ratios (report.stats.row_stat), rounds paired by index as `batch_summary --ab` does;
-- else its history: the spread s of ln(latency) of that row over the earlier runs of the same
-  caliber (up to `window`, at least MIN_HISTORY). A single-run difference of two such values has
-  sd s*sqrt(2), so d = ln(B/A) gets a t interval with (runs - 1) degrees of freedom;
+- else its history: the run-to-run sd s of ln(latency) of that row over the earlier runs of the
+  same caliber (up to `window`, at least MIN_HISTORY), from successive differences so that an
+  earlier step does not count as noise. A difference of two single runs has sd s*sqrt(2), so
+  d = ln(B/A) gets a t interval with the estimator's effective degrees of freedom;
 - else none: the row is reported `inconclusive`, never as a change.
 p-values are then adjusted together (Benjamini-Hochberg) and each row gets the A/B report's verdict
 (report.stats.decide): faster, slower, changed below threshold, no difference beyond threshold,
@@ -46,7 +47,7 @@ def _pct(x: Optional[float]) -> Optional[float]:
 
 
 @functools.lru_cache(maxsize=None)
-def _t_quantiles(df: int):
+def _t_quantiles(df: float):
     """(two-sided critical t at ALPHA, t at POWER): the A/B report's constants, once per df."""
     return float(sps.t.ppf(1 - stats.ALPHA / 2, df)), float(sps.t.ppf(stats.POWER, df))
 
@@ -58,10 +59,14 @@ def history_stat(a: float, b: float, history: List[float]) -> stats.RowStat:
     if m < MIN_HISTORY:
         return stats.RowStat(1, math.exp(d), None, None, None, None)
     logs = [math.log(x) for x in history]
-    mean = sum(logs) / m
-    s = math.sqrt(sum((x - mean) ** 2 for x in logs) / (m - 1))
+    # The mean square successive difference (von Neumann): a step inside the history (an earlier
+    # regression) adds one term instead of inflating every deviation from a common mean.
+    s = math.sqrt(sum((y - x) ** 2 for x, y in zip(logs, logs[1:])) / (2 * (m - 1)))
     se = s * math.sqrt(2.0)
-    df = m - 1
+    # Successive differences carry less information than deviations from a mean: the estimator's
+    # effective degrees of freedom (2 sd^4 / its variance, iid normal runs) are 2(m-1)^2/(3m-4),
+    # about 2/3 of m-1. With m-1 the test's tails would be too thin (false positives at scale).
+    df = round(2.0 * (m - 1) ** 2 / (3 * m - 4), 2)
     tcrit, tpow = _t_quantiles(df)
     # stdtr is the t CDF as a plain ufunc: the same number as t.sf, without scipy.stats' per-call overhead.
     p = (0.0 if d != 0 else 1.0) if se == 0 else float(2 * stdtr(df, -abs(d) / se))
@@ -94,7 +99,8 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
             if len(p.a) >= 2:
                 s, noise = stats.row_stat(p.a, p.b), "rounds"
             else:
-                h = list(history.get(key, {}).values())
+                per_run = history.get(key, {})
+                h = [per_run[rid] for rid in earlier if rid in per_run]  # oldest first
                 s = history_stat(statistics.median(p.a), statistics.median(p.b), h)
                 noise = f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none"
             row_stats.append(s)
