@@ -1,7 +1,7 @@
 """The results store keeps up: writing a 10,000-row run, and `history compare --latest` over a
 store of 100 such runs, both on SQLite (the default store).
 
-    python benchmarks/store.py [--rows 10000] [--runs 100] [--out DIR]
+    python benchmarks/store.py [--rows 10000] [--runs 100] [--out DIR] [--all-commands]
 
 The newest run has 10 rows 30% slower; compare should call exactly those `slower`.
 Run dirs are synthetic but in the run-dir format (run_identity.json, rows.jsonl, ops_status.csv),
@@ -55,6 +55,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--all-commands", action="store_true", help="also time `regressions` and `html` over the store")
     args = ap.parse_args()
     root = args.out or Path(tempfile.mkdtemp(prefix="zlbench-store-bench-"))
     rng = random.Random(0)
@@ -80,6 +81,14 @@ def main() -> int:
     compare_s = time.perf_counter() - t
     assert code == 0, "compare failed"
     result = json.loads(out.getvalue())
+    extra = {}
+    if args.all_commands:  # the commands that read the whole series, for the record
+        for name, argv in (("regressions_s", ["regressions", "--url", url, "--format", "json"]),
+                           ("html_s", ["html", "--url", url, "--out", str(root / "site")])):
+            t = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()), quiet:
+                assert history(argv) == 0, name
+            extra[name] = round(time.perf_counter() - t, 2)
     print(json.dumps({
         "rows_per_run": args.rows, "runs": args.runs, "machine": f"{platform.machine()}, "
         f"{__import__('os').cpu_count()} cores, Python {platform.python_version()}",
@@ -88,7 +97,7 @@ def main() -> int:
         "compare_latest_s": round(compare_s, 3), "compared_rows": len(result["rows"]),
         "noise_sources": result["summary"]["noise_sources"], "verdicts": result["summary"]["verdicts"],
         "store_mb": round((root / "zl_runs" / "zlbench.db").stat().st_size / 2 ** 20, 1),
-        "making_run_dirs_s": round(make_s, 1),
+        "making_run_dirs_s": round(make_s, 1), **extra,
     }, indent=1))
     return 0
 

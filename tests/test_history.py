@@ -488,3 +488,23 @@ def test_identical_machines_at_the_same_second_are_two_runs(tmp_path):
         ident["host"] = host  # not part of the hash: the caliber is the same
         record_run(H.write_run(tmp_path / host / "run", ident, [H.row("exp", "[[64,64]]", 1.0, 0.5)]), url)
     assert count(url, S.runs) == 2
+
+
+def test_list_filters(tmp_path, store_url, capsys):
+    cuda = H.series(tmp_path / "cuda", [{"exp": 1.0}] * 3)
+    musa = H.series(tmp_path / "musa", [{"exp": 1.0, "add": 1.0}], backend="musa", first=2)
+    history("import", *cuda, *musa, "--url", store_url, capsys=capsys)
+
+    def ids(*args):
+        code, out = history("list", "--url", store_url, "--format", "json", *args, capsys=capsys)
+        assert code == 0, out.err
+        return [r["run_id"] for r in json.loads(out.out)]
+
+    assert ids() == [1, 2, 3, 4]
+    assert ids("--backend", "musa") == [4] and ids("--device", "h200") == [1, 2, 3]
+    assert ids("--since", "2026-11-02") == [2, 3, 4] and ids("--op", "add") == [4]
+    assert ids("--commit", "corpus01") == [2]
+    cal = json.loads(history("list", "--url", store_url, "--format", "json", capsys=capsys)[1].out)[0]["caliber"]
+    assert ids("--caliber", cal[:8]) == [1, 2, 3]
+    code, out = history("regressions", "--url", store_url, capsys=capsys)
+    assert "1 other(s)" in out.out and "(1 runs)" in out.out  # the musa caliber, named, not mixed in

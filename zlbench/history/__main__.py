@@ -197,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--device", help="with --latest: the newest run on this device")
     sp.add_argument("--caliber", help="with --latest: the newest run of this caliber")
     sp.add_argument("--threshold", type=float, default=0.02, help="relative change that matters (default 0.02)")
-    sp.add_argument("--window", type=int, default=10, help="earlier runs giving a row's noise (default 10)")
+    sp.add_argument("--window", type=int, default=20, help="earlier runs giving a row's noise (default 20)")
     sp.add_argument("--all", action="store_true", help="Markdown: every row, not only the changed ones")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="what goes to stdout")
     sp.add_argument("--out", type=Path, help="also write compare.md, compare.csv, compare.json here")

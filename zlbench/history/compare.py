@@ -36,7 +36,7 @@ from ..store.db import Store
 from .query import fetch_rows, list_runs, medians_by_run
 
 MIN_HISTORY = 3
-WINDOW = 10
+WINDOW = 20
 FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
           "p", "q", "mde_pct", "noise", "fallback", "verdict"]
 CHANGED = ("faster", "slower", "changed below threshold", "unstable")

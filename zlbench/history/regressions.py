@@ -93,10 +93,12 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
     if not runs:
         raise UsageError(f"no runs in the store {store.shown} match. Fix: `history list` shows runs and calibers.")
     calibers = {r["caliber"] for r in runs}
+    others = []
     if len(calibers) > 1:
         # The caliber with the most runs: a series only makes sense within one caliber.
         counts = {c: sum(1 for r in runs if r["caliber"] == c) for c in calibers}
         chosen = max(sorted(counts), key=lambda c: counts[c])
+        others = [{"caliber": c, "runs": n} for c, n in sorted(counts.items(), key=lambda x: -x[1]) if c != chosen]
         runs = [r for r in runs if r["caliber"] == chosen]
     series_runs = runs
     index = {r["run_id"]: i for i, r in enumerate(series_runs)}
@@ -138,7 +140,8 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
                         "backend": series_runs[0].get("backend"), "device_name": series_runs[0].get("device_name"),
                         "first": series_runs[0]["created"].isoformat(), "last": series_runs[-1]["created"].isoformat(),
                         "regressions": sum(1 for f in found if f["kind"] == "regression"),
-                        "improvements": sum(1 for f in found if f["kind"] == "improvement")},
+                        "improvements": sum(1 for f in found if f["kind"] == "improvement"),
+                        "other_calibers": others},
             "steps": found,
             "runs": [{"run_id": r["run_id"], "created": r["created"].isoformat(),
                       **{f: r.get(f) for f in VERSION_FIELDS}} for r in series_runs]}
@@ -150,7 +153,12 @@ def render_markdown(result: Mapping) -> str:
            f"- {s['runs']} run(s) from {s['first'][:16]} to {s['last'][:16]}, ordered by date.",
            f"- Rule: median of the {s['k']} runs after a split vs the {s['k']} before, a step of at least "
            f"{s['threshold']:.0%} and {s['z']:g}x the runs' robust spread; one outlier never counts.",
-           f"- Found: {s['regressions']} regression(s), {s['improvements']} improvement(s).", ""]
+           f"- Found: {s['regressions']} regression(s), {s['improvements']} improvement(s)."]
+    if s.get("other_calibers"):
+        out.append(f"- The caliber with the most runs of those matching; {len(s['other_calibers'])} other(s): "
+                   + ", ".join(f"{o['caliber'][:12]} ({o['runs']} runs)" for o in s["other_calibers"][:8])
+                   + " (choose one with --caliber).")
+    out.append("")
     if result["steps"]:
         out.append(tabulate([[f["op"], f["dtype"], f["shape"], f["side"], f["kind"], f"{f['change_pct']:+.1f}%",
                               f"{f['before_ms']:.5g}", f"{f['after_ms']:.5g}",

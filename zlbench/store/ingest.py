@@ -219,12 +219,13 @@ def write_record(store: Store, record: Mapping[str, Any]) -> str:
     """Write one run in one transaction: 'unchanged', 'recorded' (new) or 'replaced'."""
     run = dict(record["run"])
     with store.begin(f"recording {run['path']}") as conn:
-        # The same run (its key), or an earlier state of the same run dir on the same host (a
-        # resume rewrites the identity's creation time).
-        same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash).where(or_(
-            S.runs.c.run_key == run["run_key"],
-            and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"]) if run["host"] is not None
-            else S.runs.c.run_key == run["run_key"]))).all()
+        # The same run (its key), or an earlier state of the same run dir: same host, path and
+        # identity hash (a resume rewrites the identity's creation time, nothing else).
+        earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
+                             S.runs.c.identity_hash == run["identity_hash"])
+        same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash).where(
+            or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
+            else S.runs.c.run_key == run["run_key"])).all()
         if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"]:
             return "unchanged"
         old_ids = [r.run_id for r in same]
