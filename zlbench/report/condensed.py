@@ -19,6 +19,7 @@ import json
 import math
 import statistics
 import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -152,9 +153,11 @@ def ab_overview_plot(result: Mapping, path: Path, title: str, top: int = 25) -> 
     counts = defaultdict(int)
     for t in rows:
         counts[t["verdict"]] += 1
-    ax2.set_title("all rows: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), fontsize=9)
+    ax2.set_title(textwrap.fill(f"all {len(rows)} rows: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+                                70), fontsize=9)
     ax2.set_xlabel(f"change, % (clipped to +-{lim:.0f}%)")
-    ax2.set_ylabel("rows")
+    ax2.set_yscale("log")  # a few rows that moved stay visible beside thousands that did not
+    ax2.set_ylabel("rows (log scale)")
     ax2.legend(fontsize=8, loc="upper right")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
