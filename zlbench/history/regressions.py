@@ -50,14 +50,20 @@ def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD
     """Steps in one series of positive values, oldest first: [{'index', 'step', 'noise'}], where
     index is the first value after the step."""
     logs = [math.log(v) for v in values]
+    n = len(logs)
+    if n < 2 * k:
+        return []
     min_step = math.log(1 + threshold)
-    flagged = []
-    for i in range(k, len(logs) - k + 1):
-        before, after = logs[i - k:i], logs[i:i + k]
-        step = float(np.median(after) - np.median(before))
-        noise = _robust_sd(before, after)
-        if abs(step) >= min_step and abs(step) >= z * noise:
-            flagged.append({"index": i, "step": step, "noise": noise})
+    # Every window of k runs at once: its median and its values' distances from that median.
+    windows = np.lib.stride_tricks.sliding_window_view(np.asarray(logs), k)
+    med = np.median(windows, axis=1)
+    dist = np.abs(windows - med[:, None])
+    # Split i (k <= i <= n-k): before = window i-k, after = window i.
+    steps_all = med[k:] - med[:-k]
+    noise_all = 1.4826 * np.median(np.hstack([dist[:-k], dist[k:]]), axis=1)
+    flagged = [{"index": j + k, "step": float(st), "noise": float(no)}
+               for j, (st, no) in enumerate(zip(steps_all, noise_all))
+               if abs(st) >= min_step and abs(st) >= z * no]
     groups: List[List[Dict]] = []
     for f in flagged:  # neighbouring splits of one change, same direction
         if groups and f["index"] - groups[-1][-1]["index"] <= 1 and (f["step"] > 0) == (groups[-1][-1]["step"] > 0):
@@ -68,7 +74,6 @@ def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD
     # it, and the true one may lie a little past the last flagged split): the split where two flat
     # segments fit the runs around the group best (least squares) is the step.
     steps = []
-    n = len(logs)
     for g in groups:
         lo, hi = max(0, g[0]["index"] - k), min(n, g[-1]["index"] + k)
 
