@@ -508,3 +508,14 @@ def test_list_filters(tmp_path, store_url, capsys):
     assert ids("--caliber", cal[:8]) == [1, 2, 3]
     code, out = history("regressions", "--url", store_url, capsys=capsys)
     assert "1 other(s)" in out.out and "(1 runs)" in out.out  # the musa caliber, named, not mixed in
+
+
+def test_unfinished_run_dir_is_refused_and_left_alone(real_runs, tmp_path):
+    run_dir = tmp_path / "zl_runs" / "d" / "t"
+    shutil.copytree(real_runs["a"], run_dir)
+    (run_dir / "rows.jsonl").unlink()
+    before = snapshot(run_dir)
+    with pytest.raises(UsageError, match=r"has no rows.jsonl.*python -m zlbench.collect"):
+        record_run(run_dir, f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}")
+    assert snapshot(run_dir) == before
+

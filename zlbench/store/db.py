@@ -203,6 +203,10 @@ class Store:
         except SQLAlchemyError as e:
             self.engine.dispose()
             raise explain(e, self.url, "opening the store") from None
+        except OSError as e:  # the SQLite file itself: read-only, no permission, a full disk
+            self.engine.dispose()
+            raise UsageError(f"cannot open the results store {self.shown}: {e}. Fix: make the file and its folder "
+                             "writable, or point store.url elsewhere (store.url=none: off).") from None
         except BaseException:
             self.engine.dispose()
             raise

@@ -141,6 +141,12 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
         identity = json.loads(id_path.read_text(encoding="utf-8"))
     except ValueError as e:
         raise UsageError(f"{id_path} is not valid JSON ({e}). Fix: restore it from the run's backup or rerun.")
+    # A run dir without its tables is not finished; the readers would collect them, i.e. write
+    # into the run dir, which the store never does.
+    missing = [n for n in ("rows.jsonl", "ops_status.csv") if not (run_dir / n).is_file()]
+    if missing:
+        raise UsageError(f"{run_dir} has no {' or '.join(missing)}: the run has not finished or was not "
+                         f"collected. Fix: `python -m zlbench.collect {run_dir}`, then record it again.")
     rows, status = load_rows(run_dir), load_status(run_dir)
     ab_path = run_dir / AB_FILE
     ab = None
