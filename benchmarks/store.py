@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import platform
@@ -44,7 +45,8 @@ def make_run(root: Path, i: int, n_rows: int, rng: random.Random, slower: bool =
                 step = 1.3 if slower and o == 0 and dtype == "torch.float16" else 1.0
                 rows.append(row(f"op{o:03d}", f"[[{2 ** (s + 6)},{1024}]]", base * step * rng.lognormvariate(0, 0.02),
                                 base * 1.1 * rng.lognormvariate(0, 0.02), dtype=dtype))
-    ident = identity(corpus_commit=f"{i:040x}", zlbench_commit=f"{i:040x}",
+    commit = hashlib.sha1(f"commit {i}".encode()).hexdigest()
+    ident = identity(corpus_commit=commit, zlbench_commit=commit,
                      created=f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}T02:00:00+0000",
                      ops=sorted({r["op"] for r in rows}))
     return write_run(root / "zl_runs" / f"run{i:03d}", ident, rows)

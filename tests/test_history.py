@@ -519,3 +519,11 @@ def test_unfinished_run_dir_is_refused_and_left_alone(real_runs, tmp_path):
         record_run(run_dir, f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}")
     assert snapshot(run_dir) == before
 
+
+
+@pytest.mark.parametrize("url", ["post gres://u:secret@h/db", "postgresql://u:secret@h:notaport/db",
+                                 "mysql://u:secret@localhost/db"])
+def test_bad_store_url_is_one_clear_error_without_the_password(url):
+    with pytest.raises(UsageError) as e:
+        Store(url)
+    assert "Fix:" in str(e.value) and "secret" not in str(e.value)

@@ -7,11 +7,12 @@ and the fix."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
-
-from contextlib import contextmanager
 
 from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -28,8 +29,6 @@ LOCK_TIMEOUT_S = 30.0
 
 
 def default_lock_timeout_s() -> float:
-    import os
-
     return float(os.environ.get("ZLBENCH_STORE_LOCK_TIMEOUT_S") or LOCK_TIMEOUT_S)
 
 
@@ -52,17 +51,18 @@ def normalize_url(url: str) -> str:
 
 
 def display_url(url: str) -> str:
+    """The URL without its password, for messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    except (ArgumentError, ValueError):
+        return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
 
 
 def _engine(url: str, lock_timeout_s: float) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError as e:
-        raise UsageError(f"store URL {url!r} is not a database URL ({e}). Fix: store.url=sqlite:///PATH/"
+    except (ArgumentError, ValueError):
+        raise UsageError(f"store URL {display_url(url)!r} is not a database URL. Fix: store.url=sqlite:///PATH/"
                          "zlbench.db, postgresql://USER:PASSWORD@HOST/DB, or none to turn the store off.")
     backend = parsed.get_backend_name()
     connect_args = {}
@@ -82,7 +82,7 @@ def _engine(url: str, lock_timeout_s: float) -> Engine:
                          "sqlite:// or postgresql:// (pip install 'zlbench[store]' for PostgreSQL).")
     except ImportError as e:
         raise UsageError(f"store URL {display_url(url)} needs a database driver that is not installed ({e}). "
-                         "Fix: pip install 'zlbench[store]' (psycopg for PostgreSQL).")
+                         "Fix: install the driver named there (for PostgreSQL: pip install 'zlbench[store]').")
     if backend == "sqlite":
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record):  # noqa: ANN001
