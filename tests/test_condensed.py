@@ -1,7 +1,6 @@
 """Reports at corpus scale (zlbench.report.condensed): a 3,000-row A/B fits a GitHub comment with
 its real changes on top, and plots keep one size whatever the number of rows."""
 
-import json
 import random
 import time
 

@@ -24,7 +24,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
-import numpy as np
 from scipy import stats as sps
 from scipy.special import stdtr
 from tabulate import tabulate
@@ -33,7 +32,7 @@ from .._version_info import short_dtype
 from ..report import stats
 from ..results.pairing import pair
 from ..store.db import Store
-from .query import fetch_rows, list_runs, medians_by_run
+from .query import fetch_rows, iter_rows, list_runs, medians_by_run
 
 MIN_HISTORY = 3
 WINDOW = 20
@@ -89,8 +88,8 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     # The history: earlier runs of B's caliber, newest `window` of them (A among them when it is one).
     earlier = [r["run_id"] for r in list_runs(store, caliber=run_b["caliber"])
                if (r["created"], r["run_id"]) < (run_b["created"], run_b["run_id"])][-window:]
-    history = medians_by_run(fetch_rows(store, earlier, fields=("run_id", "op", "dtype", "shape", "side",
-                                                                "latency", "status")))
+    history = medians_by_run(iter_rows(store, earlier, fields=("run_id", "op", "dtype", "shape", "side",
+                                                               "latency", "status")))
     table, row_stats, unpaired = [], [], []
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency")

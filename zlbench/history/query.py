@@ -6,7 +6,7 @@ import statistics
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import exists, func, or_, select
 
@@ -101,6 +101,20 @@ def fetch_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]
         q = q.where(S.rows.c.op.in_(list(ops)))
     with store.begin("reading rows") as conn:
         return [dict(zip(fields, r)) for r in conn.execute(q)]  # zip: 3x faster than Row._mapping
+
+
+def iter_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
+              fields: Sequence[str] = ROW_FIELDS) -> Iterator[dict]:
+    """fetch_rows, one row at a time: a series of 100 runs of 10,000 rows never sits in memory as
+    dicts (medians_by_run keeps one float per row)."""
+    if not run_ids:
+        return
+    q = select(*[S.rows.c[f] for f in fields]).where(S.rows.c.run_id.in_(list(run_ids)))
+    if ops:
+        q = q.where(S.rows.c.op.in_(list(ops)))
+    with store.begin("reading rows") as conn:
+        for r in conn.execute(q):
+            yield dict(zip(fields, r))
 
 
 def row_key(r: Mapping) -> RowKey:

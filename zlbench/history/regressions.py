@@ -31,7 +31,7 @@ from .._version_info import short_dtype
 from ..errors import UsageError
 from ..store.db import Store
 from .compare import VERSION_FIELDS, changed_versions
-from .query import fetch_rows, list_runs, medians_by_run
+from .query import iter_rows, list_runs, medians_by_run
 
 K = 3
 THRESHOLD = 0.05
@@ -107,9 +107,9 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
         runs = [r for r in runs if r["caliber"] == chosen]
     series_runs = runs
     index = {r["run_id"]: i for i, r in enumerate(series_runs)}
-    rows = fetch_rows(store, list(index), ops=ops, fields=("run_id", "op", "dtype", "shape", "side", "latency",
-                                                           "latency_base", "status"))
-    lat, base = medians_by_run(rows, "latency"), medians_by_run(rows, "latency_base")
+    fields = ("run_id", "op", "dtype", "shape", "side", "latency", "latency_base", "status")
+    lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
+    base = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency_base")
     found = []
     for key, per_run in lat.items():
         ids = sorted(per_run, key=index.get)

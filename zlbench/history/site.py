@@ -11,7 +11,7 @@ import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from sqlalchemy import select
 
@@ -19,7 +19,7 @@ from .._version_info import short_dtype
 from ..errors import UsageError
 from ..store import schema as S
 from ..store.db import Store
-from .query import fetch_rows, list_runs, medians_by_run
+from .query import iter_rows, list_runs, medians_by_run
 
 MAX_CALIBERS = 6  # trend sections (the calibers with the most runs)
 MAX_CHARTS = 400
@@ -128,7 +128,7 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
     return "".join(parts)
 
 
-def _trend_lines(rows: List[dict]) -> Dict[str, Dict[str, Dict[int, float]]]:
+def _trend_lines(rows: Iterable[dict]) -> Dict[str, Dict[str, Dict[int, float]]]:
     """op -> dtype -> run_id -> geometric mean over shapes of latency / the row's median."""
     acc: Dict[str, Dict[str, Dict[int, List[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for key, per_run in medians_by_run(rows).items():
@@ -164,8 +164,8 @@ def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> 
     trend_parts, charts = [], 0
     for cal in series[:MAX_CALIBERS]:
         cruns = by_caliber[cal]
-        lines = _trend_lines(fetch_rows(store, [r["run_id"] for r in cruns],
-                                        fields=("run_id", "op", "dtype", "shape", "side", "latency", "status")))
+        lines = _trend_lines(iter_rows(store, [r["run_id"] for r in cruns],
+                                       fields=("run_id", "op", "dtype", "shape", "side", "latency", "status")))
         svgs = []
         for op in sorted(lines):
             if charts >= MAX_CHARTS:

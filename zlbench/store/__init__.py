@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .db import Store, is_off, normalize_url
+from .db import Store, is_off
 
 DB_FILE = "zlbench.db"
 RUNS_ROOT = "zl_runs"
