@@ -1,5 +1,5 @@
 """The results store keeps up: writing a 10,000-row run, and `history compare --latest` over a
-store of 100 such runs, both on SQLite (the default store).
+store of 100 such runs, on SQLite (the default store) or any --url.
 
     python benchmarks/store.py [--rows 10000] [--runs 100] [--out DIR] [--all-commands]
 
@@ -57,6 +57,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--url", help="store URL (default: an SQLite file under --out); e.g. a PostgreSQL database")
     ap.add_argument("--all-commands", action="store_true", help="also time `regressions` and `html` over the store")
     args = ap.parse_args()
     root = args.out or Path(tempfile.mkdtemp(prefix="zlbench-store-bench-"))
@@ -64,7 +65,7 @@ def main() -> int:
     t0 = time.perf_counter()
     dirs = [make_run(root, i, args.rows, rng, slower=i == args.runs - 1) for i in range(args.runs)]
     make_s = time.perf_counter() - t0
-    url = f"sqlite:///{root / 'zl_runs' / 'zlbench.db'}"
+    url = args.url or f"sqlite:///{root / 'zl_runs' / 'zlbench.db'}"
     times = []
     quiet = contextlib.redirect_stderr(io.StringIO())
     for d in dirs:
@@ -98,7 +99,8 @@ def main() -> int:
         "write_last_run_s": round(times[-1], 3), "rewrite_unchanged_run_s": round(rewrite_s, 3),
         "compare_latest_s": round(compare_s, 3), "compared_rows": len(result["rows"]),
         "noise_sources": result["summary"]["noise_sources"], "verdicts": result["summary"]["verdicts"],
-        "store_mb": round((root / "zl_runs" / "zlbench.db").stat().st_size / 2 ** 20, 1),
+        "store": "postgresql" if url.startswith("postgres") else "sqlite",
+        "store_mb": round((root / "zl_runs" / "zlbench.db").stat().st_size / 2 ** 20, 1) if not args.url else None,
         "making_run_dirs_s": round(make_s, 1), **extra,
     }, indent=1))
     return 0

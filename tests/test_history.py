@@ -527,3 +527,17 @@ def test_bad_store_url_is_one_clear_error_without_the_password(url):
     with pytest.raises(UsageError) as e:
         Store(url)
     assert "Fix:" in str(e.value) and "secret" not in str(e.value)
+
+
+def test_an_old_step_is_not_taken_for_noise(tmp_path, capsys):
+    """exp stepped up 30% at the 4th of 9 runs and stayed there: its noise is its spread since the
+    step (1%), not the step itself, so an unchanged newest run is a tight 'no difference'."""
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    dirs = H.series(tmp_path, [{"exp": 1.0}] * 3 + [{"exp": 1.3}] * 6, noise=0.005, seed=2)
+    history("import", *dirs, "--url", url, capsys=capsys)
+    code, out = history("compare", "--latest", "--url", url, "--format", "json", "--threshold", "0.05",
+                        capsys=capsys)
+    rows = json.loads(out.out)["rows"]
+    assert {r["noise"] for r in rows} == {"history (5 runs)"}  # runs 4..8, since the step
+    assert all(r["ci_hi_pct"] - r["ci_lo_pct"] < 10 for r in rows), rows  # with the step inside: about +-40%
+    assert all(r["verdict"] == "no difference beyond threshold" for r in rows), rows

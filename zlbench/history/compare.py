@@ -4,8 +4,8 @@ The noise of a row comes from, in this order:
 - its rounds, when both runs measured it in two or more rounds: the A/B report's paired test on
   per-round log ratios (report.stats.row_stat), rounds paired by index as `batch_summary --ab` does;
 - else its history: the run-to-run sd s of ln(latency) of that row over the earlier runs of the
-  same caliber (up to `window`, at least MIN_HISTORY), from successive differences so that an
-  earlier step does not count as noise. A difference of two single runs has sd s*sqrt(2), so
+  same caliber (up to `window`, at least MIN_HISTORY) since its last confirmed step (see
+  regressions.py), from successive differences, so that an old regression is not taken for noise. A difference of two single runs has sd s*sqrt(2), so
   d = ln(B/A) gets a t interval with the estimator's effective degrees of freedom;
 - else none: the row is reported `inconclusive`, never as a change.
 p-values are then adjusted together (Benjamini-Hochberg) and each row gets the A/B report's verdict
@@ -26,10 +26,10 @@ from typing import Dict, List, Mapping, Optional
 
 from scipy import stats as sps
 from scipy.special import stdtr
-from tabulate import tabulate
 
 from .._version_info import short_dtype
 from ..report import stats
+from ..report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from ..results.pairing import pair
 from ..store.db import Store
 from .query import fetch_rows, iter_rows, list_runs, medians_by_run
@@ -74,6 +74,15 @@ def history_stat(a: float, b: float, history: List[float]) -> stats.RowStat:
                          mde=math.exp(mde) - 1)
 
 
+def current_level(history: List[float]) -> List[float]:
+    """The runs since the row's last confirmed step (the regressions rule), or all of them: the
+    noise of a row is its spread at its present level, not the size of an old regression."""
+    from .regressions import find_steps
+
+    steps = find_steps(history) if len(history) >= 2 * MIN_HISTORY else []
+    return history[steps[-1]["index"]:] if steps else history
+
+
 def describe(run: Mapping) -> str:
     commit = (run.get("corpus_commit") or "")[:10] or "-"
     return f"run {run['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend')}, corpus {commit})"
@@ -99,7 +108,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
                 s, noise = stats.row_stat(p.a, p.b), "rounds"
             else:
                 per_run = history.get(key, {})
-                h = [per_run[rid] for rid in earlier if rid in per_run]  # oldest first
+                h = current_level([per_run[rid] for rid in earlier if rid in per_run])  # oldest first
                 s = history_stat(statistics.median(p.a), statistics.median(p.b), h)
                 noise = f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none"
             row_stats.append(s)
@@ -147,7 +156,7 @@ def _fmt_pct(ratio: Optional[float]) -> str:
     return "-" if ratio is None else f"{(ratio - 1) * 100:+.2f}%"
 
 
-def render_markdown(result: Mapping, all_rows: bool = False) -> str:
+def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     s = result["summary"]
     out = [f"# History: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
     if not s["same_caliber"]:
@@ -167,26 +176,28 @@ def render_markdown(result: Mapping, all_rows: bool = False) -> str:
     out.append(f"- Noise from: {noise or '-'} (rounds: the rows' own rounds; history: the row over "
                f"{s['history_runs']} earlier run(s) of this caliber; none: too little history, so inconclusive).")
     if s["unpaired_rows"]:
-        out.append(f"- Caveat: {s['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete.")
-    out.append("")
-    shown = [t for t in result["rows"] if all_rows or t["verdict"] in CHANGED]
-    rows = []
-    for t in shown:
-        ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
-        rows.append([t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
-                     f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
-                     t["verdict"] + (" (fallback)" if t["fallback"] else "")])
-    if rows:
-        out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI",
-                                           "q", "noise", "verdict"], tablefmt="github"))
-    if not all_rows:
-        out += ["", f"{len(result['rows']) - len(shown)} other row(s) with no change beyond their noise "
-                    "(--all lists every row; the CSV and JSON always do)."]
+        out.append(f"- Caveat: {s['unpaired_rows']} row(s) unpaired: the comparison is incomplete.")
     if result["unpaired"]:
-        out += ["", "## Unpaired rows", ""]
-        out.append(tabulate([[u["op"], u["dtype"], u["shape"], u["side"], u["why"][:120]] for u in result["unpaired"]],
-                            headers=["Operator", "dtype", "shape", "side", "why"], tablefmt="github"))
-    return "\n".join(out) + "\n"
+        out.append("- Unpaired: " + "; ".join(f"{u['op']} {u['dtype']} {u['shape']} [{u['side']}]: {u['why'][:60]}"
+                                               for u in result["unpaired"][:5])
+                   + (f"; ... {len(result['unpaired']) - 5} more in compare.json" if len(result["unpaired"]) > 5 else "")
+                   + ".")
+    if not all_rows:
+        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) show no change "
+                   "beyond their noise (--all lists them; compare.csv and compare.json always do).")
+
+    def cells(t):
+        ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
+        return [t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
+                f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
+                t["verdict"] + (" (fallback)" if t["fallback"] else "")]
+
+    changed = [cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
+    rest = [cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
+    # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
+    return fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, rest,
+                        ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise",
+                         "verdict"], limit, "compare.csv")
 
 
 def render_csv(result: Mapping) -> str:
