@@ -541,3 +541,19 @@ def test_an_old_step_is_not_taken_for_noise(tmp_path, capsys):
     assert {r["noise"] for r in rows} == {"history (5 runs)"}  # runs 4..8, since the step
     assert all(r["ci_hi_pct"] - r["ci_lo_pct"] < 10 for r in rows), rows  # with the step inside: about +-40%
     assert all(r["verdict"] == "no difference beyond threshold" for r in rows), rows
+
+
+def test_non_finite_numbers_are_stored_as_null(tmp_path, store_url):
+    """Python's json writes NaN; PostgreSQL's JSON refuses it: an A/B summary with a NaN still lands."""
+    ident = H.identity(ab="X")
+    ab = {"summary": {"label_a": "X=0", "label_b": "X=1", "liveness": "unknown", "overall": {"geomean": float("nan")}},
+          "rows": [{"op": "exp", "dtype": "float16", "shape": "[[64,64]]", "rounds": 2, "a_ms": 1.0, "b_ms": 1.0,
+                    "change_pct": 0.0, "p": float("nan"), "verdict": "inconclusive"}]}
+    run = H.write_run(tmp_path / "run", ident, [H.row("exp", "[[64,64]]", float("nan"), 1.0, side="off"),
+                                                H.row("exp", "[[64,64]]", 1.0, 1.0, side="on")], ab=ab)
+    record_run(run, store_url)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        summary = conn.execute(select(S.ab_summaries.c.summary)).scalar_one()
+        p = conn.execute(select(S.ab_rows.c.p)).scalar_one()
+        latencies = sorted(conn.execute(select(S.rows.c.latency)).scalars(), key=lambda v: v is None)
+    assert summary["overall"]["geomean"] is None and p is None and latencies == [1.0, None]

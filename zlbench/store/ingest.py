@@ -83,10 +83,21 @@ def _str(v, limit: int = 0) -> Optional[str]:
     return s[:limit] if limit else s
 
 
+def json_safe(value: Any) -> Any:
+    """NaN and infinities (Python's json writes them) as null: PostgreSQL's JSON refuses them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def _row_record(r: Mapping[str, Any]) -> Dict[str, Any]:
     return {
         "op": _str(r.get("op"), 255), "dtype": _str(r.get("dtype"), 64), "shape": _str(r.get("shape")),
-        "legacy_shape": r.get("legacy_shape"),
+        "legacy_shape": json_safe(r.get("legacy_shape")),
         "latency_base": _float(r.get("latency_base")), "latency": _float(r.get("latency")),
         "speedup": _float(r.get("speedup")), "gbps_base": _float(r.get("gbps_base")),
         "gbps": _float(r.get("gbps")), "timer_used": _str(r.get("timer_used"), 64),
@@ -180,7 +191,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
         "flag_gems_version": _str(versions.get("flag_gems"), 64),
         "python_version": _str(versions.get("python"), 32),
         "ab_axis": _str(ab_cfg.get("name") if ab_cfg.get("name") not in (None, "none") else None, 128),
-        "identity": identity,
+        "identity": json_safe(identity),
     }
     return {"run": run, "rows": [_row_record(r) for r in rows], "statuses": [_status_record(s) for s in status],
             "ab": ab}
@@ -249,7 +260,7 @@ def write_record(store: Store, record: Mapping[str, Any]) -> str:
             summary = ab.get("summary") or {}
             conn.execute(S.ab_summaries.insert().values(
                 run_id=run_id, label_a=_str(summary.get("label_a")), label_b=_str(summary.get("label_b")),
-                liveness=_str(summary.get("liveness"), 16), summary=summary))
+                liveness=_str(summary.get("liveness"), 16), summary=json_safe(summary)))
             ab_rows = [_ab_row_record(t) for t in ab.get("rows") or []]
             if ab_rows:
                 conn.execute(S.ab_rows.insert(), [{**t, "run_id": run_id} for t in ab_rows])
