@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -557,3 +558,21 @@ def test_non_finite_numbers_are_stored_as_null(tmp_path, store_url):
         p = conn.execute(select(S.ab_rows.c.p)).scalar_one()
         latencies = sorted(conn.execute(select(S.rows.c.latency)).scalars(), key=lambda v: v is None)
     assert summary["overall"]["geomean"] is None and p is None and latencies == [1.0, None]
+
+
+def test_one_run_written_by_four_processes_at_once_lands_once(tmp_path, store_url):
+    """A collect racing the run's own end (or four collects): one run, its rows once, no error.
+    The processes read the run dir first, then all write at the same instant."""
+    run = H.series(tmp_path, [{f"op{i}": 1.0 for i in range(100)}])[0]  # 300 rows: writes overlap
+    Store(store_url).close()  # the store exists: the race is on the run, not on creating the schema
+    code = ("import sys, time; from pathlib import Path; from zlbench.store import Store; "
+            "from zlbench.store.ingest import run_dir_record, write_record; "
+            "rec = run_dir_record(Path(sys.argv[1])); st = Store(sys.argv[2]); "
+            "time.sleep(max(0.0, float(sys.argv[3]) - time.time())); print(write_record(st, rec))")
+    start = time.time() + 4
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(run), store_url, str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [o[1][-2000:] for o in outs]
+    assert sorted(o[0].strip() for o in outs) == ["recorded", "unchanged", "unchanged", "unchanged"], outs
+    assert count(store_url, S.runs) == 1 and count(store_url, S.rows) == 300

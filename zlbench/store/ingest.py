@@ -14,11 +14,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from sqlalchemy import delete, or_, and_, select
+from sqlalchemy import and_, delete, or_, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import UsageError
 from . import schema as S
-from .db import Store
+from .db import Store, explain
 
 IDENTITY_FILE = "run_identity.json"
 AB_FILE = "ab.json"
@@ -233,35 +234,51 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
 
 
 def write_record(store: Store, record: Mapping[str, Any]) -> str:
-    """Write one run in one transaction: 'unchanged', 'recorded' (new) or 'replaced'."""
+    """Write one run in one transaction: 'unchanged', 'recorded' (new) or 'replaced'. Two writers
+    of the same run at once (a collect racing the run's own end): the loser's insert hits the
+    unique key, and its retry finds the winner's write."""
+    from sqlalchemy.exc import IntegrityError
+
+    for attempt in (1, 2):
+        try:
+            with store.engine.begin() as conn:
+                return _write(conn, record)
+        except IntegrityError as e:
+            if attempt == 2:
+                raise explain(e, store.url, f"recording {record['run']['path']}") from None
+        except SQLAlchemyError as e:
+            raise explain(e, store.url, f"recording {record['run']['path']}") from None
+    raise AssertionError("unreachable")
+
+
+def _write(conn, record: Mapping[str, Any]) -> str:
     run = dict(record["run"])
-    with store.begin(f"recording {run['path']}") as conn:
-        # The same run (its key), or an earlier state of the same run dir: same host, path and
-        # identity hash (a resume rewrites the identity's creation time, nothing else).
-        earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
-                             S.runs.c.identity_hash == run["identity_hash"])
-        same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash).where(
-            or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
-            else S.runs.c.run_key == run["run_key"])).all()
-        if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"]:
-            return "unchanged"
-        old_ids = [r.run_id for r in same]
-        if old_ids:
-            for table in S.CHILD_TABLES:
-                conn.execute(delete(table).where(table.c.run_id.in_(old_ids)))
-            conn.execute(delete(S.runs).where(S.runs.c.run_id.in_(old_ids)))
-        run["recorded"] = _utcnow()
-        run_id = conn.execute(S.runs.insert().values(**run)).inserted_primary_key[0]
-        for table, items in ((S.rows, record["rows"]), (S.statuses, record["statuses"])):
-            if items:
-                conn.execute(table.insert(), [{**item, "run_id": run_id} for item in items])
-        ab = record.get("ab")
-        if ab:
-            summary = ab.get("summary") or {}
-            conn.execute(S.ab_summaries.insert().values(
-                run_id=run_id, label_a=_str(summary.get("label_a")), label_b=_str(summary.get("label_b")),
-                liveness=_str(summary.get("liveness"), 16), summary=json_safe(summary)))
-            ab_rows = [_ab_row_record(t) for t in ab.get("rows") or []]
-            if ab_rows:
-                conn.execute(S.ab_rows.insert(), [{**t, "run_id": run_id} for t in ab_rows])
-        return "replaced" if old_ids else "recorded"
+    # The same run (its key), or an earlier state of the same run dir: same host, path and
+    # identity hash (a resume rewrites the identity's creation time, nothing else).
+    earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
+                         S.runs.c.identity_hash == run["identity_hash"])
+    same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash).where(
+        or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
+        else S.runs.c.run_key == run["run_key"])).all()
+    if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"]:
+        return "unchanged"
+    old_ids = [r.run_id for r in same]
+    if old_ids:
+        for table in S.CHILD_TABLES:
+            conn.execute(delete(table).where(table.c.run_id.in_(old_ids)))
+        conn.execute(delete(S.runs).where(S.runs.c.run_id.in_(old_ids)))
+    run["recorded"] = _utcnow()
+    run_id = conn.execute(S.runs.insert().values(**run)).inserted_primary_key[0]
+    for table, items in ((S.rows, record["rows"]), (S.statuses, record["statuses"])):
+        if items:
+            conn.execute(table.insert(), [{**item, "run_id": run_id} for item in items])
+    ab = record.get("ab")
+    if ab:
+        summary = ab.get("summary") or {}
+        conn.execute(S.ab_summaries.insert().values(
+            run_id=run_id, label_a=_str(summary.get("label_a")), label_b=_str(summary.get("label_b")),
+            liveness=_str(summary.get("liveness"), 16), summary=json_safe(summary)))
+        ab_rows = [_ab_row_record(t) for t in ab.get("rows") or []]
+        if ab_rows:
+            conn.execute(S.ab_rows.insert(), [{**t, "run_id": run_id} for t in ab_rows])
+    return "replaced" if old_ids else "recorded"
