@@ -473,9 +473,12 @@ def test_runs_finishing_at_once_share_a_new_store(tmp_path, store_url):
     """Four processes record four runs into a store that does not exist yet, all at once (a sweep
     whose jobs finish together): each run lands once, none fails."""
     dirs = [H.series(tmp_path / f"m{i}", [{"exp": 1.0 + i}], seed=i, first=i)[0] for i in range(4)]
-    code = "import sys; from pathlib import Path; from zlbench.store import record_run; record_run(Path(sys.argv[1]), sys.argv[2])"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(d), store_url], stderr=subprocess.PIPE, text=True)
-             for d in dirs]
+    code = ("import sys, time; from pathlib import Path; from zlbench.store import record_run; "
+            "import zlbench.store.db, alembic.command, zlbench.store.ingest; "
+            "time.sleep(max(0.0, float(sys.argv[3]) - time.time())); record_run(Path(sys.argv[1]), sys.argv[2])")
+    start = time.time() + 4  # after the imports, all at one instant
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(d), store_url, str(start)], stderr=subprocess.PIPE,
+                              text=True) for d in dirs]
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, errors
     assert count(store_url, S.runs) == 4 and count(store_url, S.rows) == 12
