@@ -482,6 +482,9 @@ def test_runs_finishing_at_once_share_a_new_store(tmp_path, store_url):
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, errors
     assert count(store_url, S.runs) == 4 and count(store_url, S.rows) == 12
+    if store_url.startswith("sqlite"):  # an earlier lock on the database file itself corrupted it
+        with sqlite3.connect(make_url(store_url).database) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_identical_machines_at_the_same_second_are_two_runs(tmp_path):

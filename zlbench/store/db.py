@@ -158,9 +158,10 @@ MIGRATION_LOCK_ID = 0x7A6C6265  # "zlbe": the advisory lock that serializes crea
 
 @contextmanager
 def _creation_lock(url: str) -> Iterator[None]:
-    """SQLite: an exclusive flock on the database file while its schema is checked, created or
-    upgraded. SQLite runs DDL outside transactions here, so two runs finishing at once could each
-    create half the tables; SQLite's own locks are POSIX locks, independent of this one."""
+    """SQLite: an exclusive flock on a sibling file (zlbench.db.lock) while the schema is checked,
+    created or upgraded. SQLite runs DDL outside transactions here, so two runs finishing at once
+    could each create half the tables. Never on the database file itself: closing any descriptor
+    of it drops the POSIX locks SQLite holds in this process, and the database gets corrupted."""
     parsed = make_url(url)
     db = parsed.database if parsed.get_backend_name() == "sqlite" else None
     try:
@@ -170,7 +171,7 @@ def _creation_lock(url: str) -> Iterator[None]:
     if not db or db == ":memory:" or fcntl is None:
         yield
         return
-    with open(db, "ab") as f:  # an empty file is a valid new SQLite database
+    with open(db + ".lock", "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
