@@ -4,6 +4,7 @@ launcher.wait=false, or a run killed midway) into the run dir's tables and summa
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -13,17 +14,25 @@ from .errors import UsageError
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zlbench.collect", description=__doc__)
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--store-url", default=os.environ.get("ZLBENCH_STORE_URL", "default"),
+                        help="results store to write the collected run into (default: zl_runs/zlbench.db "
+                             "beside the run dirs, or $ZLBENCH_STORE_URL; none: off)")
     args = parser.parse_args(argv)
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     from .report.run_report import report
 
+    from .store import record_or_warn
+
     try:
-        return int(report(args.run_dir, " (collected)", fail_on=_fail_on(args.run_dir)))
+        code = int(report(args.run_dir, " (collected)", fail_on=_fail_on(args.run_dir)))
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)
         return e.exit_code
+    record_or_warn(args.run_dir, args.store_url)
+    return code
+
 
 def _fail_on(run_dir: Path):
     """The run's own fail_on (from its identity), so collect exits as the run would have."""

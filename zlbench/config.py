@@ -134,6 +134,13 @@ class ABConf:
 
 
 @dataclass
+class StoreConf:
+    # default: the SQLite file zl_runs/zlbench.db beside the run dirs; any SQLAlchemy URL
+    # (postgresql://...); none: off.
+    url: str = "default"
+
+
+@dataclass
 class ZlbenchConfig:
     backend: BackendConf = MISSING
     timer: TimerConf = MISSING
@@ -141,6 +148,7 @@ class ZlbenchConfig:
     corpus: CorpusConf = MISSING
     launcher: LauncherConf = MISSING
     ab: ABConf = MISSING
+    store: StoreConf = field(default_factory=StoreConf)
     devices: Any = "all"
     gpus: Any = None
     ops: List[str] = field(default_factory=list)

@@ -20,7 +20,7 @@ from .plan import Plan
 from .results.rundir import IDENTITY_FILE, write_identity  # noqa: F401 (the run dir's owner writes it)
 
 # Config keys that say how to run, not what is measured: excluded from the hash.
-NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on")
+NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store")
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.
 NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).

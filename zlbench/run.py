@@ -207,7 +207,11 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
             return Exit.OK
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
         watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
-        return wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
+        code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
+    from .store import record_or_warn
+
+    record_or_warn(run_dir, resolved["store"]["url"])
+    return code
 
 
 def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:

@@ -31,5 +31,22 @@ step ab_measured 255 python3 -m zlbench corpus=flaggems backend=cuda ab=triton_f
 OPS_REST='[rand,mm,cumsum,nonzero]'
 step graph_rest 110 python3 -m zlbench corpus=flaggems backend=cuda timer=graph "ops=$OPS_REST" dtypes=[float16] isolate_caches=false launcher.run_timeout_s=100 progress=plain hydra.run.dir=$R/graph_rest
 step direct_rest 110 python3 -m zlbench corpus=flaggems backend=cuda timer=direct "ops=$OPS_REST" dtypes=[float16] timer.warmup_ms=25 timer.rep_ms=50 isolate_caches=false launcher.run_timeout_s=100 progress=plain hydra.run.dir=$R/direct_rest
+# Ctrl-C mid-run on a GPU, then resume: exit 130 then 0, every node ok, each row once.
+interrupt_resume() {
+  local d=$R/interrupted args="corpus=flaggems backend=cuda timer=graph ops=[exp,softmax,sum,gelu,layer_norm] dtypes=[float16] isolate_caches=false progress=plain"
+  python3 -m zlbench $args hydra.run.dir=$d & local pid=$!
+  sleep 40; kill -INT $pid; wait $pid; echo "interrupted: exit $?"
+  python3 -m zlbench $args resume=$d; echo "resumed: exit $?"
+  python3 - "$d" <<'PY'
+import collections, csv, json, sys
+d = sys.argv[1]
+st = [r["status"] for r in csv.DictReader(open(f"{d}/ops_status.csv"))]
+rows = [json.loads(l) for l in open(f"{d}/rows.jsonl")]
+dup = [k for k, n in collections.Counter((r["op"], r["dtype"], r["shape"]) for r in rows).items() if n > 1]
+print("statuses", collections.Counter(st), "rows", len(rows), "duplicated", dup)
+PY
+}
+export -f interrupt_resume; export R
+step interrupt_resume 240 bash -c interrupt_resume
 rm -rf "$R"
 log done

@@ -1,0 +1,584 @@
+"""The results store and `python -m zlbench.history`, with real parts: SQLite files, a real
+PostgreSQL server (started by .ci/start-postgres; ZLBENCH_TEST_PG_URL), real run dirs made by
+`python -m zlbench`, synthetic run dirs in the run-dir format for many-run cases, and the site
+loaded in a real headless Chromium.
+
+Without PostgreSQL or Chromium those tests skip with the reason; under CI=true they fail instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, func, inspect, select, text
+from sqlalchemy.engine import make_url
+
+from zlbench.errors import UsageError
+from zlbench.history.__main__ import main as history_main
+from zlbench.store import Store, default_url, record_run
+from zlbench.store import schema as S
+from zlbench.store.db import normalize_url
+from zlbench.store.schema import SCHEMA_HEAD
+
+from . import history_runs as H
+from .conftest import zlbench
+
+CI = os.environ.get("CI", "").lower() == "true"
+PG_DEFAULT = "postgresql://zlbench:zlbench@localhost:5432/zlbench_test"
+
+
+def _pg_admin_url():
+    """The test server's URL, or (None, why)."""
+    url = os.environ.get("ZLBENCH_TEST_PG_URL") or PG_DEFAULT
+    try:
+        engine = create_engine(normalize_url(url), connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return url, None
+    except Exception as e:  # noqa: BLE001 - any failure means: no server for these tests
+        return None, f"no PostgreSQL at {url} ({type(e).__name__}); run .ci/start-postgres as root"
+
+
+PG_URL, PG_WHY = _pg_admin_url()
+if PG_WHY and CI:
+    raise RuntimeError(f"CI=true but PostgreSQL is not available: {PG_WHY}")
+
+
+def _fresh_pg_database():
+    """A new, empty database on the test server (dropped after the test)."""
+    admin = create_engine(normalize_url(PG_URL), isolation_level="AUTOCOMMIT")
+    name = "zlt_" + uuid.uuid4().hex[:12]
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(normalize_url(PG_URL)).set(database=name).render_as_string(hide_password=False)
+
+    def drop():
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return url, drop
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+        return
+    if PG_WHY:
+        pytest.skip(PG_WHY)
+    url, drop = _fresh_pg_database()
+    yield url
+    drop()
+
+
+@pytest.fixture(autouse=True)
+def _store_dir(tmp_path):
+    (tmp_path / "store").mkdir()
+
+
+def count(url, table, **where):
+    with Store(url) as store, store.begin("counting") as conn:
+        q = select(func.count()).select_from(table)
+        for k, v in where.items():
+            q = q.where(table.c[k] == v)
+        return conn.execute(q).scalar_one()
+
+
+def history(*args, capsys=None):
+    code = history_main([str(a) for a in args])
+    out = capsys.readouterr() if capsys else None
+    return code, out
+
+
+# ---- real run dirs, made once for the module by `python -m zlbench` (the demo corpus on the CPU)
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real")
+    runs = {}
+    for name, args in (("a", ["ops=[exp]"]), ("b", ["ops=[exp]"]),
+                       ("ab", ["ops=[softmax]", "ab=demo_fused_softmax", "ab.rounds=2"])):
+        run_dir = root / "zl_runs" / "2026-11-30" / f"run-{name}"
+        res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", "dtypes=[float32]", *args, cwd=root)
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs[name] = run_dir
+    return runs
+
+
+def snapshot(run_dir: Path) -> dict:
+    return {str(p.relative_to(run_dir)): (p.stat().st_mtime_ns, p.read_bytes()) for p in run_dir.rglob("*")
+            if p.is_file()}
+
+
+def test_record_run_writes_a_real_run_once(real_runs, store_url):
+    run_dir = real_runs["a"]
+    before = snapshot(run_dir)
+    record_run(run_dir, store_url)
+    rows = [json.loads(l) for l in (run_dir / "rows.jsonl").read_text().splitlines() if l.strip()]
+    statuses = (run_dir / "ops_status.csv").read_text().strip().splitlines()[1:]
+    identity = json.loads((run_dir / "run_identity.json").read_text())
+    assert count(store_url, S.rows) == len(rows) == 3
+    assert count(store_url, S.statuses) == len(statuses) == 1
+    with Store(store_url) as store, store.begin("reading") as conn:
+        run = conn.execute(select(S.runs)).one()
+        stored_rows = conn.execute(select(S.rows.c.op, S.rows.c.shape, S.rows.c.latency)).all()
+    assert run.identity_hash == identity["identity_hash"] and run.backend == "cpu" and run.kind == "run"
+    assert run.corpus_commit == identity["corpus"]["commit"] and run.timer == "host"
+    assert run.identity["created"] == identity["created"]
+    assert sorted((r.shape, r.latency) for r in stored_rows) == sorted((r["shape"], r["latency"]) for r in rows)
+    # Twice: nothing changes, not even the run's id or its recording time.
+    record_run(run_dir, store_url)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        again = conn.execute(select(S.runs)).one()
+    assert (again.run_id, again.recorded) == (run.run_id, run.recorded)
+    assert count(store_url, S.rows) == 3
+    assert snapshot(run_dir) == before  # the run dir is only read
+
+
+def test_ab_run_keeps_its_verdicts(real_runs, store_url):
+    record_run(real_runs["ab"], store_url)
+    ab = json.loads((real_runs["ab"] / "ab.json").read_text())
+    assert count(store_url, S.ab_rows) == len(ab["rows"]) == 3
+    with Store(store_url) as store, store.begin("reading") as conn:
+        summary = conn.execute(select(S.ab_summaries)).one()
+        verdicts = sorted(r.verdict for r in conn.execute(select(S.ab_rows.c.verdict)))
+        run = conn.execute(select(S.runs.c.kind, S.runs.c.ab_axis)).one()
+    assert summary.liveness == "unknown" and summary.summary["paired_rows"] == 3
+    assert verdicts == sorted(r["verdict"] for r in ab["rows"])
+    assert tuple(run) == ("ab", "demo_fused_softmax")
+    assert count(store_url, S.rows) == 12  # 3 shapes x 2 sides x 2 rounds
+
+
+def test_changed_run_dir_replaces_its_run(real_runs, tmp_path, store_url):
+    """A collect or resume rewrites the tables (a resume also the creation time): the store holds
+    the run's newest state, once."""
+    run_dir = tmp_path / "zl_runs" / "d" / "t"
+    shutil.copytree(real_runs["a"], run_dir)
+    record_run(run_dir, store_url)
+    lines = (run_dir / "rows.jsonl").read_text().splitlines()
+    (run_dir / "rows.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    ident = json.loads((run_dir / "run_identity.json").read_text())
+    ident["created"] = "2030-01-01T00:00:00+0000"
+    (run_dir / "run_identity.json").write_text(json.dumps(ident))
+    record_run(run_dir, store_url)
+    assert count(store_url, S.runs) == 1 and count(store_url, S.rows) == 2
+
+
+def test_default_url_is_beside_the_run_dirs(tmp_path):
+    assert default_url(tmp_path / "zl_runs" / "2026-11-30" / "05-00-00") == \
+        f"sqlite:///{tmp_path / 'zl_runs' / 'zlbench.db'}"
+    assert default_url(tmp_path / "mine" / "run1") == f"sqlite:///{tmp_path / 'mine' / 'zlbench.db'}"
+    assert default_url(tmp_path / "zl_runs") == f"sqlite:///{tmp_path / 'zl_runs' / 'zlbench.db'}"
+
+
+def test_store_off_writes_nothing(real_runs, tmp_path):
+    for off in (None, "none", "None", "off"):
+        record_run(real_runs["a"], off)
+    assert not list(real_runs["a"].parent.parent.glob("*.db"))
+
+
+def test_unreachable_server_is_one_clear_error(real_runs):
+    before = snapshot(real_runs["a"])
+    with pytest.raises(UsageError) as e:
+        record_run(real_runs["a"], "postgresql://zlbench:zlbench@127.0.0.1:1/nothere")
+    msg = str(e.value)
+    assert "cannot reach the results store" in msg and "Fix:" in msg and "store.url=none" in msg
+    assert "zlbench:zlbench@" not in msg  # the password is never printed
+    assert snapshot(real_runs["a"]) == before
+
+
+def test_locked_sqlite_store_is_one_clear_error(real_runs, tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    Store(url).close()
+    monkeypatch.setenv("ZLBENCH_STORE_LOCK_TIMEOUT_S", "0.3")
+    holder = sqlite3.connect(tmp_path / "store" / "zlbench.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(UsageError) as e:
+            record_run(real_runs["a"], url)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "locked by another writer" in str(e.value) and "Fix:" in str(e.value)
+    record_run(real_runs["a"], url)  # once the lock is gone, the same write goes through
+    assert count(url, S.runs) == 1
+
+
+def test_old_store_opens_after_upgrade(real_runs, store_url):
+    from zlbench.store.ingest import run_dir_record, write_record
+
+    with Store(store_url, target="0001") as old:  # the first schema, as an older zlbench made it
+        write_record(old, run_dir_record(real_runs["a"]))
+        assert "ix_rows_run_id_op" not in {i["name"] for i in inspect(old.engine).get_indexes("rows")}
+    record_run(real_runs["b"], store_url)  # this zlbench: upgrades, then writes
+    with Store(store_url) as store:
+        assert "ix_rows_run_id_op" in {i["name"] for i in inspect(store.engine).get_indexes("rows")}
+        with store.begin("reading") as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == SCHEMA_HEAD
+    assert count(store_url, S.runs) == 2 and count(store_url, S.rows) == 6
+
+
+def test_newer_store_says_how_to_migrate(store_url):
+    with Store(store_url) as store, store.begin("stamping") as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    with pytest.raises(UsageError) as e:
+        Store(store_url)
+    msg = str(e.value)
+    assert "revision 0099, newer than this zlbench knows" in msg and "pip install -U zlbench" in msg
+    assert "history import" in msg
+
+
+def test_foreign_database_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (x INTEGER)")
+    with pytest.raises(UsageError, match="not a zlbench store"):
+        Store(f"sqlite:///{path}")
+
+
+def test_reading_a_missing_store_creates_nothing(tmp_path, capsys):
+    code, out = history("list", "--url", f"sqlite:///{tmp_path / 'typo.db'}", capsys=capsys)
+    assert code == 2 and "no results store at" in out.err and "history import" in out.err
+    assert not (tmp_path / "typo.db").exists()
+
+
+# ---- history commands
+
+
+def test_import_list_and_compare_latest_of_real_runs(real_runs, tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    code, out = history("import", real_runs["a"], real_runs["b"], real_runs["ab"], "--url", url, capsys=capsys)
+    assert code == 0 and out.out.count("recorded:") == 3
+    code, out = history("import", real_runs["a"].parent, "--url", url, capsys=capsys)  # a folder of runs
+    assert code == 0 and out.out.count("unchanged:") == 3
+    code, out = history("list", "--url", url, "--op", "exp", "--format", "json", capsys=capsys)
+    listed = json.loads(out.out)
+    assert [r["kind"] for r in listed] == ["run", "run"] and listed[0]["caliber"] == listed[1]["caliber"]
+    # The newest run overall is the A/B, the only run of its caliber: --latest says there is nothing before it.
+    code, out = history("compare", "--latest", "--url", url, capsys=capsys)
+    assert code == 2 and "only run of its caliber" in out.err and "Fix:" in out.err
+    code, out = history("compare", "--latest", "--caliber", listed[0]["caliber"][:12], "--url", url,
+                        "--format", "json", "--out", tmp_path / "cmp", capsys=capsys)
+    assert code == 0
+    result = json.loads(out.out)
+    s = result["summary"]
+    assert s["same_caliber"] and len(result["rows"]) == 3
+    assert [s["run_a"]["run_id"], s["run_b"]["run_id"]] == [listed[0]["run_id"], listed[1]["run_id"]]
+    assert {r["noise"] for r in result["rows"]} == {"none"}  # two runs: no noise known ...
+    assert {r["verdict"] for r in result["rows"]} == {"inconclusive"}  # ... so never a change
+    assert (tmp_path / "cmp" / "compare.md").read_text().startswith("# History: run")
+    assert (tmp_path / "cmp" / "compare.csv").read_text().splitlines()[0].startswith("op,dtype,shape,side,rounds")
+
+
+def test_compare_uses_the_rows_history(tmp_path, store_url, capsys):
+    """Six runs with 1% noise; the newest has exp 10% slower and add unchanged."""
+    lat = [{"exp": 1.0, "add": 2.0}] * 5 + [{"exp": 1.1, "add": 2.0}]
+    dirs = H.series(tmp_path, lat, noise=0.01, seed=3)
+    assert history("import", *dirs, "--url", store_url, capsys=capsys)[0] == 0
+    code, out = history("compare", "--latest", "--url", store_url, "--format", "json", capsys=capsys)
+    result = json.loads(out.out)
+    verdicts = {(r["op"], r["shape"]): r["verdict"] for r in result["rows"]}
+    assert all(verdicts[("exp", s)] == "slower" for s in H.SHAPES), verdicts
+    assert not any(verdicts[("add", s)] in ("slower", "faster") for s in H.SHAPES), verdicts
+    assert {r["noise"] for r in result["rows"]} == {"history (5 runs)"}
+    assert result["summary"]["changed_versions"]["corpus_commit"][1].startswith("corpus05")
+    code, out = history("compare", "--latest", "--url", store_url, capsys=capsys)
+    assert "| exp " in out.out and "slower" in out.out and "3 other row(s)" in out.out
+
+
+def test_compare_uses_the_rows_rounds(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    dirs = H.series(tmp_path, [{"exp": 1.0}, {"exp": 0.8}], noise=0.01, rounds=5)
+    history("import", *dirs, "--url", url, capsys=capsys)
+    code, out = history("compare", "1", "2", "--url", url, "--format", "csv", capsys=capsys)
+    lines = out.out.strip().splitlines()
+    assert len(lines) == 4 and all(l.endswith(",rounds,False,faster") for l in lines[1:]), lines
+
+
+def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys):
+    """8 commits: exp steps up 20% from commit 5 on; add has one 30% outlier at commit 2."""
+    lat = [{"exp": 1.0, "add": 2.0}, {"exp": 1.0, "add": 2.0}, {"exp": 1.0, "add": 2.6}, {"exp": 1.0, "add": 2.0},
+           {"exp": 1.0, "add": 2.0}, {"exp": 1.2, "add": 2.0}, {"exp": 1.2, "add": 2.0}, {"exp": 1.2, "add": 2.0}]
+    dirs = H.series(tmp_path, lat, noise=0.01, seed=1)
+    history("import", *dirs, "--url", store_url, capsys=capsys)
+    code, out = history("regressions", "--url", store_url, "--format", "json", capsys=capsys)
+    assert code == 0
+    result = json.loads(out.out)
+    steps = result["steps"]
+    assert {(s["op"], s["kind"]) for s in steps} == {("exp", "regression")}, steps
+    assert len(steps) == 3  # each shape of exp
+    for s in steps:
+        assert s["first_run"] == 6 and s["corpus_commit"].startswith("corpus05")
+        assert 17 < s["change_pct"] < 23 and abs(s["baseline_change_pct"]) < 3
+        assert "corpus_commit corpus040000 -> corpus050000" in s["changed"]
+    code, out = history("regressions", "--url", store_url, capsys=capsys)
+    assert "| exp " in out.out and "regression" in out.out and "| add " not in out.out
+
+
+def test_regression_in_the_last_runs_is_not_yet_confirmed(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    dirs = H.series(tmp_path, [{"exp": 1.0}] * 6 + [{"exp": 1.5}] * 2, noise=0.01)
+    history("import", *dirs, "--url", url, capsys=capsys)
+    code, out = history("regressions", "--url", url, "--format", "json", capsys=capsys)
+    assert json.loads(out.out)["steps"] == []
+
+
+def test_vendor_table(tmp_path, store_url, capsys):
+    cuda = H.series(tmp_path / "cuda", [{"exp": 0.5}], backend="cuda")
+    musa = H.series(tmp_path / "musa", [{"exp": 2.0}], backend="musa")
+    history("import", *cuda, *musa, "--url", store_url, capsys=capsys)
+    code, out = history("vendors", "--url", store_url, "--format", "json", capsys=capsys)
+    result = json.loads(out.out)
+    assert result["summary"]["vendors"] == ["cuda (NVIDIA H200)", "musa (MTT S4000)"]
+    first = result["rows"][0]
+    assert first["op"] == "exp" and first["dtype"] == "float16"
+    assert first["vendors"]["cuda (NVIDIA H200)"]["speedup"] == pytest.approx(0.02, rel=0.05)
+    assert first["vendors"]["musa (MTT S4000)"]["speedup"] == pytest.approx(0.005, rel=0.05)
+    code, out = history("vendors", "--url", store_url, capsys=capsys)
+    assert "cuda (NVIDIA H200) speedup" in out.out and "musa (MTT S4000) ms" in out.out
+
+
+FLAGGEMS_LOG = """[INFO] Benchmark record logger enabled
+[INFO] {"op_name": "exp", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": [{"legacy_shape": [64, 64], "shape_detail": [[64, 64]], "latency_base": 0.01, "latency": 0.02, "gbps_base": 1.0, "gbps": 0.5, "speedup": 0.5, "accuracy": null, "tflops": null, "utilization": null, "compared_speedup": null, "error_msg": null}, {"legacy_shape": [256, 256], "shape_detail": [[256, 256]], "latency_base": 0.04, "latency": 0.02, "gbps_base": 1.0, "gbps": 2.0, "speedup": 2.0, "accuracy": null, "tflops": null, "utilization": null, "compared_speedup": null, "error_msg": null}]}
+"""
+
+
+def test_import_flaggems_log(tmp_path, store_url, capsys):
+    log = tmp_path / "result_test_exp--level_core--record_log.log"
+    log.write_text(FLAGGEMS_LOG)
+    args = ("import", log, "--url", store_url, "--backend", "musa", "--device", "MTT S4000", "--corpus-commit", "abc123")
+    code, out = history(*args, capsys=capsys)
+    assert code == 0 and "recorded:" in out.out
+    code, out = history(*args, capsys=capsys)
+    assert "unchanged:" in out.out
+    assert count(store_url, S.rows) == 2
+    code, out = history("vendors", "--url", store_url, "--format", "json", capsys=capsys)
+    rows = json.loads(out.out)["rows"]
+    assert [r["vendors"]["musa (MTT S4000)"]["speedup"] for r in rows] == [0.5, 2.0]
+
+
+# ---- the site, in a real browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None and CI:
+    raise RuntimeError("CI=true but chromium is not installed (apt-get install chromium)")
+
+
+def chromium(*args, profile: Path, timeout=90):
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_site_renders_in_chromium(real_runs, tmp_path):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    lat = [{"exp": 1.0, "add": 2.0}] * 4 + [{"exp": 1.3, "add": 2.0}] * 4
+    history("import", *H.series(tmp_path / "series", lat), *H.series(tmp_path / "musa", [{"exp": 2.0}], backend="musa", first=7),
+            real_runs["ab"], "--url", url)
+    site = tmp_path / "site"
+    assert history("html", "--out", site, "--url", url)[0] == 0
+    index = site / "index.html"
+    dom = chromium("--dump-dom", index.as_uri() + "#sort=runs:0:asc", profile=tmp_path / "profile")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = dom.stdout
+    from html.parser import HTMLParser
+
+    class Page(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self.current, self.svgs, self.polylines, self.sorted_th = {}, None, 0, 0, []
+            self.in_td, self.cell = False, ""
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "table":
+                self.current = a.get("id")
+                self.tables[self.current] = []
+            elif tag == "tr" and self.current:
+                self.tables[self.current].append([])
+            elif tag == "td":
+                self.in_td, self.cell = True, ""
+            elif tag == "svg" and "trend" in (a.get("class") or ""):
+                self.svgs += 1
+            elif tag == "polyline":
+                self.polylines += 1
+            elif tag == "th" and a.get("data-dir"):
+                self.sorted_th.append(a["data-dir"])
+
+        def handle_endtag(self, tag):
+            if tag == "td" and self.current:
+                self.tables[self.current][-1].append(self.cell.strip())
+                self.in_td = False
+            elif tag == "table":
+                self.current = None
+
+        def handle_data(self, data):
+            if self.in_td:
+                self.cell += data
+
+    p = Page()
+    p.feed(page)
+    runs = [r for r in p.tables["runs"] if r]
+    assert len(runs) == 10
+    assert [int(r[0]) for r in runs] == list(range(1, 11))  # the script ran: the link's sort applied
+    assert p.sorted_th == ["asc"]
+    assert p.svgs == 2 and p.polylines == 2  # exp and add of the 8-run caliber, one dtype each
+    regs = [r for r in p.tables["regressions"] if r]
+    assert {(r[1], r[5]) for r in regs} == {("exp", "regression")} and len(regs) == 3
+    vendors = [r for r in p.tables["vendors"] if r]
+    assert vendors and len(vendors[0]) == 3 + 2 * 2  # op dtype shape + (speedup, ms) for cuda and musa
+    assert "ab-10" in p.tables and len([r for r in p.tables["ab-10"] if r]) == 3
+    shot = tmp_path / "site.png"
+    res = chromium(f"--screenshot={shot}", "--window-size=1400,2000", index.as_uri(), profile=tmp_path / "profile2")
+    assert res.returncode == 0 and shot.stat().st_size > 10_000, res.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- packaging: the migrations travel with `pip install .`
+
+@pytest.mark.slow
+def test_wheel_carries_the_migrations(tmp_path):
+    from .conftest import REPO
+
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+                            str(tmp_path / "dist"), str(REPO)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-2000:]
+    target = tmp_path / "site"
+    inst = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target),
+                           str(next((tmp_path / "dist").glob("zlbench-*.whl")))], capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr[-2000:]
+    assert (target / "zlbench" / "store" / "migrations" / "versions" / "0001_initial.py").is_file()
+    code = ("import zlbench.store as s, sys; from zlbench.store import Store; "
+            "assert s.__file__.startswith(sys.argv[1]), s.__file__; "
+            "st = Store('sqlite:///' + sys.argv[2]); "
+            "print(st.engine.connect().exec_driver_sql('select version_num from alembic_version').scalar())")
+    res = subprocess.run([sys.executable, "-c", code, str(target), str(tmp_path / "w.db")], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(target)}, capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip() == SCHEMA_HEAD, res.stderr[-2000:]
+
+
+def test_runs_finishing_at_once_share_a_new_store(tmp_path, store_url):
+    """Four processes record four runs into a store that does not exist yet, all at once (a sweep
+    whose jobs finish together): each run lands once, none fails."""
+    dirs = [H.series(tmp_path / f"m{i}", [{"exp": 1.0 + i}], seed=i, first=i)[0] for i in range(4)]
+    code = ("import sys, time; from pathlib import Path; from zlbench.store import record_run; "
+            "import zlbench.store.db, alembic.command, zlbench.store.ingest; "
+            "time.sleep(max(0.0, float(sys.argv[3]) - time.time())); record_run(Path(sys.argv[1]), sys.argv[2])")
+    start = time.time() + 4  # after the imports, all at one instant
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(d), store_url, str(start)], stderr=subprocess.PIPE,
+                              text=True) for d in dirs]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert count(store_url, S.runs) == 4 and count(store_url, S.rows) == 12
+    if store_url.startswith("sqlite"):  # an earlier lock on the database file itself corrupted it
+        with sqlite3.connect(make_url(store_url).database) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_identical_machines_at_the_same_second_are_two_runs(tmp_path):
+    """A nightly cron on two identical machines: same identity hash, same creation second."""
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    for host in ("node1", "node2"):
+        ident = H.identity()
+        ident["host"] = host  # not part of the hash: the caliber is the same
+        record_run(H.write_run(tmp_path / host / "run", ident, [H.row("exp", "[[64,64]]", 1.0, 0.5)]), url)
+    assert count(url, S.runs) == 2
+
+
+def test_list_filters(tmp_path, store_url, capsys):
+    cuda = H.series(tmp_path / "cuda", [{"exp": 1.0}] * 3)
+    musa = H.series(tmp_path / "musa", [{"exp": 1.0, "add": 1.0}], backend="musa", first=2)
+    history("import", *cuda, *musa, "--url", store_url, capsys=capsys)
+
+    def ids(*args):
+        code, out = history("list", "--url", store_url, "--format", "json", *args, capsys=capsys)
+        assert code == 0, out.err
+        return [r["run_id"] for r in json.loads(out.out)]
+
+    assert ids() == [1, 2, 3, 4]
+    assert ids("--backend", "musa") == [4] and ids("--device", "h200") == [1, 2, 3]
+    assert ids("--since", "2026-11-02") == [2, 3, 4] and ids("--op", "add") == [4]
+    assert ids("--commit", "corpus01") == [2]
+    cal = json.loads(history("list", "--url", store_url, "--format", "json", capsys=capsys)[1].out)[0]["caliber"]
+    assert ids("--caliber", cal[:8]) == [1, 2, 3]
+    code, out = history("regressions", "--url", store_url, capsys=capsys)
+    assert "1 other(s)" in out.out and "(1 runs)" in out.out  # the musa caliber, named, not mixed in
+
+
+def test_unfinished_run_dir_is_refused_and_left_alone(real_runs, tmp_path):
+    run_dir = tmp_path / "zl_runs" / "d" / "t"
+    shutil.copytree(real_runs["a"], run_dir)
+    (run_dir / "rows.jsonl").unlink()
+    before = snapshot(run_dir)
+    with pytest.raises(UsageError, match=r"has no rows.jsonl.*python -m zlbench.collect"):
+        record_run(run_dir, f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}")
+    assert snapshot(run_dir) == before
+
+
+
+@pytest.mark.parametrize("url", ["post gres://u:secret@h/db", "postgresql://u:secret@h:notaport/db",
+                                 "mysql://u:secret@localhost/db"])
+def test_bad_store_url_is_one_clear_error_without_the_password(url):
+    with pytest.raises(UsageError) as e:
+        Store(url)
+    assert "Fix:" in str(e.value) and "secret" not in str(e.value)
+
+
+def test_an_old_step_is_not_taken_for_noise(tmp_path, capsys):
+    """exp stepped up 30% at the 4th of 9 runs and stayed there: its noise is its spread since the
+    step (1%), not the step itself, so an unchanged newest run is a tight 'no difference'."""
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    dirs = H.series(tmp_path, [{"exp": 1.0}] * 3 + [{"exp": 1.3}] * 6, noise=0.005, seed=2)
+    history("import", *dirs, "--url", url, capsys=capsys)
+    code, out = history("compare", "--latest", "--url", url, "--format", "json", "--threshold", "0.05",
+                        capsys=capsys)
+    rows = json.loads(out.out)["rows"]
+    assert {r["noise"] for r in rows} == {"history (5 runs)"}  # runs 4..8, since the step
+    assert all(r["ci_hi_pct"] - r["ci_lo_pct"] < 10 for r in rows), rows  # with the step inside: about +-40%
+    assert all(r["verdict"] == "no difference beyond threshold" for r in rows), rows
+
+
+def test_non_finite_numbers_are_stored_as_null(tmp_path, store_url):
+    """Python's json writes NaN; PostgreSQL's JSON refuses it: an A/B summary with a NaN still lands."""
+    ident = H.identity(ab="X")
+    ab = {"summary": {"label_a": "X=0", "label_b": "X=1", "liveness": "unknown", "overall": {"geomean": float("nan")}},
+          "rows": [{"op": "exp", "dtype": "float16", "shape": "[[64,64]]", "rounds": 2, "a_ms": 1.0, "b_ms": 1.0,
+                    "change_pct": 0.0, "p": float("nan"), "verdict": "inconclusive"}]}
+    run = H.write_run(tmp_path / "run", ident, [H.row("exp", "[[64,64]]", float("nan"), 1.0, side="off"),
+                                                H.row("exp", "[[64,64]]", 1.0, 1.0, side="on")], ab=ab)
+    record_run(run, store_url)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        summary = conn.execute(select(S.ab_summaries.c.summary)).scalar_one()
+        p = conn.execute(select(S.ab_rows.c.p)).scalar_one()
+        latencies = sorted(conn.execute(select(S.rows.c.latency)).scalars(), key=lambda v: v is None)
+    assert summary["overall"]["geomean"] is None and p is None and latencies == [1.0, None]
+
+
+def test_one_run_written_by_four_processes_at_once_lands_once(tmp_path, store_url):
+    """A collect racing the run's own end (or four collects): one run, its rows once, no error.
+    The processes read the run dir first, then all write at the same instant."""
+    run = H.series(tmp_path, [{f"op{i}": 1.0 for i in range(100)}])[0]  # 300 rows: writes overlap
+    Store(store_url).close()  # the store exists: the race is on the run, not on creating the schema
+    code = ("import sys, time; from pathlib import Path; from zlbench.store import Store; "
+            "from zlbench.store.ingest import run_dir_record, write_record; "
+            "rec = run_dir_record(Path(sys.argv[1])); st = Store(sys.argv[2]); "
+            "time.sleep(max(0.0, float(sys.argv[3]) - time.time())); print(write_record(st, rec))")
+    start = time.time() + 4
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(run), store_url, str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [o[1][-2000:] for o in outs]
+    assert sorted(o[0].strip() for o in outs) == ["recorded", "unchanged", "unchanged", "unchanged"], outs
+    assert count(store_url, S.runs) == 1 and count(store_url, S.rows) == 300

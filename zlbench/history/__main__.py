@@ -1,0 +1,238 @@
+"""python -m zlbench.history VERB ...: the results store across runs.
+
+  import RUN_DIR|LOG...   (re)build the store from run dirs or FlagGems result logs
+  list                    runs, with filters
+  compare A B | --latest  rows that changed beyond their own noise
+  regressions             persistent steps over a caliber's runs, with the first commit after each
+  vendors                 each backend's speedup and latency per op, dtype and shape
+  html --out DIR          a static site (runs, trends, regressions, vendors, A/B results)
+
+The store: --url, else $ZLBENCH_STORE_URL, else zl_runs/zlbench.db under the current folder (where
+runs write it by default); `import` defaults to the store beside its first run dir."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import List, Optional
+
+from tabulate import tabulate
+
+from ..errors import UsageError
+
+ENV_URL = "ZLBENCH_STORE_URL"
+
+
+def store_url(arg: Optional[str]) -> str:
+    if arg:
+        return arg
+    if os.environ.get(ENV_URL):
+        return os.environ[ENV_URL]
+    return "sqlite:///" + str(Path("zl_runs", "zlbench.db").resolve())
+
+
+def _date(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
+
+
+def _emit(text: str, out: Optional[Path], name: str) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(text, encoding="utf-8")
+    print(f"[zlbench] wrote {out / name}", file=sys.stderr)
+
+
+def cmd_import(args) -> int:
+    from ..store import Store, default_url
+    from ..store.ingest import log_record, run_dir_record, write_record
+
+    url = args.url or os.environ.get(ENV_URL) or default_url(Path(args.paths[0]))
+    records = []
+    for path in args.paths:
+        if path.is_dir() and (path / "run_identity.json").is_file():
+            records.append(run_dir_record(path))
+        elif path.is_dir():  # a folder of runs: every run dir below it
+            found = sorted(p.parent for p in path.rglob("run_identity.json"))
+            if not found:
+                raise UsageError(f"{path} holds no zlbench run dir (no run_identity.json below it). Fix: pass "
+                                 "run dirs, a folder of them (zl_runs), or FlagGems result_*.log files.")
+            records += [run_dir_record(p) for p in found]
+        else:
+            records.append(log_record(path, backend=args.backend, device_name=args.device,
+                                      corpus_commit=args.corpus_commit))
+    with Store(url) as store:
+        for rec in records:
+            outcome = write_record(store, rec)
+            print(f"{outcome}: {rec['run']['path']} ({len(rec['rows'])} rows)")
+        print(f"[zlbench] store {store.shown}: {len(records)} run(s)", file=sys.stderr)
+    return 0
+
+
+def _open(args):
+    from ..store import Store
+
+    return Store(store_url(args.url), create=False)
+
+
+def _filters(args) -> dict:
+    return {"backend": args.backend, "device": args.device, "op": getattr(args, "op", None),
+            "since": args.since, "commit": args.commit, "caliber": args.caliber}
+
+
+def cmd_list(args) -> int:
+    from .query import list_runs
+
+    with _open(args) as store:
+        runs = list_runs(store, **_filters(args))
+    if args.format == "json":
+        import json
+
+        print(json.dumps(runs, indent=1, default=str))
+        return 0
+    rows = [[r["run_id"], f"{r['created']:%Y-%m-%d %H:%M}", r["kind"], r["backend"], r["device_name"], r["timer"],
+             (r["corpus_commit"] or "-")[:10], (r["zlbench_commit"] or "-")[:10], r["triton_version"] or "-",
+             r["caliber"][:10], r["nodes"], r["not_ok"]] for r in runs]
+    print(tabulate(rows, headers=["id", "created (UTC)", "kind", "backend", "device", "timer", "corpus", "zlbench",
+                                  "triton", "caliber", "nodes", "not ok"], tablefmt="github") if rows else "(no runs)")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from . import compare as C
+    from .query import latest_pair, resolve_run
+
+    with _open(args) as store:
+        if args.latest:
+            if args.runs:
+                raise UsageError("compare takes either two runs or --latest, not both.")
+            run_a, run_b = latest_pair(store, backend=args.backend, device=args.device, caliber=args.caliber)
+        else:
+            if len(args.runs) != 2:
+                raise UsageError("compare needs two runs (ids from `history list`, run dirs or key prefixes), "
+                                 "or --latest.")
+            run_a, run_b = (resolve_run(store, r) for r in args.runs)
+        result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window)
+    if args.out:
+        for p in C.write(result, args.out, args.all):
+            print(f"[zlbench] wrote {p}", file=sys.stderr)
+    render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
+    sys.stdout.write(render[args.format](result))
+    return 0
+
+
+def cmd_regressions(args) -> int:
+    from . import regressions as R
+
+    with _open(args) as store:
+        result = R.regressions(store, caliber=args.caliber, k=args.k, threshold=args.threshold, z=args.z,
+                               ops=args.op or None, backend=args.backend, device=args.device, since=args.since)
+    render = {"md": R.render_markdown, "csv": R.render_csv, "json": R.render_json}[args.format]
+    _emit(render(result), args.out, f"regressions.{args.format}")
+    return 0
+
+
+def cmd_vendors(args) -> int:
+    from . import vendors as V
+
+    with _open(args) as store:
+        result = V.vendors(store, corpus_commit=args.corpus_commit, ops=args.op or None)
+    render = {"md": V.render_markdown, "csv": V.render_csv, "json": V.render_json}[args.format]
+    _emit(render(result), args.out, f"vendors.{args.format}")
+    return 0
+
+
+def cmd_html(args) -> int:
+    from .site import build_site
+
+    with _open(args) as store:
+        index = build_site(store, args.out, k=args.k, threshold=args.threshold)
+    print(f"[zlbench] site: {index} (open it from file://, no network needed)", file=sys.stderr)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m zlbench.history", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name, help_text, func):
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.add_argument("--url", help=f"store URL (default: ${ENV_URL}, else ./zl_runs/zlbench.db)")
+        sp.set_defaults(func=func)
+        return sp
+
+    def filters(sp, op_many=False):
+        sp.add_argument("--backend", help="only runs of this backend (cuda, musa, rocm, ascend, cpu)")
+        sp.add_argument("--device", help="only runs whose device name contains this (any case)")
+        sp.add_argument("--since", type=_date, help="only runs created on or after this date (UTC)")
+        sp.add_argument("--caliber", help="only runs of this caliber (hash prefix, see `list`)")
+        if op_many:
+            sp.add_argument("--op", action="append", help="only this operator (repeatable)")
+
+    sp = verb("import", "(re)build the store from run dirs, folders of them, or FlagGems result logs", cmd_import)
+    sp.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR|LOG")
+    sp.add_argument("--backend", help="for FlagGems logs: the backend they were measured on")
+    sp.add_argument("--device", help="for FlagGems logs: the device name")
+    sp.add_argument("--corpus-commit", help="for FlagGems logs: the FlagGems commit")
+
+    sp = verb("list", "the runs in the store, oldest first", cmd_list)
+    filters(sp)
+    sp.add_argument("--op", help="only runs that measured this operator")
+    sp.add_argument("--commit", help="only runs whose corpus or zlbench commit starts with this")
+    sp.add_argument("--format", choices=("md", "json"), default="md")
+
+    sp = verb("compare", "rows that changed beyond their own noise between two runs", cmd_compare)
+    sp.add_argument("runs", nargs="*", metavar="RUN", help="run ids (`list`), run dirs or run key prefixes: A B")
+    sp.add_argument("--latest", action="store_true",
+                    help="the newest run against the previous run of the same caliber")
+    sp.add_argument("--backend", help="with --latest: the newest run of this backend")
+    sp.add_argument("--device", help="with --latest: the newest run on this device")
+    sp.add_argument("--caliber", help="with --latest: the newest run of this caliber")
+    sp.add_argument("--threshold", type=float, default=0.02, help="relative change that matters (default 0.02)")
+    sp.add_argument("--window", type=int, default=20, help="earlier runs giving a row's noise (default 20)")
+    sp.add_argument("--all", action="store_true", help="Markdown: every row, not only the changed ones")
+    sp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="what goes to stdout")
+    sp.add_argument("--out", type=Path, help="also write compare.md, compare.csv, compare.json here")
+
+    sp = verb("regressions", "persistent steps over the runs of one caliber", cmd_regressions)
+    filters(sp, op_many=True)
+    sp.add_argument("--commit", help=argparse.SUPPRESS)
+    sp.add_argument("-k", type=int, default=3, help="runs on each side of a step (default 3)")
+    sp.add_argument("--threshold", type=float, default=0.05, help="smallest step reported (default 0.05)")
+    sp.add_argument("--z", type=float, default=3.0, help="a step must exceed z x the runs' robust spread (default 3)")
+    sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    sp.add_argument("--out", type=Path, help="write regressions.<format> here instead of stdout")
+
+    sp = verb("vendors", "each backend's speedup and latency per op, dtype and shape, at one corpus commit",
+              cmd_vendors)
+    sp.add_argument("--corpus-commit", help="this corpus commit (prefix; default: the newest run's)")
+    sp.add_argument("--op", action="append", help="only this operator (repeatable)")
+    sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    sp.add_argument("--out", type=Path, help="write vendors.<format> here instead of stdout")
+
+    sp = verb("html", "a static site: runs, per-op trends, regressions, vendors, A/B results", cmd_html)
+    sp.add_argument("--out", type=Path, required=True, help="folder for index.html")
+    sp.add_argument("-k", type=int, default=3, help="regressions: runs on each side of a step")
+    sp.add_argument("--threshold", type=float, default=0.05, help="regressions: smallest step")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as e:
+        print(f"zlbench: error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

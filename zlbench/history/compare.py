@@ -1,0 +1,222 @@
+"""Two runs of one caliber: which rows changed beyond their own noise.
+
+The noise of a row comes from, in this order:
+- its rounds, when both runs measured it in two or more rounds: the A/B report's paired test on
+  per-round log ratios (report.stats.row_stat), rounds paired by index as `batch_summary --ab` does;
+- else its history: the run-to-run sd s of ln(latency) of that row over the earlier runs of the
+  same caliber (up to `window`, at least MIN_HISTORY) since its last confirmed step (see
+  regressions.py), from successive differences, so that an old regression is not taken for noise. A difference of two single runs has sd s*sqrt(2), so
+  d = ln(B/A) gets a t interval with the estimator's effective degrees of freedom;
+- else none: the row is reported `inconclusive`, never as a change.
+p-values are then adjusted together (Benjamini-Hochberg) and each row gets the A/B report's verdict
+(report.stats.decide): faster, slower, changed below threshold, no difference beyond threshold,
+inconclusive, unstable."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional
+
+from scipy import stats as sps
+from scipy.special import stdtr
+
+from .._version_info import short_dtype
+from ..report import stats
+from ..report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
+from ..results.pairing import pair
+from ..store.db import Store
+from .query import fetch_rows, iter_rows, list_runs, medians_by_run
+
+MIN_HISTORY = 3
+WINDOW = 20
+FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
+          "p", "q", "mde_pct", "noise", "fallback", "verdict"]
+CHANGED = ("faster", "slower", "changed below threshold", "unstable")
+
+
+def _pct(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round((x - 1.0) * 100, 3)
+
+
+@functools.lru_cache(maxsize=None)
+def _t_quantiles(df: float):
+    """(two-sided critical t at ALPHA, t at POWER): the A/B report's constants, once per df."""
+    return float(sps.t.ppf(1 - stats.ALPHA / 2, df)), float(sps.t.ppf(stats.POWER, df))
+
+
+def history_stat(a: float, b: float, history: List[float]) -> stats.RowStat:
+    """A RowStat for one value per run, its noise taken from the row's history (see module doc)."""
+    d = math.log(b / a)
+    m = len(history)
+    if m < MIN_HISTORY:
+        return stats.RowStat(1, math.exp(d), None, None, None, None)
+    logs = [math.log(x) for x in history]
+    # The mean square successive difference (von Neumann): a step inside the history (an earlier
+    # regression) adds one term instead of inflating every deviation from a common mean.
+    s = math.sqrt(sum((y - x) ** 2 for x, y in zip(logs, logs[1:])) / (2 * (m - 1)))
+    se = s * math.sqrt(2.0)
+    # Successive differences carry less information than deviations from a mean: the estimator's
+    # effective degrees of freedom (2 sd^4 / its variance, iid normal runs) are 2(m-1)^2/(3m-4),
+    # about 2/3 of m-1. With m-1 the test's tails would be too thin (false positives at scale).
+    df = round(2.0 * (m - 1) ** 2 / (3 * m - 4), 2)
+    tcrit, tpow = _t_quantiles(df)
+    # stdtr is the t CDF as a plain ufunc: the same number as t.sf, without scipy.stats' per-call overhead.
+    p = (0.0 if d != 0 else 1.0) if se == 0 else float(2 * stdtr(df, -abs(d) / se))
+    mde = (tcrit + tpow) * se
+    return stats.RowStat(m, math.exp(d), math.exp(d - tcrit * se), math.exp(d + tcrit * se), se, p,
+                         mde=math.exp(mde) - 1)
+
+
+def current_level(history: List[float]) -> List[float]:
+    """The runs since the row's last confirmed step (the regressions rule), or all of them: the
+    noise of a row is its spread at its present level, not the size of an old regression."""
+    from .regressions import find_steps
+
+    steps = find_steps(history) if len(history) >= 2 * MIN_HISTORY else []
+    return history[steps[-1]["index"]:] if steps else history
+
+
+def describe(run: Mapping) -> str:
+    commit = (run.get("corpus_commit") or "")[:10] or "-"
+    return f"run {run['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend')}, corpus {commit})"
+
+
+def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,
+                 window: int = WINDOW) -> Dict:
+    rows = fetch_rows(store, [run_a["run_id"], run_b["run_id"]])
+    by_side = defaultdict(lambda: ([], []))
+    for r in rows:
+        by_side[str(r.get("side") or "main")][0 if r["run_id"] == run_a["run_id"] else 1].append(r)
+    # The history: earlier runs of B's caliber, newest `window` of them (A among them when it is one).
+    earlier = [r["run_id"] for r in list_runs(store, caliber=run_b["caliber"])
+               if (r["created"], r["run_id"]) < (run_b["created"], run_b["run_id"])][-window:]
+    history = medians_by_run(iter_rows(store, earlier, fields=("run_id", "op", "dtype", "shape", "side",
+                                                               "latency", "status")))
+    table, row_stats, unpaired = [], [], []
+    for side in sorted(by_side):
+        pairing = pair(*by_side[side], "latency")
+        for p in pairing.rows:
+            key = (*p.key, side)
+            if len(p.a) >= 2:
+                s, noise = stats.row_stat(p.a, p.b), "rounds"
+            else:
+                per_run = history.get(key, {})
+                h = current_level([per_run[rid] for rid in earlier if rid in per_run])  # oldest first
+                s = history_stat(statistics.median(p.a), statistics.median(p.b), h)
+                noise = f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none"
+            row_stats.append(s)
+            table.append({"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "side": side,
+                          "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+                          "noise": noise, "fallback": p.fallback})
+        unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "side": side, "why": why}
+                     for k, why in pairing.unpaired]
+    stats.analyse(row_stats, [None] * len(row_stats), threshold)
+    for t, s in zip(table, row_stats):
+        t.update({"change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi), "p": s.p,
+                  "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2), "verdict": s.verdict,
+                  "ratio": s.ratio})
+    order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
+    table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
+                              t["op"], t["dtype"], t["shape"], t["side"]))
+    summary = {
+        "run_a": _public(run_a), "run_b": _public(run_b), "label_a": describe(run_a), "label_b": describe(run_b),
+        "same_caliber": run_a["caliber"] == run_b["caliber"], "threshold": threshold,
+        "history_runs": len(earlier), "paired_rows": len(table), "unpaired_rows": len(unpaired),
+        "verdicts": dict(Counter(t["verdict"] for t in table)),
+        "noise_sources": dict(Counter(t["noise"].split(" ")[0] for t in table)),
+        "overall": stats.overall([t["ratio"] for t in table]),
+        "changed_versions": changed_versions(run_a, run_b),
+    }
+    result = {"summary": summary, "rows": table, "unpaired": unpaired}
+    return result
+
+
+VERSION_FIELDS = ("corpus_commit", "zlbench_commit", "triton_version", "torch_version", "flag_gems_version",
+                  "python_version")
+
+
+def changed_versions(a: Mapping, b: Mapping) -> Dict[str, List[Optional[str]]]:
+    return {f: [a.get(f), b.get(f)] for f in VERSION_FIELDS if a.get(f) != b.get(f)}
+
+
+def _public(run: Mapping) -> dict:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in run.items()
+            if k in ("run_id", "run_key", "created", "path", "backend", "device_name", "timer", "caliber",
+                     *VERSION_FIELDS)}
+
+
+def _fmt_pct(ratio: Optional[float]) -> str:
+    return "-" if ratio is None else f"{(ratio - 1) * 100:+.2f}%"
+
+
+def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    s = result["summary"]
+    out = [f"# History: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
+    if not s["same_caliber"]:
+        out.append("- **Different calibers**: A and B differ in more than versions and commits (backend, "
+                   "timer, selection, switches ...); a change may be the configuration, not the code.")
+    if s["changed_versions"]:
+        out.append("- Changed between A and B: " + "; ".join(
+            f"{k} {(a or '-')[:12]} -> {(b or '-')[:12]}" for k, (a, b) in s["changed_versions"].items()) + ".")
+    o = s["overall"]
+    if o["geomean"] is not None:
+        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
+        out.append(f"- Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
+                   "(geometric mean; negative = B faster).")
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
+    out.append(f"- Verdicts: {counts}.")
+    noise = ", ".join(f"{k}: {v}" for k, v in sorted(s["noise_sources"].items()))
+    out.append(f"- Noise from: {noise or '-'} (rounds: the rows' own rounds; history: the row over "
+               f"{s['history_runs']} earlier run(s) of this caliber; none: too little history, so inconclusive).")
+    if s["unpaired_rows"]:
+        out.append(f"- Caveat: {s['unpaired_rows']} row(s) unpaired: the comparison is incomplete.")
+    if result["unpaired"]:
+        out.append("- Unpaired: " + "; ".join(f"{u['op']} {u['dtype']} {u['shape']} [{u['side']}]: {u['why'][:60]}"
+                                               for u in result["unpaired"][:5])
+                   + (f"; ... {len(result['unpaired']) - 5} more in compare.json" if len(result["unpaired"]) > 5 else "")
+                   + ".")
+    if not all_rows:
+        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) show no change "
+                   "beyond their noise (--all lists them; compare.csv and compare.json always do).")
+
+    def cells(t):
+        ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
+        return [t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
+                f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
+                t["verdict"] + (" (fallback)" if t["fallback"] else "")]
+
+    changed = [cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
+    rest = [cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
+    # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
+    return fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, rest,
+                        ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise",
+                         "verdict"], limit, "compare.csv")
+
+
+def render_csv(result: Mapping) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=FIELDS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(result["rows"])
+    return buf.getvalue()
+
+
+def render_json(result: Mapping) -> str:
+    return json.dumps(result, indent=1, default=str)
+
+
+def write(result: Mapping, out_dir: Path, all_rows: bool = False) -> List[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in (("compare.md", render_markdown(result, all_rows)), ("compare.csv", render_csv(result)),
+                       ("compare.json", render_json(result))):
+        (out_dir / name).write_text(text, encoding="utf-8")
+        paths.append(out_dir / name)
+    return paths

@@ -1,0 +1,140 @@
+"""Reading the store: runs with filters, one run by any handle, rows of runs, a row's values."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from sqlalchemy import exists, func, or_, select
+
+from ..errors import UsageError
+from ..store import schema as S
+from ..store.db import Store
+
+RowKey = Tuple[str, str, str, str]  # (op, dtype, shape, side)
+RUN_COLUMNS = [c for c in S.runs.c if c.name != "identity"]
+
+
+def _run_dict(r) -> dict:
+    return dict(r._mapping)
+
+
+def list_runs(store: Store, backend: Optional[str] = None, device: Optional[str] = None,
+              op: Optional[str] = None, since: Optional[datetime] = None, commit: Optional[str] = None,
+              caliber: Optional[str] = None, kind: Optional[str] = None) -> List[dict]:
+    """Runs oldest first. device: part of the device name (any case); commit: prefix of the corpus
+    or zlbench commit; caliber: prefix of the caliber hash."""
+    q = select(*RUN_COLUMNS)
+    if backend:
+        q = q.where(S.runs.c.backend == backend)
+    if device:
+        q = q.where(func.lower(S.runs.c.device_name).contains(device.lower()))
+    if since:
+        q = q.where(S.runs.c.created >= since)
+    if commit:
+        q = q.where(or_(S.runs.c.corpus_commit.startswith(commit), S.runs.c.zlbench_commit.startswith(commit)))
+    if caliber:
+        q = q.where(S.runs.c.caliber.startswith(caliber))
+    if kind:
+        q = q.where(S.runs.c.kind == kind)
+    if op:
+        q = q.where(exists().where(S.rows.c.run_id == S.runs.c.run_id, S.rows.c.op == op))
+    with store.begin("listing runs") as conn:
+        runs = [_run_dict(r) for r in conn.execute(q.order_by(S.runs.c.created, S.runs.c.run_id))]
+        counts = dict(conn.execute(select(S.statuses.c.run_id, func.count()).group_by(S.statuses.c.run_id)).all())
+        bad = dict(conn.execute(select(S.statuses.c.run_id, func.count()).where(S.statuses.c.status != "ok")
+                                .group_by(S.statuses.c.run_id)).all())
+    for r in runs:
+        r["nodes"] = counts.get(r["run_id"], 0)
+        r["not_ok"] = bad.get(r["run_id"], 0)
+    return runs
+
+
+def resolve_run(store: Store, ref: str) -> dict:
+    """A run by id (`12`), run dir path, or a prefix of its key (identity hash)."""
+    ref = str(ref)
+    with store.begin("finding a run") as conn:
+        if ref.isdigit():
+            rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_id == int(ref))).all()
+        elif Path(ref).exists():
+            rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.path == str(Path(ref).resolve()))).all()
+        else:
+            rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key.startswith(ref))).all()
+    if not rows:
+        raise UsageError(f"no run {ref!r} in the store {store.shown}. Fix: `python -m zlbench.history list` shows "
+                         "run ids; a run dir not yet recorded can be added with `history import RUN_DIR`.")
+    if len(rows) > 1:
+        ids = ", ".join(str(r.run_id) for r in rows[:10])
+        raise UsageError(f"{ref!r} names {len(rows)} runs (ids {ids}). Fix: give a run id or a longer key prefix.")
+    return _run_dict(rows[0])
+
+
+def latest_pair(store: Store, **filters) -> Tuple[dict, dict]:
+    """The newest run (of those the filters keep) and the run of the same caliber before it."""
+    runs = list_runs(store, **filters)
+    if not runs:
+        raise UsageError(f"the store {store.shown} holds no run{' matching the filters' if any(filters.values()) else ''}. "
+                         "Fix: record runs (`history import RUN_DIR...`) or relax the filters.")
+    newest = runs[-1]
+    earlier = [r for r in list_runs(store, caliber=newest["caliber"]) if
+               (r["created"], r["run_id"]) < (newest["created"], newest["run_id"])]
+    if not earlier:
+        raise UsageError(f"run {newest['run_id']} ({newest['created']}) is the only run of its caliber "
+                         f"{newest['caliber'][:12]}: nothing earlier to compare with. Fix: compare two runs by id "
+                         "(`history compare A B`), or record an earlier run of the same configuration.")
+    return earlier[-1], newest
+
+
+ROW_FIELDS = ("run_id", "op", "dtype", "shape", "side", "round", "latency", "latency_base", "speedup",
+              "status", "reason", "markers", "timer_used")
+
+
+def fetch_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
+               fields: Sequence[str] = ROW_FIELDS) -> List[dict]:
+    if not run_ids:
+        return []
+    q = select(*[S.rows.c[f] for f in fields]).where(S.rows.c.run_id.in_(list(run_ids)))
+    if ops:
+        q = q.where(S.rows.c.op.in_(list(ops)))
+    with store.begin("reading rows") as conn:
+        return [dict(zip(fields, r)) for r in conn.execute(q)]  # zip: 3x faster than Row._mapping
+
+
+def iter_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
+              fields: Sequence[str] = ROW_FIELDS) -> Iterator[dict]:
+    """fetch_rows, one row at a time: a series of 100 runs of 10,000 rows never sits in memory as
+    dicts (medians_by_run keeps one float per row)."""
+    if not run_ids:
+        return
+    q = select(*[S.rows.c[f] for f in fields]).where(S.rows.c.run_id.in_(list(run_ids)))
+    if ops:
+        q = q.where(S.rows.c.op.in_(list(ops)))
+    with store.begin("reading rows") as conn:
+        for r in conn.execute(q):
+            yield dict(zip(fields, r))
+
+
+def row_key(r: Mapping) -> RowKey:
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("side") or "main"))
+
+
+def usable(r: Mapping, field: str = "latency") -> bool:
+    v = r.get(field)
+    return r.get("status") == "ok" and isinstance(v, (int, float)) and v > 0
+
+
+def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowKey, Dict[int, float]]:
+    """Per row key and run: the median over the run's rounds of the usable values."""
+    acc: Dict[RowKey, Dict[int, List[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:  # usable() and row_key() inlined: this loop sees every row of a series
+        v = r.get(field)
+        if r.get("status") != "ok" or not isinstance(v, (int, float)) or v <= 0:
+            continue
+        if r.get("dtype") is None and r.get("shape") is None:
+            continue  # a node-level status row
+        acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("side") or "main"))][r["run_id"]].append(float(v))
+    return {k: {rid: (v[0] if len(v) == 1 else statistics.median(v)) for rid, v in per.items()}
+            for k, per in acc.items()}

@@ -1,0 +1,189 @@
+"""Steps in a caliber's series of runs: a change that persists, not one outlier.
+
+Runs of one caliber are ordered by creation time (a nightly run measures each commit after the
+last). For every row (operator, dtype, shape, side), with one value per run (the median of its
+rounds) and for every split of the series into `k` runs before and `k` runs after:
+
+    step  = median(ln after) - median(ln before)
+    noise = 1.4826 * median(|x - median(its half)|) over both halves (a robust sd of one run)
+
+A split is a step when |step| >= ln(1 + threshold) (big enough to matter) and |step| >= z * noise
+(beyond the run-to-run spread). One outlier moves neither median, so it is never a step; a change
+must hold for most of the k runs after it. Neighbouring splits of one change all qualify; the one
+where two flat segments fit the runs around them best (least squares) is reported, naming the
+first run after it: its commits and versions, and
+which of them changed since the run before. Steps in the last k-1 runs are not yet confirmed and
+are not reported. The torch baseline's step at the same split is shown beside it: when torch moved
+too, suspect the machine or torch rather than the operator."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from tabulate import tabulate
+
+from .._version_info import short_dtype
+from ..errors import UsageError
+from ..store.db import Store
+from .compare import VERSION_FIELDS, changed_versions
+from .query import iter_rows, list_runs, medians_by_run
+
+K = 3
+THRESHOLD = 0.05
+NOISE_Z = 3.0
+FIELDS = ["op", "dtype", "shape", "side", "kind", "change_pct", "before_ms", "after_ms", "baseline_change_pct",
+          "noise_pct", "first_run", "first_created", "corpus_commit", "zlbench_commit", "triton_version",
+          "changed"]
+
+
+def _robust_sd(*halves: Sequence[float]) -> float:
+    dev = [abs(x - float(np.median(h))) for h in halves for x in h]
+    return 1.4826 * float(np.median(dev)) if dev else 0.0
+
+
+def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD, z: float = NOISE_Z) -> List[Dict]:
+    """Steps in one series of positive values, oldest first: [{'index', 'step', 'noise'}], where
+    index is the first value after the step."""
+    logs = [math.log(v) for v in values]
+    n = len(logs)
+    if n < 2 * k:
+        return []
+    min_step = math.log(1 + threshold)
+    # Every window of k runs at once: its median and its values' distances from that median.
+    windows = np.lib.stride_tricks.sliding_window_view(np.asarray(logs), k)
+    med = np.median(windows, axis=1)
+    dist = np.abs(windows - med[:, None])
+    # Split i (k <= i <= n-k): before = window i-k, after = window i.
+    steps_all = med[k:] - med[:-k]
+    noise_all = 1.4826 * np.median(np.hstack([dist[:-k], dist[k:]]), axis=1)
+    flagged = [{"index": j + k, "step": float(st), "noise": float(no)}
+               for j, (st, no) in enumerate(zip(steps_all, noise_all))
+               if abs(st) >= min_step and abs(st) >= z * no]
+    groups: List[List[Dict]] = []
+    for f in flagged:  # neighbouring splits of one change, same direction
+        if groups and f["index"] - groups[-1][-1]["index"] <= 1 and (f["step"] > 0) == (groups[-1][-1]["step"] > 0):
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    # Medians of k runs cannot tell which of neighbouring splits is the step (several see most of
+    # it, and the true one may lie a little past the last flagged split): the split where two flat
+    # segments fit the runs around the group best (least squares) is the step.
+    steps = []
+    for g in groups:
+        lo, hi = max(0, g[0]["index"] - k), min(n, g[-1]["index"] + k)
+
+        def misfit(i):
+            left, right = logs[lo:i], logs[i:hi]
+            return float(np.var(left) * len(left) + np.var(right) * len(right))
+
+        candidates = range(max(1, g[0]["index"] - k // 2), min(n - 1, g[-1]["index"] + k // 2) + 1)
+        best = min(candidates, key=lambda i: (misfit(i), i))
+        if best > n - k:  # fewer than k runs after it: not yet confirmed
+            continue
+        before, after = logs[max(0, best - k):best], logs[best:best + k]
+        steps.append({"index": best, "step": float(np.median(after) - np.median(before)),
+                      "noise": _robust_sd(before, after)})
+    return steps
+
+
+def regressions(store: Store, caliber: Optional[str] = None, k: int = K, threshold: float = THRESHOLD,
+                z: float = NOISE_Z, ops: Optional[List[str]] = None, include_improvements: bool = True,
+                **filters) -> Dict:
+    runs = list_runs(store, caliber=caliber, **filters)
+    if not runs:
+        raise UsageError(f"no runs in the store {store.shown} match. Fix: `history list` shows runs and calibers.")
+    calibers = {r["caliber"] for r in runs}
+    others = []
+    if len(calibers) > 1:
+        # The caliber with the most runs: a series only makes sense within one caliber.
+        counts = {c: sum(1 for r in runs if r["caliber"] == c) for c in calibers}
+        chosen = max(sorted(counts), key=lambda c: counts[c])
+        others = [{"caliber": c, "runs": n} for c, n in sorted(counts.items(), key=lambda x: -x[1]) if c != chosen]
+        runs = [r for r in runs if r["caliber"] == chosen]
+    series_runs = runs
+    index = {r["run_id"]: i for i, r in enumerate(series_runs)}
+    fields = ("run_id", "op", "dtype", "shape", "side", "latency", "latency_base", "status")
+    lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
+    base = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency_base")
+    found = []
+    for key, per_run in lat.items():
+        ids = sorted(per_run, key=index.get)
+        if len(ids) < 2 * k:
+            continue
+        values = [per_run[i] for i in ids]
+        for st in find_steps(values, k, threshold, z):
+            i = st["index"]
+            first, prev = series_runs[index[ids[i]]], series_runs[index[ids[i - 1]]]
+            before, after = values[max(0, i - k):i], values[i:i + k]
+            b = base.get(key, {})
+            bb = [b[r] for r in ids[max(0, i - k):i] if r in b]
+            ba = [b[r] for r in ids[i:i + k] if r in b]
+            base_change = (float(np.median(ba)) / float(np.median(bb)) - 1) * 100 if bb and ba else None
+            kind = "regression" if st["step"] > 0 else "improvement"
+            if kind == "improvement" and not include_improvements:
+                continue
+            found.append({
+                "op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "side": key[3], "kind": kind,
+                "change_pct": round((math.exp(st["step"]) - 1) * 100, 2),
+                "before_ms": float(np.median(before)), "after_ms": float(np.median(after)),
+                "baseline_change_pct": None if base_change is None else round(base_change, 2),
+                "noise_pct": round((math.exp(st["noise"]) - 1) * 100, 2),
+                "first_run": first["run_id"], "first_created": first["created"].isoformat(),
+                "corpus_commit": first.get("corpus_commit"), "zlbench_commit": first.get("zlbench_commit"),
+                "triton_version": first.get("triton_version"),
+                "changed": "; ".join(f"{f} {(a or '-')[:12]} -> {(c or '-')[:12]}"
+                                     for f, (a, c) in changed_versions(prev, first).items()) or "nothing recorded",
+            })
+    found.sort(key=lambda f: (f["kind"] != "regression", f["first_created"], -abs(f["change_pct"]), f["op"]))
+    return {"summary": {"caliber": series_runs[0]["caliber"], "runs": len(series_runs), "k": k,
+                        "threshold": threshold, "z": z,
+                        "backend": series_runs[0].get("backend"), "device_name": series_runs[0].get("device_name"),
+                        "first": series_runs[0]["created"].isoformat(), "last": series_runs[-1]["created"].isoformat(),
+                        "regressions": sum(1 for f in found if f["kind"] == "regression"),
+                        "improvements": sum(1 for f in found if f["kind"] == "improvement"),
+                        "other_calibers": others},
+            "steps": found,
+            "runs": [{"run_id": r["run_id"], "created": r["created"].isoformat(),
+                      **{f: r.get(f) for f in VERSION_FIELDS}} for r in series_runs]}
+
+
+def render_markdown(result: Mapping) -> str:
+    s = result["summary"]
+    out = [f"# Regressions: caliber {s['caliber'][:12]} ({s['backend']}, {s['device_name']})", "",
+           f"- {s['runs']} run(s) from {s['first'][:16]} to {s['last'][:16]}, ordered by date.",
+           f"- Rule: median of the {s['k']} runs after a split vs the {s['k']} before, a step of at least "
+           f"{s['threshold']:.0%} and {s['z']:g}x the runs' robust spread; one outlier never counts.",
+           f"- Found: {s['regressions']} regression(s), {s['improvements']} improvement(s)."]
+    if s.get("other_calibers"):
+        out.append(f"- The caliber with the most runs of those matching; {len(s['other_calibers'])} other(s): "
+                   + ", ".join(f"{o['caliber'][:12]} ({o['runs']} runs)" for o in s["other_calibers"][:8])
+                   + " (choose one with --caliber).")
+    out.append("")
+    if result["steps"]:
+        out.append(tabulate([[f["op"], f["dtype"], f["shape"], f["side"], f["kind"], f"{f['change_pct']:+.1f}%",
+                              f"{f['before_ms']:.5g}", f"{f['after_ms']:.5g}",
+                              "-" if f["baseline_change_pct"] is None else f"{f['baseline_change_pct']:+.1f}%",
+                              f"{f['noise_pct']:.1f}%", f"run {f['first_run']} ({f['first_created'][:16]})",
+                              f["changed"]] for f in result["steps"]],
+                            headers=["Operator", "dtype", "shape", "side", "step", "change", "before ms", "after ms",
+                                     "torch change", "noise", "first after", "what changed"], tablefmt="github"))
+    else:
+        out.append("No persistent step.")
+    return "\n".join(out) + "\n"
+
+
+def render_csv(result: Mapping) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=FIELDS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(result["steps"])
+    return buf.getvalue()
+
+
+def render_json(result: Mapping) -> str:
+    return json.dumps(result, indent=1, default=str)

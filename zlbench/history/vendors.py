@@ -1,0 +1,125 @@
+"""One table per operator, dtype and shape: each backend's speedup over its own torch, and its
+latency, from the newest run of every (backend, device) of one corpus commit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import statistics
+from collections import defaultdict
+from typing import Dict, List, Mapping, Optional
+
+from tabulate import tabulate
+
+from .._version_info import short_dtype
+from ..errors import UsageError
+from ..store.db import Store
+from .query import fetch_rows, list_runs, usable
+
+
+def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[List[str]] = None) -> Dict:
+    runs = [r for r in list_runs(store) if r["kind"] in ("run", "log") and r.get("corpus_commit")]
+    if corpus_commit:
+        runs = [r for r in runs if r["corpus_commit"].startswith(corpus_commit)]
+    if not runs:
+        raise UsageError(f"no run in the store {store.shown} records a corpus commit"
+                         f"{' starting with ' + corpus_commit if corpus_commit else ''}. Fix: `history list` shows "
+                         "the runs' corpus commits (FlagGems logs: import them with --corpus-commit).")
+    commit = runs[-1]["corpus_commit"]  # the newest run's, unless one was asked for
+    latest: Dict[tuple, dict] = {}
+    for r in runs:
+        if r["corpus_commit"] == commit:
+            latest[(r.get("backend") or "?", r.get("device_name") or "?")] = r  # oldest first: newest wins
+    columns = sorted(latest)
+    by_run = {latest[c]["run_id"]: c for c in columns}
+    acc: Dict[tuple, Dict[tuple, Dict[str, list]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for row in fetch_rows(store, list(by_run), ops=ops):
+        if row.get("dtype") is None or (row.get("side") or "main") != "main":
+            continue
+        cell = acc[(row["op"], short_dtype(row["dtype"]), row["shape"])][by_run[row["run_id"]]]
+        if usable(row, "latency"):
+            cell["latency"].append(float(row["latency"]))
+        if usable(row, "speedup"):
+            cell["speedup"].append(float(row["speedup"]))
+        if row.get("status") != "ok":
+            cell["status"].append(row["status"])
+    table = []
+    for key in sorted(acc, key=natural_key):
+        entry = {"op": key[0], "dtype": key[1], "shape": key[2], "vendors": {}}
+        for c in columns:
+            cell = acc[key].get(c)
+            if cell is None:
+                continue
+            entry["vendors"][_label(c)] = {
+                "speedup": statistics.median(cell["speedup"]) if cell["speedup"] else None,
+                "latency_ms": statistics.median(cell["latency"]) if cell["latency"] else None,
+                "status": cell["status"][0] if cell["status"] and not cell["latency"] else "ok",
+            }
+        table.append(entry)
+    return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
+                        "runs": {_label(c): latest[c]["run_id"] for c in columns}},
+            "rows": table}
+
+
+def natural_key(key: tuple) -> tuple:
+    """Sort shapes as numbers: [[64,64]] before [[256,256]]."""
+    return tuple(tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(part))) for part in key)
+
+
+def _label(c: tuple) -> str:
+    return f"{c[0]} ({c[1]})"
+
+
+def _cell(v: Mapping, field: str, fmt: str) -> str:
+    if v is None:
+        return "-"
+    if v.get(field) is None:
+        return v.get("status") or "-"
+    return format(v[field], fmt)
+
+
+def flat_rows(result: Mapping) -> List[dict]:
+    out = []
+    for e in result["rows"]:
+        row = {"op": e["op"], "dtype": e["dtype"], "shape": e["shape"]}
+        for label in result["summary"]["vendors"]:
+            v = e["vendors"].get(label) or {}
+            row[f"{label} speedup"] = v.get("speedup")
+            row[f"{label} ms"] = v.get("latency_ms")
+        out.append(row)
+    return out
+
+
+def render_markdown(result: Mapping) -> str:
+    s = result["summary"]
+    out = [f"# Vendors at corpus commit {s['corpus_commit'][:12]}", "",
+           "Speedup = the vendor's torch latency / its FlagGems latency on its own device (higher is better); "
+           "ms = the FlagGems latency. Runs: " + ", ".join(f"{k}: run {v}" for k, v in s["runs"].items()) + ".", ""]
+    headers = ["Operator", "dtype", "shape"]
+    for label in s["vendors"]:
+        headers += [f"{label} speedup", f"{label} ms"]
+    rows = []
+    for e in result["rows"]:
+        row = [e["op"], e["dtype"], e["shape"]]
+        for label in s["vendors"]:
+            v = e["vendors"].get(label)
+            row += [_cell(v, "speedup", ".3f"), _cell(v, "latency_ms", ".4g")]
+        rows.append(row)
+    out.append(tabulate(rows, headers=headers, tablefmt="github") if rows else "(no rows)")
+    return "\n".join(out) + "\n"
+
+
+def render_csv(result: Mapping) -> str:
+    rows = flat_rows(result)
+    buf = io.StringIO()
+    fields = ["op", "dtype", "shape"] + [f"{l} {x}" for l in result["summary"]["vendors"] for x in ("speedup", "ms")]
+    w = csv.DictWriter(buf, fieldnames=fields)
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def render_json(result: Mapping) -> str:
+    return json.dumps(result, indent=1, default=str)

@@ -1,0 +1,56 @@
+"""The results store: every finished run dir (identity, statuses, rows, A/B results) in one
+database behind SQLAlchemy, SQLite by default, any URL for a shared server. It only ever takes
+what a run dir holds, so the run dir stays the source of truth and the store can be rebuilt
+(`python -m zlbench.history import RUN_DIR...`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .db import Store, is_off
+
+DB_FILE = "zlbench.db"
+RUNS_ROOT = "zl_runs"
+
+__all__ = ["record_run", "record_or_warn", "default_url", "Store", "DB_FILE"]
+
+
+def default_url(run_dir: Path) -> str:
+    """An SQLite file beside the run dirs: `zl_runs/zlbench.db` for a run dir under a folder named
+    zl_runs (zl_runs/<date>/<time>), else zlbench.db in the run dir's parent."""
+    run_dir = Path(run_dir).resolve()
+    # The run dir itself may be the zl_runs folder (`history import zl_runs`).
+    root = next((p for p in (run_dir, *run_dir.parents) if p.name == RUNS_ROOT), run_dir.parent)
+    return "sqlite:///" + str(root / DB_FILE)
+
+
+def record_run(run_dir: Path, url: Optional[str]) -> None:
+    """Write a finished run dir into the store at `url` (None or "none": the store is off).
+    Idempotent. Raises UsageError (problem and fix) when the store cannot take it; the run dir is
+    only read, never changed."""
+    if is_off(url):
+        return
+    from .ingest import run_dir_record, write_record
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its "Running upgrade" lines are no news
+
+    record = run_dir_record(Path(run_dir))
+    with Store(url) as store:
+        outcome = write_record(store, record)
+    print(f"[zlbench] store {store.shown}: {outcome} {record['run']['path']} "
+          f"({len(record['rows'])} rows)", file=sys.stderr)
+
+
+def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
+    """record_run at the end of a run or a collect ("default": default_url). A store that cannot
+    take the run costs one message and nothing else: the run dir is the source of truth."""
+    from ..errors import UsageError
+
+    try:
+        record_run(run_dir, default_url(run_dir) if url in (None, "", "default") else url)
+    except UsageError as e:
+        print(f"[zlbench] results store not written: {e} The run dir is intact; later: "
+              f"`python -m zlbench.history import {run_dir}`.", file=sys.stderr)

@@ -1,0 +1,235 @@
+"""Opening a store: URL spelling, connection errors, schema version and migrations.
+
+Every failure a user can meet here (server down, wrong password, file locked, a store written by
+a newer zlbench, a database that is not a zlbench store) becomes one UsageError naming the problem
+and the fix."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
+
+from ..errors import UsageError
+from .schema import SCHEMA_HEAD
+
+OFF = ("", "none", "null", "off", "false", "0")
+# How long a writer waits for another one's lock before giving up (SQLite busy timeout,
+# PostgreSQL lock_timeout). Long enough for a concurrent 10,000-row write to finish.
+# ZLBENCH_STORE_LOCK_TIMEOUT_S overrides it.
+LOCK_TIMEOUT_S = 30.0
+
+
+def default_lock_timeout_s() -> float:
+    return float(os.environ.get("ZLBENCH_STORE_LOCK_TIMEOUT_S") or LOCK_TIMEOUT_S)
+
+
+def is_off(url: Optional[str]) -> bool:
+    return url is None or str(url).strip().lower() in OFF
+
+
+def normalize_url(url: str) -> str:
+    """A plain path means an SQLite file; postgresql:// picks whichever psycopg is installed
+    (SQLAlchemy's default is psycopg2, the `store` extra installs psycopg 3)."""
+    text = str(url).strip()
+    if "://" not in text:
+        return "sqlite:///" + str(Path(text).expanduser().resolve())
+    if text.startswith("postgresql://") or text.startswith("postgres://"):
+        rest = text.split("://", 1)[1]
+        if importlib.util.find_spec("psycopg") is not None:
+            return "postgresql+psycopg://" + rest
+        return "postgresql://" + rest
+    return text
+
+
+def display_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+
+
+def _engine(url: str, lock_timeout_s: float) -> Engine:
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise UsageError(f"store URL {display_url(url)!r} is not a database URL. Fix: store.url=sqlite:///PATH/"
+                         "zlbench.db, postgresql://USER:PASSWORD@HOST/DB, or none to turn the store off.")
+    backend = parsed.get_backend_name()
+    connect_args = {}
+    if backend == "sqlite":
+        db = parsed.database
+        if db and db != ":memory:" and not Path(db).parent.is_dir():
+            raise UsageError(f"the results store {url} cannot be created: folder {Path(db).parent} does not "
+                             "exist. Fix: create it, or point store.url elsewhere (store.url=none: off).")
+        connect_args["timeout"] = lock_timeout_s
+    elif backend == "postgresql":
+        connect_args["connect_timeout"] = 10
+        connect_args["options"] = f"-c lock_timeout={int(lock_timeout_s * 1000)}"
+    try:
+        engine = create_engine(parsed, connect_args=connect_args)
+    except NoSuchModuleError as e:
+        raise UsageError(f"store URL {display_url(url)}: SQLAlchemy has no dialect for it ({e}). Fix: use "
+                         "sqlite:// or postgresql:// (pip install 'zlbench[store]' for PostgreSQL).")
+    except ImportError as e:
+        raise UsageError(f"store URL {display_url(url)} needs a database driver that is not installed ({e}). "
+                         "Fix: install the driver named there (for PostgreSQL: pip install 'zlbench[store]').")
+    if backend == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # noqa: ANN001
+            # WAL: readers (history, the site) never block the writer of a finishing run.
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.close()
+    return engine
+
+
+def explain(error: SQLAlchemyError, url: str, doing: str) -> UsageError:
+    """One message for a database error: what failed, and what to do about it."""
+    text = str(getattr(error, "orig", None) or error).strip().splitlines()[0][:300]
+    shown = display_url(url)
+    if "locked" in text.lower() or "lock timeout" in text.lower() or "lock_timeout" in text.lower():
+        return UsageError(f"{doing}: the results store {shown} is locked by another writer ({text}). Fix: wait "
+                          "for the other zlbench to finish and retry; with many machines writing at once, use "
+                          "a PostgreSQL server (store.url=postgresql://...) instead of one SQLite file.")
+    if isinstance(error, OperationalError) or (isinstance(error, DBAPIError) and error.connection_invalidated):
+        return UsageError(f"{doing}: cannot reach the results store {shown} ({text}). Fix: start the database "
+                          "server or correct store.url (host, port, user, password, database), or "
+                          "store.url=none to turn the store off.")
+    return UsageError(f"{doing}: the results store {shown} failed ({type(error).__name__}: {text}). Fix: check "
+                      "that store.url names a zlbench store; a store can always be rebuilt from the run dirs "
+                      "with `python -m zlbench.history import RUN_DIR... --url URL`.")
+
+
+def _alembic_config(connection: Connection):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "zlbench.store:migrations")
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def known_revisions() -> list:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "zlbench.store:migrations")
+    return [s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()]
+
+
+def migrate(connection: Connection, url: str, target: str = "head") -> None:
+    """Bring the store to `target` (head by default): creates a new store, upgrades an old one,
+    refuses a newer or foreign one with the way out."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
+    current = MigrationContext.configure(connection).get_current_revision()
+    shown = display_url(url)
+    if current is None:
+        if "runs" in inspect(connection).get_table_names():
+            raise UsageError(f"{shown} has a `runs` table but no zlbench schema version (alembic_version): it "
+                             "is not a zlbench store. Fix: point store.url at another database or file.")
+    elif current not in known_revisions():
+        raise UsageError(
+            f"the results store {shown} has schema revision {current}, newer than this zlbench knows "
+            f"(up to {SCHEMA_HEAD}): a newer zlbench wrote it. Fix: upgrade zlbench on this machine "
+            "(pip install -U zlbench; its migrations open any older store), or write to another store and "
+            "rebuild it from the run dirs: `python -m zlbench.history import RUN_DIR... --url NEW_URL`.")
+    if current == target or (target == "head" and current == SCHEMA_HEAD):
+        return
+    if current is not None and target == "head":
+        print(f"[zlbench] store {shown}: upgrading schema {current} -> {SCHEMA_HEAD}", file=sys.stderr)
+    command.upgrade(_alembic_config(connection), target)
+
+
+MIGRATION_LOCK_ID = 0x7A6C6265  # "zlbe": the advisory lock that serializes creating/upgrading a store
+
+
+@contextmanager
+def _creation_lock(url: str) -> Iterator[None]:
+    """SQLite: an exclusive flock on a sibling file (zlbench.db.lock) while the schema is checked,
+    created or upgraded. SQLite runs DDL outside transactions here, so two runs finishing at once
+    could each create half the tables. Never on the database file itself: closing any descriptor
+    of it drops the POSIX locks SQLite holds in this process, and the database gets corrupted."""
+    parsed = make_url(url)
+    db = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (one writer at a time, as before)
+        fcntl = None
+    if not db or db == ":memory:" or fcntl is None:
+        yield
+        return
+    with open(db + ".lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+class Store:
+    """An open store: an engine whose schema is at head."""
+
+    def __init__(self, url: str, lock_timeout_s: Optional[float] = None, target: str = "head",
+                 create: bool = True):
+        if is_off(url):
+            raise UsageError("no store URL given. Fix: --url sqlite:///PATH/zlbench.db or postgresql://...")
+        self.url = normalize_url(url)
+        if not create:  # a reader must not leave an empty store behind at a mistyped path
+            parsed = make_url(self.url)
+            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+                    and not Path(parsed.database).is_file():
+                raise UsageError(f"no results store at {parsed.database}. Fix: pass --url (or set "
+                                 "ZLBENCH_STORE_URL) to an existing store, or build one with "
+                                 "`python -m zlbench.history import RUN_DIR...`.")
+        self.engine = _engine(self.url, lock_timeout_s if lock_timeout_s is not None else default_lock_timeout_s())
+        try:
+            with _creation_lock(self.url), self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    # Machines opening a new shared store at once: one creates it, the others wait.
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
+                migrate(conn, self.url, target)
+        except SQLAlchemyError as e:
+            self.engine.dispose()
+            raise explain(e, self.url, "opening the store") from None
+        except OSError as e:  # the SQLite file itself: read-only, no permission, a full disk
+            self.engine.dispose()
+            raise UsageError(f"cannot open the results store {self.shown}: {e}. Fix: make the file and its folder "
+                             "writable, or point store.url elsewhere (store.url=none: off).") from None
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    @property
+    def shown(self) -> str:
+        return display_url(self.url)
+
+    @contextmanager
+    def begin(self, doing: str) -> Iterator[Connection]:
+        """A transaction; database errors become a UsageError saying what was being done."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as e:
+            raise explain(e, self.url, doing) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,284 @@
+"""From a finished run dir (or a FlagGems result log) to the store, idempotently.
+
+A run's key is its identity hash, creation time and host (a FlagGems log's: the hash of its bytes), so
+the same run written twice finds itself; a write whose content did not change does nothing, one
+whose content changed (a `collect` after more results, a resume) replaces the run in one
+transaction. The run dir is only read, never written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from sqlalchemy import and_, delete, or_, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import UsageError
+from . import schema as S
+from .db import Store, explain
+
+IDENTITY_FILE = "run_identity.json"
+AB_FILE = "ab.json"
+# Identity keys that do not decide what a number means: times, where, what was observed, and
+# (for the caliber) the versions and commits a series of runs moves along.
+NOT_IDENTITY = ("identity_hash", "provenance", "created", "host", "processes")
+
+
+def caliber_of(identity: Mapping[str, Any]) -> str:
+    """The identity without versions, commits and times: runs with equal calibers are comparable
+    and form one series across commits. The resolved test nodes and the corpus' location are
+    left out too: they follow from the selection (kept) and the corpus commit (left out), and a
+    corpus that gains a file must not break the series."""
+    caliber = {k: v for k, v in identity.items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
+    if isinstance(caliber.get("corpus"), dict):
+        caliber["corpus"] = {k: v for k, v in caliber["corpus"].items() if k not in ("commit", "root")}
+    text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_created(text: Optional[str], fallback: float) -> datetime:
+    """UTC, naive (the same on SQLite and PostgreSQL)."""
+    if text:
+        for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S"):
+            try:
+                dt = datetime.strptime(text, fmt)
+                break
+            except ValueError:
+                continue
+        else:
+            dt = None
+        if dt is not None:
+            return (dt.astimezone(timezone.utc) if dt.tzinfo else dt).replace(tzinfo=None)
+    return datetime.fromtimestamp(fallback, timezone.utc).replace(tzinfo=None)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+def _float(v) -> Optional[float]:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _int(v) -> Optional[int]:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str(v, limit: int = 0) -> Optional[str]:
+    if v is None or v == "":
+        return None
+    s = str(v)
+    return s[:limit] if limit else s
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and infinities (Python's json writes them) as null: PostgreSQL's JSON refuses them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _row_record(r: Mapping[str, Any]) -> Dict[str, Any]:
+    return {
+        "op": _str(r.get("op"), 255), "dtype": _str(r.get("dtype"), 64), "shape": _str(r.get("shape")),
+        "legacy_shape": json_safe(r.get("legacy_shape")),
+        "latency_base": _float(r.get("latency_base")), "latency": _float(r.get("latency")),
+        "speedup": _float(r.get("speedup")), "gbps_base": _float(r.get("gbps_base")),
+        "gbps": _float(r.get("gbps")), "timer_used": _str(r.get("timer_used"), 64),
+        "timer_used_base": _str(r.get("timer_used_base"), 64), "markers": list(r.get("markers") or []),
+        "marker_reason": _str(r.get("marker_reason")), "status": _str(r.get("status"), 16),
+        "reason": _str(r.get("reason")), "side": _str(r.get("side"), 64) or "main",
+        "round": _int(r.get("round")) or 0, "device": _str(r.get("device"), 64),
+        "device_name": _str(r.get("device_name"), 255), "device_bus_id": _str(r.get("device_bus_id"), 64),
+        "node": _str(r.get("node")),
+    }
+
+
+def _status_record(s: Mapping[str, Any]) -> Dict[str, Any]:
+    return {
+        "op": _str(s.get("op"), 255), "test_node": _str(s.get("test_node")), "side": _str(s.get("side"), 64),
+        "status": _str(s.get("status"), 16), "rows": _int(s.get("rows")), "backend": _str(s.get("backend"), 64),
+        "device": _str(s.get("device"), 255), "timer": _str(s.get("timer"), 64),
+        "wall_s": _float(s.get("wall_s")), "reason": _str(s.get("reason")), "host": _str(s.get("host"), 255),
+        "job_id": _str(s.get("job_id"), 64),
+    }
+
+
+def _ab_row_record(t: Mapping[str, Any]) -> Dict[str, Any]:
+    rec = {c: _float(t.get(c)) for c in ("a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct", "p", "q", "mde_pct")}
+    rec.update({"op": _str(t.get("op"), 255), "dtype": _str(t.get("dtype"), 64), "shape": _str(t.get("shape")),
+                "rounds": _int(t.get("rounds")), "live": _str(t.get("live"), 16),
+                "fallback": bool(t.get("fallback")), "verdict": _str(t.get("verdict"), 64)})
+    return rec
+
+
+def _device_name(identity: Mapping[str, Any], rows: List[dict]) -> Optional[str]:
+    for p in identity.get("processes") or []:
+        if p.get("device_name"):
+            return p["device_name"]
+    for r in rows:
+        if r.get("device_name"):
+            return r["device_name"]
+    names = sorted({d.get("name") for d in identity.get("devices") or [] if d.get("name")})
+    return ", ".join(names) or None
+
+
+def run_dir_record(run_dir: Path) -> Dict[str, Any]:
+    """Everything the store keeps of one run dir, read through the run-dir format's readers."""
+    from ..results.rundir import load_rows, load_status
+
+    run_dir = Path(run_dir).resolve()
+    id_path = run_dir / IDENTITY_FILE
+    if not id_path.is_file():
+        raise UsageError(f"{run_dir} is not a finished zlbench run dir (no {IDENTITY_FILE}). Fix: pass the "
+                         "folder a run wrote (zl_runs/<date>/<time>), or a FlagGems result_*.log.")
+    try:
+        identity = json.loads(id_path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UsageError(f"{id_path} is not valid JSON ({e}). Fix: restore it from the run's backup or rerun.")
+    # A run dir without its tables is not finished; the readers would collect them, i.e. write
+    # into the run dir, which the store never does.
+    missing = [n for n in ("rows.jsonl", "ops_status.csv") if not (run_dir / n).is_file()]
+    if missing:
+        raise UsageError(f"{run_dir} has no {' or '.join(missing)}: the run has not finished or was not "
+                         f"collected. Fix: `python -m zlbench.collect {run_dir}`, then record it again.")
+    rows, status = load_rows(run_dir), load_status(run_dir)
+    ab_path = run_dir / AB_FILE
+    ab = None
+    if ab_path.is_file():
+        try:
+            ab = json.loads(ab_path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise UsageError(f"{ab_path} is not valid JSON ({e}). Fix: rebuild it with "
+                             f"`python -m zlbench.collect {run_dir}`.")
+    digest = hashlib.sha256(str(run_dir).encode())
+    for name in (IDENTITY_FILE, "rows.jsonl", "ops_status.csv", AB_FILE):
+        p = run_dir / name
+        digest.update(name.encode() + b"\0" + (p.read_bytes() if p.is_file() else b"") + b"\0")
+    versions = identity.get("versions") or {}
+    corpus = identity.get("corpus") or {}
+    ab_cfg = ((identity.get("config") or {}).get("ab") or {})
+    created = parse_created(identity.get("created"), id_path.stat().st_mtime)
+    run = {
+        # The host too: identical machines running one nightly config from cron share hash and second.
+        "run_key": f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}",
+        "content_hash": digest.hexdigest(), "kind": "ab" if ab is not None else "run",
+        "identity_hash": identity.get("identity_hash"), "caliber": caliber_of(identity),
+        "created": created, "path": str(run_dir), "host": _str(identity.get("host"), 255),
+        "backend": _str((identity.get("backend") or {}).get("name"), 64),
+        "device_name": _str(_device_name(identity, rows), 255),
+        "timer": _str((identity.get("timer") or {}).get("name"), 64),
+        "corpus": _str(corpus.get("name"), 64), "corpus_commit": _str(corpus.get("commit"), 64),
+        "zlbench_version": _str(versions.get("zlbench"), 64),
+        "zlbench_commit": _str(versions.get("zlbench_commit"), 64),
+        "triton_version": _str(versions.get("triton"), 64), "torch_version": _str(versions.get("torch"), 64),
+        "flag_gems_version": _str(versions.get("flag_gems"), 64),
+        "python_version": _str(versions.get("python"), 32),
+        "ab_axis": _str(ab_cfg.get("name") if ab_cfg.get("name") not in (None, "none") else None, 128),
+        "identity": json_safe(identity),
+    }
+    return {"run": run, "rows": [_row_record(r) for r in rows], "statuses": [_status_record(s) for s in status],
+            "ab": ab}
+
+
+def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[str] = None,
+               corpus_commit: Optional[str] = None) -> Dict[str, Any]:
+    """A FlagGems `--record log` result file. It carries no identity: its series (caliber) is the
+    log's file name (FlagGems names it after its argv) on the given backend and device."""
+    from ..results.flaggems_log import rows_from_log
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist. Fix: pass a run dir or a FlagGems result_*.log.")
+    data = path.read_bytes()
+    rows = rows_from_log(path)
+    caliber = hashlib.sha256(json.dumps(["flaggems-log", backend, device_name, path.name]).encode()).hexdigest()
+    status: Dict[str, dict] = {}
+    for r in rows:
+        s = status.setdefault(r["op"], {"op": r["op"], "side": "main", "status": "ok", "rows": 0,
+                                        "backend": backend})
+        s["rows"] += 1
+        if r["status"] != "ok":
+            s["status"], s["reason"] = r["status"], r.get("reason")
+    mode = next((r.get("timer_used") for r in rows if r.get("timer_used")), None)
+    run = {
+        "run_key": "log:" + hashlib.sha256(data).hexdigest(),
+        "content_hash": hashlib.sha256(str(path).encode() + b"\0" + data).hexdigest(), "kind": "log",
+        "identity_hash": None, "caliber": caliber,
+        "created": parse_created(None, path.stat().st_mtime), "path": str(path), "host": None,
+        "backend": _str(backend, 64), "device_name": _str(device_name, 255), "timer": _str(mode, 64),
+        "corpus": "flaggems", "corpus_commit": _str(corpus_commit, 64), "zlbench_version": None,
+        "zlbench_commit": None, "triton_version": None, "torch_version": None, "flag_gems_version": None,
+        "python_version": None, "ab_axis": None,
+        "identity": {"source": "flaggems result log", "file": path.name},
+    }
+    return {"run": run, "rows": [_row_record(r) for r in rows], "statuses": [_status_record(s) for s in status.values()],
+            "ab": None}
+
+
+def write_record(store: Store, record: Mapping[str, Any]) -> str:
+    """Write one run in one transaction: 'unchanged', 'recorded' (new) or 'replaced'. Two writers
+    of the same run at once (a collect racing the run's own end): the loser's insert hits the
+    unique key, and its retry finds the winner's write."""
+    from sqlalchemy.exc import IntegrityError
+
+    for attempt in (1, 2):
+        try:
+            with store.engine.begin() as conn:
+                return _write(conn, record)
+        except IntegrityError as e:
+            if attempt == 2:
+                raise explain(e, store.url, f"recording {record['run']['path']}") from None
+        except SQLAlchemyError as e:
+            raise explain(e, store.url, f"recording {record['run']['path']}") from None
+    raise AssertionError("unreachable")
+
+
+def _write(conn, record: Mapping[str, Any]) -> str:
+    run = dict(record["run"])
+    # The same run (its key), or an earlier state of the same run dir: same host, path and
+    # identity hash (a resume rewrites the identity's creation time, nothing else).
+    earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
+                         S.runs.c.identity_hash == run["identity_hash"])
+    same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash).where(
+        or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
+        else S.runs.c.run_key == run["run_key"])).all()
+    if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"]:
+        return "unchanged"
+    old_ids = [r.run_id for r in same]
+    if old_ids:
+        for table in S.CHILD_TABLES:
+            conn.execute(delete(table).where(table.c.run_id.in_(old_ids)))
+        conn.execute(delete(S.runs).where(S.runs.c.run_id.in_(old_ids)))
+    run["recorded"] = _utcnow()
+    run_id = conn.execute(S.runs.insert().values(**run)).inserted_primary_key[0]
+    for table, items in ((S.rows, record["rows"]), (S.statuses, record["statuses"])):
+        if items:
+            conn.execute(table.insert(), [{**item, "run_id": run_id} for item in items])
+    ab = record.get("ab")
+    if ab:
+        summary = ab.get("summary") or {}
+        conn.execute(S.ab_summaries.insert().values(
+            run_id=run_id, label_a=_str(summary.get("label_a")), label_b=_str(summary.get("label_b")),
+            liveness=_str(summary.get("liveness"), 16), summary=json_safe(summary)))
+        ab_rows = [_ab_row_record(t) for t in ab.get("rows") or []]
+        if ab_rows:
+            conn.execute(S.ab_rows.insert(), [{**t, "run_id": run_id} for t in ab_rows])
+    return "replaced" if old_ids else "recorded"
