@@ -235,3 +235,19 @@ def test_devices_in_use_by_another_run_are_refused(tmp_path):
     first.communicate(timeout=120)
     assert first.returncode == 0
     assert not list(locks.glob("*.holder.json"))  # released when its process ended
+
+
+def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_message(tmp_path):
+    run = tmp_path / "zl_runs" / "2026-11-30" / "12-00-00"
+    res = zlbench(f"hydra.run.dir={run}", "ops=[exp]", "dtypes=[float32]", "progress=none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    db = tmp_path / "zl_runs" / "zlbench.db"
+    assert db.is_file() and "recorded" in res.stderr
+    listed = subprocess.run([sys.executable, "-m", "zlbench.history", "list", "--url", f"sqlite:///{db}",
+                             "--format", "json"], capture_output=True, text=True)
+    assert listed.returncode == 0 and str(run) in listed.stdout, listed.stderr
+    # A store that cannot be reached: one message, the run's own exit code, the run dir intact.
+    res = zlbench(f"hydra.run.dir={tmp_path / 'other'}", "ops=[exp]", "dtypes=[float32]", "progress=none",
+                  "store.url=postgresql://nobody@127.0.0.1:9/none", cwd=tmp_path)
+    assert res.returncode == 0 and "results store not written" in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr and (tmp_path / "other" / "rows.jsonl").is_file()
