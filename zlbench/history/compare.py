@@ -27,7 +27,7 @@ from typing import Dict, List, Mapping, Optional
 from scipy import stats as sps
 from scipy.special import stdtr
 
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..report import stats
 from ..report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from ..results.pairing import pair

@@ -27,7 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 from tabulate import tabulate
 
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..errors import UsageError
 from ..store.db import Store
 from .compare import VERSION_FIELDS, changed_versions

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from sqlalchemy import select
 
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..errors import UsageError
 from ..store import schema as S
 from ..store.db import Store

@@ -13,7 +13,7 @@ from typing import Dict, List, Mapping, Optional
 
 from tabulate import tabulate
 
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..errors import UsageError
 from ..store.db import Store
 from .query import fetch_rows, list_runs, usable

@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from .._version_info import short_dtype
+from ..results.schema import short_dtype
 from ..errors import UsageError
 
 GITHUB_COMMENT_LIMIT = 65_536
