@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from zlbench.identity import identity_hash
-from zlbench.results.schema import OPS_STATUS_FIELDS, ROW_FIELDS
+from zlbench.results.records import ROW_FIELDS
+from zlbench.results.schema import OPS_STATUS_FIELDS
 
 SHAPES = ("[[64,64]]", "[[256,256]]", "[[1024,1024]]")
 DEVICE_NAMES = {"cuda": "NVIDIA H200", "musa": "MTT S4000", "cpu": "Intel(R) Xeon(R) Processor"}
