@@ -124,6 +124,22 @@ class _SkipTakenNodes:
 _taken: set = set()
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Of a node selected through its parametrize cases' marks, only those cases run (as with
+    `pytest -m bmm`)."""
+    only = _runtime.config().get("only_marks") or {}
+    if not only:
+        return
+    kept, dropped = [], []
+    for item in items:
+        wanted = only.get(base_node(item.nodeid))
+        keep = wanted is None or any(m.name in wanted for m in item.iter_markers())
+        (kept if keep else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_configure(config):
     if _runtime.config().get("claims_dir"):
         config.pluginmanager.register(_SkipTakenNodes(), "zlbench-skip-taken-nodes")
@@ -151,7 +167,8 @@ def _start(item) -> float:
     _runtime.timing_calls.clear()
     _reports[item.nodeid] = []
     started = time.time()
-    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op)
+    marks = [m.name for m in item.iter_markers() if m.name not in BUILTIN_MARKS]
+    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op, marks=marks)
     return started
 
 

@@ -34,6 +34,9 @@ class PluginConfig:
     timer_modules: List[str] = field(default_factory=list)
     capture_deny_ops: List[str] = field(default_factory=list)
     fast_exit: bool = True
+    # node id -> the op marks of its parametrize cases that run (the others are deselected), for
+    # nodes selected through marks set on pytest.param cases.
+    only_marks: Dict[str, List[str]] = field(default_factory=dict)
     claims_dir: Optional[str] = None  # set when the unit may take others' nodes (zlbench/stealing.py)
     events: Optional[str] = None  # the unit's events file, set by the worker
 
