@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 from ..errors import UsageError
-from .schema import shape_key
+from .records import Row
 
 
 def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[dict]:
@@ -39,27 +39,8 @@ def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[di
 
 def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]:
     """The log's rows; see iter_records for `skipped`."""
-    rows = []
-    for rec in iter_records(path, skipped):
-        for res in rec.get("result") or []:
-            markers = res.get("markers") or []
-            rows.append({
-                "op": rec["op_name"],
-                "dtype": rec.get("dtype"),
-                "shape": shape_key(res.get("shape_detail")),
-                "legacy_shape": res.get("legacy_shape"),
-                "latency_base": res.get("latency_base"),
-                "latency": res.get("latency"),
-                "speedup": res.get("speedup"),
-                "gbps_base": res.get("gbps_base"),
-                "gbps": res.get("gbps"),
-                "timer_used": res.get("timer_used") or rec.get("mode"),
-                "markers": markers,
-                "status": "failed" if res.get("error_msg") else "ok",
-                "reason": res.get("error_msg"),
-                "side": "main",
-                "round": 0,
-            })
+    rows = [Row.from_result(rec, res).to_dict() for rec in iter_records(path, skipped)
+            for res in rec.get("result") or []]
     if not rows:
         raise UsageError(
             f"{path} holds no `[INFO] {{json}}` result records. Fix: pass a run dir, a zlbench "
