@@ -113,3 +113,29 @@ def test_shape_file_mode_runs_the_given_shapes(run_zlbench, tmp_path):
     res = run_zlbench("shape=file", f"shape.file={shapes}", "ops=[exp]", "dtypes=[float32]")
     assert res.returncode == 0, res.stderr[-2000:]
     assert [r["shape"] for r in read_rows(res.run_dir)] == ["[[32,16]]"]
+
+
+def _drawn(run_dir):
+    """node -> (its start event's seed, the checksum of the inputs its record says it drew)."""
+    seeds, drawn = {}, {}
+    for path in (run_dir / "units").glob("*/events.jsonl"):
+        for e in map(json.loads, path.read_text().splitlines()):
+            if e["event"] == "start":
+                seeds[e["node"]] = e.get("seed")
+            elif e["event"] == "record":
+                drawn[e["node"]] = e["payload"]["result"][0]["checksum"]
+    return {n: (seeds[n], drawn[n]) for n in drawn}
+
+
+def test_a_node_draws_the_same_inputs_alone_or_after_other_tests(run_zlbench, tmp_path):
+    from .conftest import FIXTURES
+
+    corpus = ("backend=cpu", "corpus=flaggems", f"corpus.root={FIXTURES / 'seed_corpus'}")
+    alone = run_zlbench(*corpus, "ops=[draw_b]", run_dir=tmp_path / "alone")
+    after = run_zlbench(*corpus, "ops=[draw_a,draw_b]", run_dir=tmp_path / "after")
+    assert alone.returncode == 0 and after.returncode == 0, alone.stderr[-2000:] + after.stderr[-2000:]
+    a, b = _drawn(alone.run_dir), _drawn(after.run_dir)
+    node = "benchmark/test_draw.py::test_perf_draw_b"
+    assert a[node] == b[node]  # torch, random and numpy drew the same, and the seed is recorded
+    assert a[node][0] is not None
+    assert b["benchmark/test_draw.py::test_perf_draw_a"] != b[node]  # each node its own seed

@@ -4,9 +4,11 @@ errors. Events go to the unit's events.jsonl."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import random
 import sys
 import time
 
@@ -160,15 +162,40 @@ def pytest_runtest_protocol(item, nextitem):
         _leave_dead_context(status)
 
 
+def node_seed(nodeid: str) -> int:
+    """A stable seed of the base node id (Python's hash() of a str changes per process)."""
+    return int.from_bytes(hashlib.sha256(base_node(nodeid).encode()).digest()[:4], "big")
+
+
+def seed_inputs(nodeid: str) -> int:
+    """Seed every random source a corpus draws inputs from, so a node draws the same inputs
+    whether it runs alone or after other tests."""
+    seed = node_seed(nodeid)
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    try:
+        import torch
+    except ImportError:
+        return seed
+    torch.manual_seed(seed)  # every device's generator too
+    return seed
+
+
 def _start(item) -> float:
-    """Make the node current (the timing plugin reads it) and record its start."""
+    """Make the node current (the timing plugin reads it), seed its inputs and record its start."""
     _runtime.current_node = item.nodeid
     _runtime.current_op = op_of(item)
     _runtime.timing_calls.clear()
     _reports[item.nodeid] = []
+    seed = seed_inputs(item.nodeid)
     started = time.time()
     marks = [m.name for m in item.iter_markers() if m.name not in BUILTIN_MARKS]
-    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op, marks=marks)
+    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op, marks=marks, seed=seed)
     return started
 
 
