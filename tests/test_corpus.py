@@ -202,3 +202,10 @@ def test_a_run_of_a_case_mark_runs_only_those_cases_and_records_their_marks(run_
     starts = [e for e in starts if e["event"] == "start"]
     assert [(e["node"].split("::")[1], e["op"], e["marks"]) for e in starts] == [
         ("test_blas_benchmark[bmm-bmm]", "bmm", ["bmm"])]
+
+
+def test_a_run_says_when_an_op_mark_pulls_in_another_files_test(run_zlbench):
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={MINI}", "ops=[abs]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert ("[zlbench] note: op 'abs' matches tests in 2 files: benchmark/test_blas_perf_parallel.py, "
+            "benchmark/test_unary_pointwise_perf.py\n") in res.stderr

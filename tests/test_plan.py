@@ -191,3 +191,11 @@ def test_tuning_replay_gives_side_b_the_configs_side_a_tuned(tmp_path):
     assert plan.units[0].side == "off"  # A tunes first
     sep = make_plan(cfg(ab={**ab, "tuning": "separate"}), get_backend("cpu"), devs(1), MINI, tmp_path)
     assert len({u.env["FLAGGEMS_CACHE_DIR"] for u in sep.units}) == 2
+
+
+def test_an_op_mark_that_pulls_in_tests_of_several_files_is_noted():
+    cpu = get_backend("cpu")
+    plan = make_plan(cfg(ops=["abs", "fft"]), cpu, devs(1), MINI, MINI)
+    assert plan.notes == ["op 'abs' matches tests in 2 files: benchmark/test_blas_perf_parallel.py, "
+                          "benchmark/test_unary_pointwise_perf.py"]
+    assert make_plan(cfg(ops=["abs"], op_file="test_unary_pointwise_perf.py"), cpu, devs(1), MINI, MINI).notes == []

@@ -40,6 +40,7 @@ class Plan:
     plugins: List[str]
     units: List[WorkUnit]
     corpus_root: str
+    notes: List[str] = field(default_factory=list)  # said when the run starts
 
 
 def resolve_timer(name: str, backend: DeviceBackend) -> str:
@@ -180,7 +181,19 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     units = abba_units(make_unit, sides, rounds, devices, assignment, int(cfg["launcher"].get("shard_size") or 0))
     if cfg["launcher"].get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
         share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
-    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
+    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root),
+                multi_file_notes(corpus, cfg.get("ops") or [], nodes))
+
+
+def multi_file_notes(corpus: Corpus, ops: Sequence[str], nodes: Sequence[TestNode]) -> List[str]:
+    """Op marks are not unique to one file (FlagGems' test_blas_perf_parallel.py carries pointwise
+    ops' marks): a selection by mark that pulls in another file's test says so."""
+    notes = []
+    for op in ops:
+        files = sorted({n.file for n in nodes if corpus.matches(op, n)})
+        if len(files) > 1:
+            notes.append(f"op '{op}' matches tests in {len(files)} files: {', '.join(files)}")
+    return notes
 
 
 def abba_units(make_unit, sides: Sequence[Side], rounds: int, devices: Sequence[DeviceInfo],

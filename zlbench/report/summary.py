@@ -17,13 +17,25 @@ def _fmt(x: Optional[float], digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
+def node_file(row: dict) -> str:
+    return (row.get("node") or "").split("::")[0]
+
+
 def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
+    """One line per op, test file, side and dtype: two files' tests that carry one op mark are
+    different tests (their own shapes and inputs), never merged; the file is shown where an op has
+    tests in more than one."""
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
         if r.get("status") == "ok" and r.get("latency"):
-            groups[(r["op"], r.get("side") or "main", short_dtype(r.get("dtype")))].append(r)
+            groups[(r["op"], node_file(r), r.get("side") or "main", short_dtype(r.get("dtype")))].append(r)
+    files_of_op: Dict[str, set] = defaultdict(set)
+    for op, file, _, _ in groups:
+        files_of_op[op].add(file)
     table = []
-    for (op, side, dtype), rs in sorted(groups.items()):
+    for (op, file, side, dtype), rs in sorted(groups.items()):
+        if len(files_of_op[op]) > 1:
+            op = f"{op} ({file or '?'})"
         speedups = [r["speedup"] for r in rs if r.get("speedup")]
         fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
         timers = sorted({str(r.get("timer_used")) for r in rs})
