@@ -139,3 +139,16 @@ def test_a_node_draws_the_same_inputs_alone_or_after_other_tests(run_zlbench, tm
     assert a[node] == b[node]  # torch, random and numpy drew the same, and the seed is recorded
     assert a[node][0] is not None
     assert b["benchmark/test_draw.py::test_perf_draw_a"] != b[node]  # each node its own seed
+
+
+def test_an_env_switch_set_for_a_resume_is_another_caliber(run_zlbench, tmp_path):
+    args = ("ops=[softmax]", "dtypes=[float32]", "identity.env=[DEMO_GEMS_FUSED_SOFTMAX]")
+    first = run_zlbench(*args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = run_zlbench(*args, f"resume={first.run_dir}", run_dir=tmp_path / "x")
+    assert again.returncode == 0, again.stderr[-2000:]
+    # One read inside Triton's compiled library, and the corpus' own switch named by identity.env.
+    for env in ({"DISABLE_LLVM_OPT": "1"}, {"DEMO_GEMS_FUSED_SOFTMAX": "1"}):
+        res = run_zlbench(*args, f"resume={first.run_dir}", env=env, run_dir=tmp_path / "x")
+        assert res.returncode == 2 and "another caliber" in res.stderr, (env, res.stderr[-2000:])
+        assert "switch_env" in res.stderr

@@ -22,7 +22,7 @@ def cfg(**over):
         "launcher": {"name": "local", "node_timeout_s": 60, "shard_size": 0, "crash_retries": 0},
         "ab": {"name": "none", "var": None, "values": [], "sides": ["main"], "side": None, "rounds": 1, "fixed": {}},
         "devices": "all", "gpus": None, "ops": [], "op_file": None, "test_node": None, "dtypes": [],
-        "autotune": False, "isolate_caches": True,
+        "autotune": False, "isolate_caches": True, "identity": {"env": []},
     }
     for k, v in over.items():
         if isinstance(v, dict):

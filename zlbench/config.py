@@ -134,6 +134,13 @@ class ABConf:
 
 
 @dataclass
+class IdentityConf:
+    # Env variables to record in the run identity beside the backend's list (a set one enters the
+    # identity hash, so a resume with another value is refused).
+    env: List[str] = field(default_factory=list)
+
+
+@dataclass
 class ZlbenchConfig:
     backend: BackendConf = MISSING
     timer: TimerConf = MISSING
@@ -141,6 +148,7 @@ class ZlbenchConfig:
     corpus: CorpusConf = MISSING
     launcher: LauncherConf = MISSING
     ab: ABConf = MISSING
+    identity: IdentityConf = field(default_factory=IdentityConf)
     devices: Any = "all"
     gpus: Any = None
     ops: List[str] = field(default_factory=list)
