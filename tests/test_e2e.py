@@ -152,3 +152,21 @@ def test_an_env_switch_set_for_a_resume_is_another_caliber(run_zlbench, tmp_path
         res = run_zlbench(*args, f"resume={first.run_dir}", env=env, run_dir=tmp_path / "x")
         assert res.returncode == 2 and "another caliber" in res.stderr, (env, res.stderr[-2000:])
         assert "switch_env" in res.stderr
+
+
+def test_rows_of_a_busy_cpu_warn_in_the_terminal_and_summary(run_zlbench):
+    import subprocess
+    import sys
+
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+    assert res.returncode == 0 and "warning" not in res.stderr.lower(), res.stderr[-2000:]
+    # As a busy 2-core machine measured it: the torch call waited out a 4 ms scheduler slice.
+    (events,) = (res.run_dir / "units").glob("*/events.jsonl")
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    record = next(e for e in lines if e["event"] == "record")
+    record["payload"]["result"][0].update(latency_base=4.013, latency=0.0035)
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    out = subprocess.run([sys.executable, "-m", "zlbench.collect", str(res.run_dir)], capture_output=True, text=True)
+    warning = [line for line in out.stderr.splitlines() if line.startswith("[zlbench] warning:")]
+    assert len(warning) == 1 and "1 of 3 host-timed rows look contended" in warning[0], out.stderr
+    assert "> **Warning**: 1 of 3 host-timed rows look contended" in (res.run_dir / "summary.md").read_text()

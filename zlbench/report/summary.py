@@ -52,6 +52,37 @@ def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
     return table
 
 
+# A CPU thread that loses its core waits out a scheduler slice (1-10 ms; 4 ms seen on a busy 2-core
+# machine): a host-timed side of at least a slice that is 50x the other side is that wait, not the op.
+SLICE_MS = 1.0
+IMPLAUSIBLE_RATIO = 50.0
+
+
+def contended_rows(rows: Iterable[dict]) -> List[dict]:
+    """Host-timed rows whose slower side is at least a scheduler slice and 50x the faster one."""
+    out = []
+    for r in rows:
+        a, b = r.get("latency_base"), r.get("latency")
+        if r.get("status") == "ok" and "host" in (r.get("timer_used"), r.get("timer_used_base")) and a and b:
+            if max(a, b) >= SLICE_MS and max(a, b) / min(a, b) >= IMPLAUSIBLE_RATIO:
+                out.append(r)
+    return out
+
+
+def contention_warning(rows: List[dict]) -> Optional[str]:
+    """One line when rows look measured on a busy CPU; None when none does."""
+    bad = contended_rows(rows)
+    if not bad:
+        return None
+    hosted = sum(1 for r in rows if r.get("status") == "ok" and "host" in (r.get("timer_used"), r.get("timer_used_base")))
+    r = max(bad, key=lambda x: max(x["latency_base"], x["latency"]) / min(x["latency_base"], x["latency"]))
+    return (f"{len(bad)} of {hosted} host-timed rows look contended: one side took at least a scheduler "
+            f"slice ({SLICE_MS:g} ms) and {IMPLAUSIBLE_RATIO:g}x the other, which a thread that lost its "
+            f"core explains and the op does not (e.g. {r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}: "
+            f"torch {r['latency_base']:.4g} ms, alternative {r['latency']:.4g} ms). Rerun on an idle machine "
+            "(or with fewer backend.slots) before trusting them.")
+
+
 def render_summary(rows: List[dict], status_rows: List[dict], title: str,
                    identity: Optional[dict] = None) -> str:
     # Per test node: its worst status over sides and rounds (status rows are per node and side).
@@ -62,6 +93,9 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
             worst[node] = st["status"]
     counts = Counter(worst.values())
     lines = [f"# {title}", ""]
+    contention = contention_warning(rows)
+    if contention:
+        lines += [f"> **Warning**: {contention}", ""]
     if identity:
         lines += [
             f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
