@@ -126,6 +126,7 @@ class _SkipTakenNodes:
 _taken: set = set()
 
 
+@pytest.hookimpl(trylast=True)  # after compat plugins have rewritten the items' markers
 def pytest_collection_modifyitems(session, config, items):
     """Of a node selected through its parametrize cases' marks, only those cases run (as with
     `pytest -m bmm`)."""
