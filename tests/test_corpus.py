@@ -178,6 +178,7 @@ def test_marks_on_pytest_param_select_the_function_and_only_those_cases():
     assert {n.only_marks for n in c.select(op_file="test_blas_perf_parallel.py")} == {()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mark", ["bmm", "mm", "abs", "exp"])
 def test_selection_finds_what_pytest_m_finds(mark):
     """pytest's own collection of the fixture corpus is the reference (no device needed there)."""
@@ -192,6 +193,7 @@ def test_selection_finds_what_pytest_m_finds(mark):
     assert {n.nodeid for n in Corpus(MINI).select(ops=[mark])} == collected
 
 
+@pytest.mark.slow
 def test_a_run_of_a_case_mark_runs_only_those_cases_and_records_their_marks(run_zlbench):
     import json
 
@@ -204,6 +206,7 @@ def test_a_run_of_a_case_mark_runs_only_those_cases_and_records_their_marks(run_
         ("test_blas_benchmark[bmm-bmm]", "bmm", ["bmm"])]
 
 
+@pytest.mark.slow
 def test_a_run_says_when_an_op_mark_pulls_in_another_files_test(run_zlbench):
     res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={MINI}", "ops=[abs]")
     assert res.returncode == 0, res.stderr[-2000:]
