@@ -42,3 +42,16 @@ def test_rows_of_a_busy_cpu_are_called_out_in_the_summary():
     assert f"> **Warning**: {warning}" in render_summary(busy, [], "t")
     # Device timers are not judged by the CPU's scheduler: a 100x GPU row is the op's own.
     assert contention_warning([row("exp", "t.py::test_exp", 2.0, 0.02)]) is None
+
+
+def test_a_round_that_jumps_against_the_same_rows_other_rounds_is_called_out():
+    from zlbench.report.summary import contention_warning
+
+    rounds = [{**host("softmax", 0.17, 0.25, "[[1024]]"), "round": r} for r in range(5)]
+    assert contention_warning(rounds) is None
+    rounds[3].update(latency=4.1, speedup=0.17 / 4.1)  # one round of gems waited out a 4 ms slice
+    assert contention_warning(rounds).startswith("1 of 5 host-timed rows look contended")
+    # A side of a millisecond or more that stays within 10x of its rounds' median is the op's own.
+    for r in rounds:
+        r.update(latency=2.0 if r["round"] == 3 else 0.25)
+    assert contention_warning(rounds) is None
