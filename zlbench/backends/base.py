@@ -18,8 +18,9 @@ SMI_OUTPUT_ENV = "ZLBENCH_SMI_OUTPUT"
 # recorded in the run identity wherever set. Many are read only inside libtriton.so, never in a
 # .py file. Sources (triton-lang/triton, main of 2026): include/triton/Tools/Sys/GetEnv.hpp
 # (CACHE_INVALIDATING_ENV_VARS and CACHE_NEUTRAL_ENV_VARS, read by tools::getBoolEnv/getStrEnv in
-# the C++ passes; older releases also USE_TTGIR_LOC) and python/triton/knobs.py. TRITON_* and
-# FLAGTREE_* are recorded by prefix too (identity.COMMON_SWITCH).
+# the C++ passes; older releases also USE_TTGIR_LOC) and python/triton/knobs.py; FlagTree's
+# (flagos-ai/FlagTree) GetEnv.hpp adds LLVM_EXTRACT_DI_LOCAL_VARIABLES and TRITON_* ones.
+# TRITON_* and FLAGTREE_* are recorded by prefix too (identity.COMMON_SWITCH).
 TRITON_ENV: Tuple[str, ...] = (
     # read in C++ (GetEnv.hpp)
     "AMDGCN_ENABLE_DUMP", "AMDGCN_USE_BUFFER_OPS", "DISABLE_FAST_REDUCTION", "DISABLE_LLVM_OPT",
@@ -32,6 +33,9 @@ TRITON_ENV: Tuple[str, ...] = (
     "TRITON_ENABLE_ASAN", "TRITON_OVERRIDE_ARCH", "TRITON_F32_DEFAULT", "TRITON_HIP_GLOBAL_PREFETCH",
     "TRITON_HIP_LOCAL_PREFETCH", "TRITON_HIP_USE_ASYNC_COPY", "TRITON_HIP_USE_BLOCK_PINGPONG",
     "TRITON_HIP_USE_IN_THREAD_TRANSPOSE", "TRITON_REPRODUCER_PATH",
+    # read in C++ by FlagTree only
+    "LLVM_EXTRACT_DI_LOCAL_VARIABLES", "TRITON_DUMP_MIR", "TRITON_PREFER_TMEM_16x256_LAYOUT",
+    "TRITON_PLUGIN_PATHS",
     # read in Python (knobs.py)
     "CC", "PTXAS_OPTIONS", "AMDGCN_USE_BUFFER_ATOMICS", "AMDGCN_SCALARIZE_PACKED_FOPS", "TRITON_INTERPRET",
     "TRITON_DEBUG", "TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE",
