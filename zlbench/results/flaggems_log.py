@@ -39,8 +39,8 @@ def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[di
 
 def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]:
     """The log's rows; see iter_records for `skipped`."""
-    rows = [Row.from_result(rec, res).to_dict() for rec in iter_records(path, skipped)
-            for res in rec.get("result") or []]
+    rows = [Row.from_result(rec, res).to_dict()
+            for rec in iter_records(path, skipped) for res in rec.get("result") or []]
     if not rows:
         raise UsageError(
             f"{path} holds no `[INFO] {{json}}` result records. Fix: pass a run dir, a zlbench "
