@@ -59,6 +59,13 @@ class ShapeConf:
 
 
 @dataclass
+class IdentityConf:
+    # Env variables to record in the run identity beside the backend's list (a set one enters the
+    # identity hash, so a resume with another value is refused).
+    env: List[str] = field(default_factory=list)
+
+
+@dataclass
 class CorpusConf:
     name: str = "demo"
     root: Optional[str] = None
@@ -134,13 +141,6 @@ class ABConf:
 
 
 @dataclass
-class IdentityConf:
-    # Env variables to record in the run identity beside the backend's list (a set one enters the
-    # identity hash, so a resume with another value is refused).
-    env: List[str] = field(default_factory=list)
-
-
-@dataclass
 class ZlbenchConfig:
     backend: BackendConf = MISSING
     timer: TimerConf = MISSING
@@ -148,7 +148,6 @@ class ZlbenchConfig:
     corpus: CorpusConf = MISSING
     launcher: LauncherConf = MISSING
     ab: ABConf = MISSING
-    identity: IdentityConf = field(default_factory=IdentityConf)
     devices: Any = "all"
     gpus: Any = None
     ops: List[str] = field(default_factory=list)
@@ -157,6 +156,7 @@ class ZlbenchConfig:
     dtypes: List[str] = field(default_factory=list)
     autotune: bool = False
     isolate_caches: bool = True
+    identity: IdentityConf = field(default_factory=IdentityConf)
     resume: Optional[str] = None
     cost_from: Optional[str] = None
     progress: Progress = Progress.auto
