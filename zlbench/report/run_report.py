@@ -106,7 +106,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if dead:
         log.info(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
               "sides (set ab.allow_dead=true to accept).")
-    if contention_warning(rows):
-        log.warning(f"[zlbench] warning: {contention_warning(rows)}")
+    if (contention := contention_warning(rows)):
+        log.warning(f"[zlbench] warning: {contention}")
     log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
     return run_exit(status_rows, verdicts, fail_on, cut=bool(cut), dead_axis=dead)
