@@ -160,3 +160,55 @@ def test_op_patterns_select_by_glob():
     c = Corpus(MINI)
     assert {n.op for n in c.select(ops=["*xp"])} == {"exp"}
     assert {n.op for n in c.select(ops=["[ft]*"])} == {"fft", "topk"}
+
+
+PARALLEL = "benchmark/test_blas_perf_parallel.py::test_blas_benchmark"
+
+
+def test_marks_on_pytest_param_select_the_function_and_only_those_cases():
+    c = Corpus(MINI)
+    node = {n.nodeid: n for n in c.nodes}[PARALLEL]
+    assert set(node.marks) >= {"addmm", "bmm", "mm"}
+    (bmm,) = c.select(ops=["bmm"])
+    assert (bmm.nodeid, bmm.op, bmm.only_marks) == (PARALLEL, "bmm", ("bmm",))
+    (both,) = c.select(ops=["bmm", "mm"])  # one node, both cases
+    assert both.only_marks == ("bmm", "mm")
+    # Selected whole (no case filter) where the selection does not go through a case's mark.
+    assert c.select(test_node=PARALLEL)[0].only_marks == ()
+    assert {n.only_marks for n in c.select(op_file="test_blas_perf_parallel.py")} == {()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mark", ["bmm", "mm", "abs", "exp"])
+def test_selection_finds_what_pytest_m_finds(mark):
+    """pytest's own collection of the fixture corpus is the reference (no device needed there)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(MINI), "-c", str(MINI / "pytest.ini"), "-m", mark, str(MINI / "benchmark")],
+                         capture_output=True, text=True, cwd=MINI)
+    collected = {line.split("[")[0] for line in out.stdout.splitlines() if "::" in line}
+    assert collected, out.stdout + out.stderr
+    assert {n.nodeid for n in Corpus(MINI).select(ops=[mark])} == collected
+
+
+@pytest.mark.slow
+def test_a_run_of_a_case_mark_runs_only_those_cases_and_records_their_marks(run_zlbench):
+    import json
+
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={MINI}", "ops=[bmm]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    starts = [json.loads(line) for p in (res.run_dir / "units").glob("*/events.jsonl")
+              for line in p.read_text().splitlines() if '"start"' in line]
+    starts = [e for e in starts if e["event"] == "start"]
+    assert [(e["node"].split("::")[1], e["op"], e["marks"]) for e in starts] == [
+        ("test_blas_benchmark[bmm-bmm]", "bmm", ["bmm"])]
+
+
+@pytest.mark.slow
+def test_a_run_says_when_an_op_mark_pulls_in_another_files_test(run_zlbench):
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={MINI}", "ops=[abs]")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert ("[zlbench] note: op 'abs' matches tests in 2 files: benchmark/test_blas_perf_parallel.py, "
+            "benchmark/test_unary_pointwise_perf.py\n") in res.stderr

@@ -113,3 +113,60 @@ def test_shape_file_mode_runs_the_given_shapes(run_zlbench, tmp_path):
     res = run_zlbench("shape=file", f"shape.file={shapes}", "ops=[exp]", "dtypes=[float32]")
     assert res.returncode == 0, res.stderr[-2000:]
     assert [r["shape"] for r in read_rows(res.run_dir)] == ["[[32,16]]"]
+
+
+def _drawn(run_dir):
+    """node -> (its start event's seed, the checksum of the inputs its record says it drew)."""
+    seeds, drawn = {}, {}
+    for path in (run_dir / "units").glob("*/events.jsonl"):
+        for e in map(json.loads, path.read_text().splitlines()):
+            if e["event"] == "start":
+                seeds[e["node"]] = e.get("seed")
+            elif e["event"] == "record":
+                drawn[e["node"]] = e["payload"]["result"][0]["checksum"]
+    return {n: (seeds[n], drawn[n]) for n in drawn}
+
+
+def test_a_node_draws_the_same_inputs_alone_or_after_other_tests(run_zlbench, tmp_path):
+    from .conftest import FIXTURES
+
+    corpus = ("backend=cpu", "corpus=flaggems", f"corpus.root={FIXTURES / 'seed_corpus'}")
+    alone = run_zlbench(*corpus, "ops=[draw_b]", run_dir=tmp_path / "alone")
+    after = run_zlbench(*corpus, "ops=[draw_a,draw_b]", run_dir=tmp_path / "after")
+    assert alone.returncode == 0 and after.returncode == 0, alone.stderr[-2000:] + after.stderr[-2000:]
+    a, b = _drawn(alone.run_dir), _drawn(after.run_dir)
+    node = "benchmark/test_draw.py::test_perf_draw_b"
+    assert a[node] == b[node]  # torch, random and numpy drew the same, and the seed is recorded
+    assert a[node][0] is not None
+    assert b["benchmark/test_draw.py::test_perf_draw_a"] != b[node]  # each node its own seed
+
+
+def test_an_env_switch_set_for_a_resume_is_another_caliber(run_zlbench, tmp_path):
+    args = ("ops=[softmax]", "dtypes=[float32]", "identity.env=[DEMO_GEMS_FUSED_SOFTMAX]")
+    first = run_zlbench(*args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = run_zlbench(*args, f"resume={first.run_dir}", run_dir=tmp_path / "x")
+    assert again.returncode == 0, again.stderr[-2000:]
+    # One read inside Triton's compiled library, and the corpus' own switch named by identity.env.
+    for env in ({"DISABLE_LLVM_OPT": "1"}, {"DEMO_GEMS_FUSED_SOFTMAX": "1"}):
+        res = run_zlbench(*args, f"resume={first.run_dir}", env=env, run_dir=tmp_path / "x")
+        assert res.returncode == 2 and "another caliber" in res.stderr, (env, res.stderr[-2000:])
+        assert "switch_env" in res.stderr
+
+
+def test_rows_of_a_busy_cpu_warn_in_the_terminal_and_summary(run_zlbench):
+    import subprocess
+    import sys
+
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+    assert res.returncode == 0 and "warning" not in res.stderr.lower(), res.stderr[-2000:]
+    # As a busy 2-core machine measured it: the torch call waited out a 4 ms scheduler slice.
+    (events,) = (res.run_dir / "units").glob("*/events.jsonl")
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    record = next(e for e in lines if e["event"] == "record")
+    record["payload"]["result"][0].update(latency_base=4.013, latency=0.0035)
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    out = subprocess.run([sys.executable, "-m", "zlbench.collect", str(res.run_dir)], capture_output=True, text=True)
+    warning = [line for line in out.stderr.splitlines() if line.startswith("[zlbench] warning:")]
+    assert len(warning) == 1 and "1 of 3 host-timed rows look contended" in warning[0], out.stderr
+    assert "> **Warning**: 1 of 3 host-timed rows look contended" in (res.run_dir / "summary.md").read_text()

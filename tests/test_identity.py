@@ -50,3 +50,37 @@ def test_progress_and_resume_settings_are_not_caliber(tmp_path):
     a = identity_of(cfg(progress="plain", resume=None), tmp_path)["identity_hash"]
     b = identity_of(cfg(progress="none", resume="/somewhere"), tmp_path)["identity_hash"]
     assert a == b
+
+
+def test_switches_read_inside_compiled_libraries_and_named_ones_enter_the_hash(tmp_path):
+    base = identity_of(cfg(), tmp_path)["identity_hash"]
+    for backend in ("cpu", "cuda", "rocm", "musa", "ascend"):
+        ident = identity_of(cfg(), tmp_path, {"DISABLE_LLVM_OPT": "1", "MLIR_ENABLE_DUMP": "1", "HOME": "/r"}, backend)
+        assert {"DISABLE_LLVM_OPT", "MLIR_ENABLE_DUMP"} <= set(ident["switch_env"]), backend
+        assert "HOME" not in ident["switch_env"]
+    assert identity_of(cfg(), tmp_path, {"LLVM_IR_ENABLE_DUMP": "1"})["identity_hash"] != base
+    # A variable the user names (identity.env) is recorded; naming an unset one changes nothing.
+    named = cfg(identity={"env": ["MY_SWITCH"]})
+    assert identity_of(named, tmp_path)["identity_hash"] == base
+    assert identity_of(named, tmp_path, {"MY_SWITCH": "1"})["switch_env"] == {"MY_SWITCH": "1"}
+    assert identity_of(cfg(), tmp_path, {"MY_SWITCH": "1"})["switch_env"] == {}
+    # The A/B axis variable is always recorded.
+    ab = {"name": "x", "var": "MY_AXIS", "values": [0, 1], "sides": ["off", "on"]}
+    assert identity_of(cfg(ab=ab), tmp_path, {"MY_AXIS": "0"})["switch_env"] == {"MY_AXIS": "0"}
+
+
+def test_a_commit_comes_only_from_a_folder_that_is_its_own_git_top_level(tmp_path):
+    import subprocess
+
+    from zlbench._version_info import git_commit
+
+    repo = tmp_path / "outer"
+    (repo / "corpus" / "benchmark").mkdir(parents=True)
+    (repo / "README").write_text("x\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "README"], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    assert git_commit(repo) and len(git_commit(repo)) >= 40
+    assert git_commit(repo / "corpus") is None
+    assert git_commit(tmp_path) is None

@@ -22,7 +22,7 @@ def cfg(**over):
         "launcher": {"name": "local", "node_timeout_s": 60, "shard_size": 0, "crash_retries": 0},
         "ab": {"name": "none", "var": None, "values": [], "sides": ["main"], "side": None, "rounds": 1, "fixed": {}},
         "devices": "all", "gpus": None, "ops": [], "op_file": None, "test_node": None, "dtypes": [],
-        "autotune": False, "isolate_caches": True,
+        "autotune": False, "isolate_caches": True, "identity": {"env": []},
     }
     for k, v in over.items():
         if isinstance(v, dict):
@@ -169,14 +169,16 @@ def test_earlier_wall_times_balance_the_shards(tmp_path):
     nodes = ["benchmark/test_fft.py::test_perf_fft", "benchmark/test_unary_pointwise_perf.py::test_perf_exp",
              "benchmark/test_unary_pointwise_perf.py::test_perf_abs",
              "benchmark/test_unary_pointwise_perf.py::TestTopk::test_perf_topk",
-             "benchmark/test_module_mark.py::test_perf_exp_out", "benchmark/test_fft.py::test_perf_fft_vendor_lib"]
-    walls = [50.0, 1.0, 1.0, 1.0, 1.0, 46.0]
+             "benchmark/test_module_mark.py::test_perf_exp_out", "benchmark/test_fft.py::test_perf_fft_vendor_lib",
+             "benchmark/test_blas_perf_parallel.py::test_blas_benchmark",
+             "benchmark/test_blas_perf_parallel.py::test_perf_abs_parallel"]
+    walls = [50.0, 1.0, 1.0, 1.0, 1.0, 46.0, 1.0, 1.0]
     (earlier / "ops_status.csv").write_text("op,test_node,wall_s\n" + "".join(
         f"x,{n},{w}\n" for n, w in zip(nodes, walls)))
     costs = earlier_costs(str(earlier))
     plan = make_plan(cfg(), get_backend("cpu", slots=2), devs(2), MINI, tmp_path, costs)
     loads = sorted(sum(costs[n] for n in u.nodes) for u in plan.units)
-    assert loads == [50.0, 50.0]  # the two heavy nodes on different devices, the light ones spread
+    assert loads == [51.0, 51.0]  # the two heavy nodes on different devices, the light ones spread
 
 
 def test_tuning_replay_gives_side_b_the_configs_side_a_tuned(tmp_path):
@@ -189,3 +191,11 @@ def test_tuning_replay_gives_side_b_the_configs_side_a_tuned(tmp_path):
     assert plan.units[0].side == "off"  # A tunes first
     sep = make_plan(cfg(ab={**ab, "tuning": "separate"}), get_backend("cpu"), devs(1), MINI, tmp_path)
     assert len({u.env["FLAGGEMS_CACHE_DIR"] for u in sep.units}) == 2
+
+
+def test_an_op_mark_that_pulls_in_tests_of_several_files_is_noted():
+    cpu = get_backend("cpu")
+    plan = make_plan(cfg(ops=["abs", "fft"]), cpu, devs(1), MINI, MINI)
+    assert plan.notes == ["op 'abs' matches tests in 2 files: benchmark/test_blas_perf_parallel.py, "
+                          "benchmark/test_unary_pointwise_perf.py"]
+    assert make_plan(cfg(ops=["abs"], op_file="test_unary_pointwise_perf.py"), cpu, devs(1), MINI, MINI).notes == []

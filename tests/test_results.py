@@ -108,7 +108,7 @@ def test_unaligned_timing_calls_over_mark_rather_than_lose_a_fallback():
     assert all(p["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"] for p in per_shape)
 
 
-def _fake_run(tmp_path, processes):
+def _fake_run(tmp_path, processes, result_fields=None):
     """A run dir of two devices whose units each report one process and one record."""
     units = [{"unit_id": f"u{d}", "device": d, "side": "main", "round": 0} for d in (0, 1)]
     plan = {"backend": "cuda", "timer": "graph", "nodes": [], "units": units, "devices": [
@@ -120,7 +120,7 @@ def _fake_run(tmp_path, processes):
         d = tmp_path / "units" / unit["unit_id"]
         d.mkdir(parents=True)
         payload = {"op_name": "exp", "dtype": "torch.float16",
-                   "result": [{"shape_detail": [[64]], "latency": 0.01, "latency_base": 0.01}]}
+                   "result": [{"shape_detail": [[64]], "latency": 0.01, "latency_base": 0.01, **(result_fields or {})}]}
         events = [{"event": "process", "pid": 7, "facts": {"device_name": "NVIDIA H200 (torch)", "device_bus_id": bus}},
                   {"event": "record", "node": "t.py::test_exp", "payload": payload, "timing": [{"timer_used": "graph"}]},
                   {"event": "end", "node": "t.py::test_exp", "status": "ok", "wall_s": 1}]
@@ -145,3 +145,19 @@ def test_rows_carry_the_measuring_process_gpu_and_pinning_is_checked(tmp_path):
         line for line in log.splitlines() if line.startswith(PIN_WARNING)]
     # No bus id (CPU, an older run): nothing to check, nothing claimed.
     assert pinning_problems({"u0:1": {"device": 0}, "u1:1": {"device": 1}}, {}) == []
+
+
+HARNESS_FIELDS = {"tflops": 12.5, "utilization": 0.41, "accuracy": 1e-3, "compared_speedup": 0.97}
+
+
+def test_rows_keep_what_the_flaggems_harness_reports(tmp_path):
+    from zlbench.results.rundir import collect
+
+    run = _fake_run(tmp_path / "run", ["", ""], HARNESS_FIELDS)
+    collect(run)
+    written = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
+    assert [{k: r[k] for k in HARNESS_FIELDS} for r in written] == [HARNESS_FIELDS] * 2
+    # A FlagGems result log gives them too; where the harness reported none they are null.
+    record = {**RECORD, "result": [{**RECORD["result"][0], **HARNESS_FIELDS}, RECORD["result"][1]]}
+    rows = rows_from_log(write_log(tmp_path / "result.log", ["[INFO] " + json.dumps(record)]))
+    assert [r["tflops"] for r in rows] == [12.5, None]

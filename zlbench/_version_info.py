@@ -16,7 +16,13 @@ def dist_version(name: str) -> Optional[str]:
 
 
 def git_commit(path: Path) -> Optional[str]:
+    """The commit of a folder that is its own git checkout; None for one inside another repository
+    (that commit is the enclosing repository's, not the folder's)."""
     try:
+        top = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=10, check=False)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(path).resolve():
+            return None
         out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):

@@ -59,6 +59,13 @@ class ShapeConf:
 
 
 @dataclass
+class IdentityConf:
+    # Env variables to record in the run identity beside the backend's list (a set one enters the
+    # identity hash, so a resume with another value is refused).
+    env: List[str] = field(default_factory=list)
+
+
+@dataclass
 class CorpusConf:
     name: str = "demo"
     root: Optional[str] = None
@@ -157,6 +164,7 @@ class ZlbenchConfig:
     dtypes: List[str] = field(default_factory=list)
     autotune: bool = False
     isolate_caches: bool = True
+    identity: IdentityConf = field(default_factory=IdentityConf)
     resume: Optional[str] = None
     cost_from: Optional[str] = None
     progress: Progress = Progress.auto

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import difflib
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -22,7 +22,11 @@ class TestNode:
     nodeid: str  # relative to the corpus root: benchmark/test_fft.py::test_perf_fft
     file: str  # benchmark/test_fft.py
     op: str  # first non-builtin mark (FlagGems' op id); the function name when unmarked
-    marks: Tuple[str, ...]
+    marks: Tuple[str, ...]  # the function's, its class', its module's, then its parametrize cases'
+    # Selected through marks set on pytest.param cases: only the cases carrying one of these run
+    # (as with `pytest -m bmm`); empty: the whole function.
+    only_marks: Tuple[str, ...] = ()
+    case_marks: Tuple[str, ...] = ()  # the marks set on pytest.param cases (part of marks)
 
 
 def _mark_names(decorators: Iterable[ast.expr]) -> List[str]:
@@ -40,6 +44,22 @@ def _mark_names(decorators: Iterable[ast.expr]) -> List[str]:
             names.append(parts[2])
         elif len(parts) == 2 and parts[0] == "mark":
             names.append(parts[1])
+    return names
+
+
+def _case_marks(decorators: Iterable[ast.expr]) -> List[str]:
+    """Marks set on the cases of @pytest.mark.parametrize lists: pytest.param(..., marks=...)."""
+    names: List[str] = []
+    for dec in decorators:
+        if not (isinstance(dec, ast.Call) and _mark_names([dec]) == ["parametrize"]):
+            continue
+        for case in ast.walk(dec):
+            if isinstance(case, ast.Call) and isinstance(case.func, ast.Attribute) and case.func.attr == "param":
+                for kw in case.keywords:
+                    if kw.arg == "marks":
+                        value = kw.value
+                        marks = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+                        names += [m for m in _mark_names(marks) if m not in names]
     return names
 
 
@@ -70,8 +90,9 @@ def scan_file(root: Path, path: Path, op_names: Optional[Set[str]] = None) -> Li
 
     def add(name: str, decorators, prefix: str = "", class_marks=()):
         marks = tuple(_mark_names(decorators)) + tuple(class_marks) + tuple(module_marks)
-        op = next((m for m in marks if m not in BUILTIN_MARKS), name)
-        nodes.append(TestNode(f"{rel}::{prefix}{name}", rel, op, marks))
+        cases = tuple(m for m in _case_marks(decorators) if m not in marks)
+        op = next((m for m in marks + cases if m not in BUILTIN_MARKS), name)
+        nodes.append(TestNode(f"{rel}::{prefix}{name}", rel, op, marks + cases, case_marks=cases))
 
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith("test"):
@@ -126,17 +147,21 @@ class Corpus:
         if test_node:
             return [self._node(test_node)]
         pool = self._file(op_file) if op_file else self.nodes
-        out: List[TestNode] = []
+        chosen: Dict[str, TestNode] = {}
         for op in ops:
-            out += [n for n in self._matching(op, pool, op_file) if n not in out]
-        return out if ops else list(pool)
+            for n in self._matching(op, pool, op_file):
+                chosen[n.nodeid] = _narrowed(chosen.get(n.nodeid), n, op)
+        return list(chosen.values()) if ops else list(pool)
+
+    def matches(self, op: str, node: TestNode) -> bool:
+        """Whether an op mark (or pattern: ops=['*norm*']) selects this node, as `pytest -m` would."""
+        if any(c in op for c in "*?["):
+            return any(fnmatch.fnmatchcase(m, op) for m in (node.op,) + node.marks)
+        return op in node.marks or node.op == op
 
     def _matching(self, op: str, pool: List[TestNode], op_file: Optional[str]) -> List[TestNode]:
         """The tests of one op mark (or pattern: ops=['*norm*']) among pool; none is an error."""
-        if any(c in op for c in "*?["):
-            hits = [n for n in pool if any(fnmatch.fnmatchcase(m, op) for m in (n.op,) + n.marks)]
-        else:
-            hits = [n for n in pool if op in n.marks or n.op == op]
+        hits = [n for n in pool if self.matches(op, n)]
         if not hits and op_file:
             file_ops = sorted({n.op for n in pool})
             raise UsageError(
@@ -174,6 +199,18 @@ class Corpus:
             f"test_node '{test_node}' is not in the corpus.{_close(wanted, ids)} "
             "Fix: test_node=<file>::<test function>, e.g. benchmark/test_fft.py::test_perf_fft."
         )
+
+
+def _narrowed(earlier: Optional[TestNode], node: TestNode, op: str) -> TestNode:
+    """The node as selected by op (and by the ops that selected it before): a function matched
+    only through its cases' marks runs only those cases, and takes the first such mark as its op."""
+    whole = [m for m in node.marks if m not in node.case_marks]
+    wanted = [m for m in node.case_marks if fnmatch.fnmatchcase(m, op)]
+    if not wanted or any(fnmatch.fnmatchcase(m, op) for m in whole) or (earlier and not earlier.only_marks):
+        return replace(node, only_marks=())
+    if earlier is not None:
+        wanted = list(earlier.only_marks) + [m for m in wanted if m not in earlier.only_marks]
+    return replace(node, op=wanted[0], only_marks=tuple(wanted))
 
 
 def _close(word: str, options: Sequence[str]) -> str:

@@ -11,7 +11,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from . import __version__
 from ._version_info import dist_version, git_commit
@@ -19,18 +19,28 @@ from .backends import DeviceBackend
 from .plan import Plan
 from .results.rundir import IDENTITY_FILE, write_identity  # noqa: F401 (the run dir's owner writes it)
 
-# Config keys that say how to run, not what is measured: excluded from the hash.
-NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store")
+# Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
+# variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
+NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store", "identity")
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.
 NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
 COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
 
 
-def switch_env(backend: DeviceBackend, environ: Mapping[str, str]) -> Dict[str, str]:
+def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterable[str] = ()) -> Dict[str, str]:
+    """The set variables that can change a number: by prefix, the backend's list, and named ones
+    (identity.env, the A/B axis' variables)."""
     prefixes = tuple(backend.switch_env_prefixes)
+    listed = set(backend.identity_env) | set(named)
     return {k: v for k, v in sorted(environ.items())
-            if COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
+            if k in listed or COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
+
+
+def named_env(cfg: Mapping[str, Any]) -> List[str]:
+    ab = cfg.get("ab") or {}
+    return [str(v) for v in (cfg.get("identity") or {}).get("env") or []] + \
+        ([str(ab["var"])] if ab.get("var") else []) + [str(k) for k in ab.get("fixed") or {}]
 
 
 def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
@@ -66,7 +76,7 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
             "hydra-core": dist_version("hydra-core"),
             "submitit": dist_version("submitit"),
         },
-        "switch_env": switch_env(backend, environ),
+        "switch_env": switch_env(backend, environ, named_env(cfg)),
         "host": socket.gethostname(),
     }
     identity["identity_hash"] = identity_hash(identity)

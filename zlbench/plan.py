@@ -40,6 +40,7 @@ class Plan:
     plugins: List[str]
     units: List[WorkUnit]
     corpus_root: str
+    notes: List[str] = field(default_factory=list)  # said when the run starts
 
 
 def resolve_timer(name: str, backend: DeviceBackend) -> str:
@@ -174,12 +175,25 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     sides = sides_of(cfg.get("ab") or {})
     rounds = int((cfg.get("ab") or {}).get("rounds", 1))
     argv = pytest_command(python, corpus, plugins, corpus_args(cfg, timer, sorted(corpus.shape_names())))
-    make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0])
+    make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0],
+                             {n.nodeid: list(n.only_marks) for n in nodes if n.only_marks})
     assignment = balance(nodes, devices, costs or {})
     units = abba_units(make_unit, sides, rounds, devices, assignment, int(cfg["launcher"].get("shard_size") or 0))
     if cfg["launcher"].get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
         share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
-    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root))
+    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root),
+                multi_file_notes(corpus, cfg.get("ops") or [], nodes))
+
+
+def multi_file_notes(corpus: Corpus, ops: Sequence[str], nodes: Sequence[TestNode]) -> List[str]:
+    """Op marks are not unique to one file (FlagGems' test_blas_perf_parallel.py carries pointwise
+    ops' marks): a selection by mark that pulls in another file's test says so."""
+    notes = []
+    for op in ops:
+        files = sorted({n.file for n in nodes if corpus.matches(op, n)})
+        if len(files) > 1:
+            notes.append(f"op '{op}' matches tests in {len(files)} files: {', '.join(files)}")
+    return notes
 
 
 def abba_units(make_unit, sides: Sequence[Side], rounds: int, devices: Sequence[DeviceInfo],
@@ -214,9 +228,9 @@ class _UnitFactory:
     """Builds the work units of one plan: what they share is fixed once, here."""
 
     def __init__(self, cfg: Mapping[str, Any], backend: DeviceBackend, timer: str, corpus: Corpus,
-                 run_dir: Path, argv: List[str], first_side: Side):
+                 run_dir: Path, argv: List[str], first_side: Side, only_marks: Dict[str, List[str]]):
         self.cfg, self.backend, self.timer, self.corpus = cfg, backend, timer, corpus
-        self.run_dir, self.argv, self.first_side = run_dir, argv, first_side
+        self.run_dir, self.argv, self.first_side, self.only_marks = run_dir, argv, first_side, only_marks
         self.pythonpath = ":".join([str(corpus.root)] + [str(corpus.root / p)
                                                          for p in cfg["corpus"].get("pythonpath") or []])
 
@@ -232,7 +246,7 @@ class _UnitFactory:
                 unit=unit_id, backend=self.backend.name, timer={**dict(cfg["timer"]), "name": self.timer},
                 timer_modules=list(cfg["corpus"].get("timer_modules") or []),
                 capture_deny_ops=list(cfg["backend"].get("capture_deny_ops") or []),
-                fast_exit=bool(cfg["corpus"].get("fast_exit", True)),
+                fast_exit=bool(cfg["corpus"].get("fast_exit", True)), only_marks=self.only_marks,
             ).to_dict(),
             node_timeout_s=float(launcher["node_timeout_s"]),
             crash_retries=int(launcher.get("crash_retries") or 0),

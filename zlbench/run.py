@@ -185,6 +185,8 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         log.info(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
               f"timer={plan.timer} devices={[d.index for d in plan.devices]} nodes={len(plan.nodes)} "
               f"sides={[s.name for s in plan.sides]}{rounds}")
+        for note in plan.notes:
+            log.info(f"[zlbench] note: {note}")
         return launch_and_finish(resolved, backend, plan, run_dir)
 
 

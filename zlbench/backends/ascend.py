@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from .base import DeviceBackend, DeviceInfo, split_table_row
+from .base import TRITON_ENV, DeviceBackend, DeviceInfo, split_table_row
 
 _VERSION = re.compile(r"Version:\s*([\w.\-]+)")
 
@@ -22,6 +22,8 @@ class AscendBackend(DeviceBackend):
     default_timer = "direct"
     device_fault_wording = ("aicore exception", "EZ9999", "out of memory")
     switch_env_prefixes = ("FLAGTREE_", "TRITON_", "ASCEND_")
+    # torch_npu's task queue, allocator and overflow mode.
+    identity_env = TRITON_ENV + ("TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF", "INF_NAN_MODE_ENABLE")
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         # npu-smi info: per NPU two table rows; the first is "| 0  910B3 | OK | ..." and the

@@ -14,6 +14,36 @@ from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED  # n
 # variable: the simulation stays at the device-interface boundary.
 SMI_OUTPUT_ENV = "ZLBENCH_SMI_OUTPUT"
 
+# Variables Triton (and FlagTree, a fork of it) reads that change what it compiles or how it runs,
+# recorded in the run identity wherever set. Many are read only inside libtriton.so, never in a
+# .py file. Sources (triton-lang/triton, main of 2026): include/triton/Tools/Sys/GetEnv.hpp
+# (CACHE_INVALIDATING_ENV_VARS and CACHE_NEUTRAL_ENV_VARS, read by tools::getBoolEnv/getStrEnv in
+# the C++ passes; older releases also USE_TTGIR_LOC) and python/triton/knobs.py; FlagTree's
+# (flagos-ai/FlagTree) GetEnv.hpp adds LLVM_EXTRACT_DI_LOCAL_VARIABLES and TRITON_* ones.
+# TRITON_* and FLAGTREE_* are recorded by prefix too (identity.COMMON_SWITCH).
+TRITON_ENV: Tuple[str, ...] = (
+    # read in C++ (GetEnv.hpp)
+    "AMDGCN_ENABLE_DUMP", "AMDGCN_USE_BUFFER_OPS", "DISABLE_FAST_REDUCTION", "DISABLE_LLVM_OPT",
+    "DISABLE_MMA_V3", "DISABLE_MMA_V5", "DISABLE_PTXAS_OPT", "LLVM_IR_ENABLE_DUMP", "LLVM_ENABLE_TIMING",
+    "LLVM_PASS_PLUGIN_PATH", "MLIR_ENABLE_DIAGNOSTICS", "MLIR_ENABLE_DUMP", "MLIR_DUMP_PATH",
+    "MLIR_ENABLE_TIMING", "MLIR_DISABLE_MULTITHREADING", "USE_IR_LOC", "USE_TTGIR_LOC", "NVPTX_ENABLE_DUMP",
+    "STORE_TMEM_TO_GLOBAL_BYPASS_SMEM", "ALLOW_LHS_TMEM_LAYOUT_CONVERSION", "ENABLE_MMA_V5_ATT_PIPELINE",
+    "WARP_SPECIALIZE_ATTENTION_FLAG", "TRITON_DEFAULT_FP_FUSION", "TRITON_DISABLE_LINE_INFO",
+    "TRITON_DISABLE_RESHAPE_ENCODING_INFERENCE", "TRITON_ENABLE_LLVM_DEBUG", "TRITON_LLVM_DEBUG_ONLY",
+    "TRITON_ENABLE_ASAN", "TRITON_OVERRIDE_ARCH", "TRITON_F32_DEFAULT", "TRITON_HIP_GLOBAL_PREFETCH",
+    "TRITON_HIP_LOCAL_PREFETCH", "TRITON_HIP_USE_ASYNC_COPY", "TRITON_HIP_USE_BLOCK_PINGPONG",
+    "TRITON_HIP_USE_IN_THREAD_TRANSPOSE", "TRITON_REPRODUCER_PATH",
+    # read in C++ by FlagTree only
+    "LLVM_EXTRACT_DI_LOCAL_VARIABLES", "TRITON_DUMP_MIR", "TRITON_PREFER_TMEM_16x256_LAYOUT",
+    "TRITON_PLUGIN_PATHS",
+    # read in Python (knobs.py)
+    "CC", "PTXAS_OPTIONS", "AMDGCN_USE_BUFFER_ATOMICS", "AMDGCN_SCALARIZE_PACKED_FOPS", "TRITON_INTERPRET",
+    "TRITON_DEBUG", "TRITON_KERNEL_OVERRIDE", "TRITON_OVERRIDE_DIR", "TRITON_ALWAYS_COMPILE",
+    "TRITON_CACHE_MANAGER", "TRITON_MOCK_PTX_VERSION", "TRITON_PTXAS_PATH", "TRITON_LIBDEVICE_PATH",
+    "TRITON_LIBCUDA_PATH", "TRITON_LIBHIP_PATH", "TRITON_CUDACRT_PATH", "TRITON_CUDART_PATH",
+    "TRITON_ENABLE_EXPERIMENTAL_CONSAN", "TRITON_CACHE_AUTOTUNING",
+)
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
@@ -56,6 +86,8 @@ class DeviceBackend:
     capture_poison_wording: ClassVar[Tuple[str, ...]] = ()
     # Env vars whose values change what gets compiled or timed on this backend (recorded in the identity).
     switch_env_prefixes: ClassVar[Tuple[str, ...]] = ()
+    # Env vars recorded in the identity wherever set: Triton's, then the vendor runtime's.
+    identity_env: ClassVar[Tuple[str, ...]] = TRITON_ENV
 
     @property
     def supports_graph(self) -> bool:

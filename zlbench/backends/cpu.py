@@ -6,7 +6,7 @@ import os
 import platform
 from typing import Dict, List
 
-from .base import DeviceBackend, DeviceInfo
+from .base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 SLOT_ENV = "ZLBENCH_CPU_SLOT"
 
@@ -29,6 +29,8 @@ class CpuBackend(DeviceBackend):
     visibility_env = SLOT_ENV
     default_timer = "host"
     slots = 1
+    # ATen's vector ISA and the math library's threads (OMP_NUM_THREADS is set per slot: visibility()).
+    identity_env = TRITON_ENV + ("ATEN_CPU_CAPABILITY", "MKL_NUM_THREADS", "KMP_AFFINITY", "OMP_PROC_BIND")
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         model = _cpu_model()

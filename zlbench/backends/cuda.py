@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from .base import DeviceBackend, DeviceInfo
+from .base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 
 class CudaBackend(DeviceBackend):
@@ -34,6 +34,12 @@ class CudaBackend(DeviceBackend):
     )
     capture_poison_wording = ()
     switch_env_prefixes = ("FLAGTREE_", "TRITON_")
+    # CUDA runtime (CUDA C++ Programming Guide, "CUDA Environment Variables"), cuBLAS, PyTorch's allocator.
+    identity_env = TRITON_ENV + (
+        "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "CUDA_CACHE_DISABLE",
+        "CUDA_FORCE_PTX_JIT", "CUDA_DISABLE_PTX_JIT", "CUDA_AUTO_BOOST", "NVIDIA_TF32_OVERRIDE",
+        "CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    )
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         devices = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from .base import DeviceBackend, DeviceInfo, split_table_row
+from .base import TRITON_ENV, DeviceBackend, DeviceInfo, split_table_row
 
 _DRIVER = re.compile(r"Driver Version:\s*([\w.\-]+)")
 
@@ -35,7 +35,8 @@ class MusaBackend(DeviceBackend):
         "invalid device context",
         "musaErrorStreamCaptureWrongThread",
     )
-    switch_env_prefixes = ("FLAGTREE_", "TRITON_", "MUSA_")
+    switch_env_prefixes = ("FLAGTREE_", "TRITON_", "MUSA_")  # MUSA_* also covers the runtime's own
+    identity_env = TRITON_ENV
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         # mthreads-gmi prints an nvidia-smi-like boxed table: a row "| 0  MTT S4000  ... | bus | ..."

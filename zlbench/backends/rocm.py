@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import List
 
-from .base import DeviceBackend, DeviceInfo
+from .base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 
 class RocmBackend(DeviceBackend):
@@ -26,6 +26,9 @@ class RocmBackend(DeviceBackend):
         "out of memory",
     )
     switch_env_prefixes = ("FLAGTREE_", "TRITON_", "HIP_", "AMD_")
+    # ROCm runtime (HSA_*, GPU_*), PyTorch's HIP allocator and tunable ops.
+    identity_env = TRITON_ENV + ("HSA_XNACK", "HSA_ENABLE_SDMA", "HSA_OVERRIDE_GFX_VERSION", "GPU_MAX_HW_QUEUES",
+                                 "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_TUNABLEOP_ENABLED")
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         data = json.loads(text)

@@ -4,9 +4,11 @@ errors. Events go to the unit's events.jsonl."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import random
 import sys
 import time
 
@@ -120,6 +122,23 @@ class _SkipTakenNodes:
 _taken: set = set()
 
 
+@pytest.hookimpl(trylast=True)  # after compat plugins have rewritten the items' markers
+def pytest_collection_modifyitems(session, config, items):
+    """Of a node selected through its parametrize cases' marks, only those cases run (as with
+    `pytest -m bmm`)."""
+    only = _runtime.config().get("only_marks") or {}
+    if not only:
+        return
+    kept, dropped = [], []
+    for item in items:
+        wanted = only.get(base_node(item.nodeid))
+        keep = wanted is None or any(m.name in wanted for m in item.iter_markers())
+        (kept if keep else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_configure(config):
     if _runtime.config().get("claims_dir"):
         config.pluginmanager.register(_SkipTakenNodes(), "zlbench-skip-taken-nodes")
@@ -140,14 +159,40 @@ def pytest_runtest_protocol(item, nextitem):
         _leave_dead_context(status)
 
 
+def node_seed(nodeid: str) -> int:
+    """A stable seed of the base node id (Python's hash() of a str changes per process)."""
+    return int.from_bytes(hashlib.sha256(base_node(nodeid).encode()).digest()[:4], "big")
+
+
+def seed_inputs(nodeid: str) -> int:
+    """Seed every random source a corpus draws inputs from, so a node draws the same inputs
+    whether it runs alone or after other tests."""
+    seed = node_seed(nodeid)
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    try:
+        import torch
+    except ImportError:
+        return seed
+    torch.manual_seed(seed)  # every device's generator too
+    return seed
+
+
 def _start(item) -> float:
-    """Make the node current (the timing plugin reads it) and record its start."""
+    """Make the node current (the timing plugin reads it), seed its inputs and record its start."""
     _runtime.current_node = item.nodeid
     _runtime.current_op = op_of(item)
     _runtime.timing_calls.clear()
     _reports[item.nodeid] = []
+    seed = seed_inputs(item.nodeid)
     started = time.time()
-    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op)
+    marks = [m.name for m in item.iter_markers() if m.name not in BUILTIN_MARKS]
+    _runtime.emit("start", node=item.nodeid, op=_runtime.current_op, marks=marks, seed=seed)
     return started
 
 

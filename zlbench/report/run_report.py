@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..exitcodes import Exit, run_exit
 from ..results.events import DEADLINE_REASON
 from ..results.rundir import add_process_facts, collect, load_artifacts, load_plan, read_identity, run_pinning_problems
-from .summary import render_summary
+from .summary import contention_warning, render_summary
 
 log = logging.getLogger("zlbench")
 
@@ -106,5 +106,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if dead:
         log.info(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
               "sides (set ab.allow_dead=true to accept).")
+    if (contention := contention_warning(rows)):
+        log.warning(f"[zlbench] warning: {contention}")
     log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
     return run_exit(status_rows, verdicts, fail_on, cut=bool(cut), dead_axis=dead)

@@ -17,13 +17,25 @@ def _fmt(x: Optional[float], digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
+def node_file(row: dict) -> str:
+    return (row.get("node") or "").split("::")[0]
+
+
 def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
+    """One line per op, test file, side and dtype: two files' tests that carry one op mark are
+    different tests (their own shapes and inputs), never merged; the file is shown where an op has
+    tests in more than one."""
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
         if r.get("status") == "ok" and r.get("latency"):
-            groups[(r["op"], r.get("side") or "main", short_dtype(r.get("dtype")))].append(r)
+            groups[(r["op"], node_file(r), r.get("side") or "main", short_dtype(r.get("dtype")))].append(r)
+    files_of_op: Dict[str, set] = defaultdict(set)
+    for op, file, _, _ in groups:
+        files_of_op[op].add(file)
     table = []
-    for (op, side, dtype), rs in sorted(groups.items()):
+    for (op, file, side, dtype), rs in sorted(groups.items()):
+        if len(files_of_op[op]) > 1:
+            op = f"{op} ({file or '?'})"
         speedups = [r["speedup"] for r in rs if r.get("speedup")]
         fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
         timers = sorted({str(r.get("timer_used")) for r in rs})
@@ -40,6 +52,52 @@ def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
     return table
 
 
+# A CPU thread that loses its core waits out a scheduler slice (1-10 ms; 4 ms seen on a busy 2-core
+# machine). A host-timed side of at least a slice that is 50x the other side, or 10x what the same
+# side of the same row measured in its other rounds, is that wait, not the op.
+SLICE_MS = 1.0
+IMPLAUSIBLE_RATIO = 50.0
+JUMP_RATIO = 10.0
+SIDES = ("latency_base", "latency")
+
+
+def _host_timed(r: dict) -> bool:
+    return (r.get("status") == "ok" and "host" in (r.get("timer_used"), r.get("timer_used_base"))
+            and bool(r.get("latency_base")) and bool(r.get("latency")))
+
+
+def contended_rows(rows: Iterable[dict]) -> List[dict]:
+    """Host-timed rows with a side of at least a scheduler slice that is 50x the row's other side,
+    or 10x the median of that side over the row's rounds."""
+    hosted = [r for r in rows if _host_timed(r)]
+    rounds: Dict[tuple, List[dict]] = defaultdict(list)
+    for r in hosted:
+        rounds[(r.get("node"), r.get("side"), r.get("dtype"), r.get("shape"))].append(r)
+    medians = {(key, side): statistics.median(r[side] for r in rs) for key, rs in rounds.items() for side in SIDES}
+    out = []
+    for r in hosted:
+        key = (r.get("node"), r.get("side"), r.get("dtype"), r.get("shape"))
+        slow, fast = max(r[s] for s in SIDES), min(r[s] for s in SIDES)
+        jumped = any(r[s] >= SLICE_MS and r[s] >= JUMP_RATIO * medians[(key, s)] for s in SIDES)
+        if jumped or (slow >= SLICE_MS and slow >= IMPLAUSIBLE_RATIO * fast):
+            out.append(r)
+    return out
+
+
+def contention_warning(rows: List[dict]) -> Optional[str]:
+    """One line when rows look measured on a busy CPU; None when none does."""
+    bad = contended_rows(rows)
+    if not bad:
+        return None
+    r = max(bad, key=lambda x: max(x["latency_base"], x["latency"]) / min(x["latency_base"], x["latency"]))
+    return (f"{len(bad)} of {sum(map(_host_timed, rows))} host-timed rows look contended: a side took at "
+            f"least a scheduler slice ({SLICE_MS:g} ms) and {IMPLAUSIBLE_RATIO:g}x the other side or "
+            f"{JUMP_RATIO:g}x its other rounds, which a thread that lost its core explains and the op does "
+            f"not (e.g. {r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}: torch {r['latency_base']:.4g} ms, "
+            f"alternative {r['latency']:.4g} ms). Rerun on an idle machine (or with fewer backend.slots) "
+            "before trusting them.")
+
+
 def render_summary(rows: List[dict], status_rows: List[dict], title: str,
                    identity: Optional[dict] = None) -> str:
     # Per test node: its worst status over sides and rounds (status rows are per node and side).
@@ -50,6 +108,9 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
             worst[node] = st["status"]
     counts = Counter(worst.values())
     lines = [f"# {title}", ""]
+    contention = contention_warning(rows)
+    if contention:
+        lines += [f"> **Warning**: {contention}", ""]
     if identity:
         lines += [
             f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "

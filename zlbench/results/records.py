@@ -34,6 +34,9 @@ class PluginConfig:
     timer_modules: List[str] = field(default_factory=list)
     capture_deny_ops: List[str] = field(default_factory=list)
     fast_exit: bool = True
+    # node id -> the op marks of its parametrize cases that run (the others are deselected), for
+    # nodes selected through marks set on pytest.param cases.
+    only_marks: Dict[str, List[str]] = field(default_factory=dict)
     claims_dir: Optional[str] = None  # set when the unit may take others' nodes (zlbench/stealing.py)
     events: Optional[str] = None  # the unit's events file, set by the worker
 
@@ -88,6 +91,11 @@ class Row:
     speedup: Optional[float] = None
     gbps_base: Optional[float] = None
     gbps: Optional[float] = None
+    # What FlagGems' harness reports beside the latencies, where it does (null where not).
+    tflops: Optional[float] = None
+    utilization: Optional[float] = None
+    accuracy: Optional[float] = None
+    compared_speedup: Optional[float] = None
     timer_used: Optional[str] = None
     timer_used_base: Optional[str] = None
     markers: List[str] = field(default_factory=list)
@@ -119,7 +127,9 @@ class Row:
             op=record.get("op_name"), dtype=record.get("dtype"), shape=shape_key(result.get("shape_detail")),
             legacy_shape=result.get("legacy_shape"), latency_base=result.get("latency_base"),
             latency=result.get("latency"), speedup=result.get("speedup"), gbps_base=result.get("gbps_base"),
-            gbps=result.get("gbps"), timer_used=timing.get("timer_used"),
+            gbps=result.get("gbps"), tflops=result.get("tflops"), utilization=result.get("utilization"),
+            accuracy=result.get("accuracy"), compared_speedup=result.get("compared_speedup"),
+            timer_used=timing.get("timer_used"),
             timer_used_base=timing.get("timer_used_base"), markers=list(timing.get("markers") or []),
             marker_reason=timing.get("marker_reason"),
             status="failed" if result.get("error_msg") else "ok", reason=result.get("error_msg"), **where)

@@ -1,0 +1,57 @@
+"""summary.md from synthetic rows: per-op lines keyed by test node, warnings about the rows."""
+
+from zlbench.report.summary import per_op_table, render_summary
+
+
+def row(op, node, latency_base, latency, shape="[[64]]", **kw):
+    return {"op": op, "node": node, "side": "main", "dtype": "torch.float16", "shape": shape, "status": "ok",
+            "latency_base": latency_base, "latency": latency, "speedup": latency_base / latency,
+            "timer_used": "graph", **kw}
+
+
+def test_an_op_with_tests_in_two_files_gets_a_line_per_file():
+    rows = [row("mul", "benchmark/test_binary_pointwise_perf.py::test_perf_mul", 1.0, 1.0),
+            row("mul", "benchmark/test_blas_perf_parallel.py::test_perf_mul[case]", 3.0, 1.0),
+            row("exp", "benchmark/test_exp.py::test_perf_exp", 2.0, 1.0)]
+    table = per_op_table(rows)
+    assert [(line[0], line[6]) for line in table] == [
+        ("exp", "2"),
+        ("mul (benchmark/test_binary_pointwise_perf.py)", "1"),
+        ("mul (benchmark/test_blas_perf_parallel.py)", "3")]
+
+
+def host(op, latency_base, latency, shape):
+    return row(op, f"benchmark/test_{op}.py::test_perf_{op}", latency_base, latency, shape, timer_used="host",
+               timer_used_base="host")
+
+
+QUIET = [host("exp", 0.0135, 0.19, "[[64]]"), host("exp", 0.03, 0.2, "[[256]]"),
+         host("softmax", 0.17, 1.18, "[[1024]]"), host("mm", 0.005, 0.017, "[[64,64]]")]
+
+
+def test_rows_of_a_busy_cpu_are_called_out_in_the_summary():
+    from zlbench.report.summary import contention_warning
+
+    assert contention_warning(QUIET) is None
+    assert "Warning" not in render_summary(QUIET, [], "t")
+    # Quantized to a 4 ms scheduler slice: 1147x "faster" (the torch call lost its core).
+    busy = QUIET + [host("add", 4.013, 0.0035, "[[64]]"), host("gelu", 0.004, 4.0, "[[64]]")]
+    warning = contention_warning(busy)
+    assert warning.startswith("2 of 6 host-timed rows look contended")
+    assert "add float16 [[64]]: torch 4.013 ms, alternative 0.0035 ms" in warning
+    assert f"> **Warning**: {warning}" in render_summary(busy, [], "t")
+    # Device timers are not judged by the CPU's scheduler: a 100x GPU row is the op's own.
+    assert contention_warning([row("exp", "t.py::test_exp", 2.0, 0.02)]) is None
+
+
+def test_a_round_that_jumps_against_the_same_rows_other_rounds_is_called_out():
+    from zlbench.report.summary import contention_warning
+
+    rounds = [{**host("softmax", 0.17, 0.25, "[[1024]]"), "round": r} for r in range(5)]
+    assert contention_warning(rounds) is None
+    rounds[3].update(latency=4.1, speedup=0.17 / 4.1)  # one round of gems waited out a 4 ms slice
+    assert contention_warning(rounds).startswith("1 of 5 host-timed rows look contended")
+    # A side of a millisecond or more that stays within 10x of its rounds' median is the op's own.
+    for r in rounds:
+        r.update(latency=2.0 if r["round"] == 3 else 0.25)
+    assert contention_warning(rounds) is None
