@@ -107,7 +107,7 @@ def ab_markdown(result: Mapping, limit: int = GITHUB_COMMENT_LIMIT, top: int = 2
     return text
 
 
-def _title(identity: Optional[Mapping], what: str) -> str:
+def plot_title(identity: Optional[Mapping], what: str) -> str:
     if not identity:
         return what
     dev = next((p.get("device_name") for p in identity.get("processes") or [] if p.get("device_name")), None) \
@@ -228,13 +228,13 @@ def main(argv=None) -> int:
         identity = json.loads((run_dir / "run_identity.json").read_text(encoding="utf-8"))
         out.mkdir(parents=True, exist_ok=True)
         written = []
-        if speedup_overview_plot(load_rows(run_dir), out / "speedup_overview.png", _title(identity, "speedup")):
+        if speedup_overview_plot(load_rows(run_dir), out / "speedup_overview.png", plot_title(identity, "speedup")):
             written.append("speedup_overview.png")
         if (run_dir / "ab.json").is_file():
             result = json.loads((run_dir / "ab.json").read_text(encoding="utf-8"))
             (out / "ab_condensed.md").write_text(ab_markdown(result, args.limit, args.top), encoding="utf-8")
             written.append("ab_condensed.md")
-            if ab_overview_plot(result, out / "ab_overview.png", _title(identity, "A/B"), args.top):
+            if ab_overview_plot(result, out / "ab_overview.png", plot_title(identity, "A/B"), args.top):
                 written.append("ab_overview.png")
         print(f"[zlbench] wrote {', '.join(written) or 'nothing (no rows)'} in {out}", file=sys.stderr)
         return 0

@@ -15,6 +15,8 @@ from .summary import contention_warning, render_summary
 
 log = logging.getLogger("zlbench")
 
+# Above this many plotted groups (op x dtype x side) or A/B rows, plots become fixed-size overviews.
+LARGE = 40
 DEFAULT_FAIL_ON = ("failed", "crashed", "timeout", "poisoned", "fatal")
 
 
@@ -63,14 +65,31 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
                      caveats=list(extra_caveats) + shared_state_caveats(identity))
     write(result, run_dir)
+    if len(result["rows"]) > LARGE:
+        # At corpus scale: a fixed-size overview instead of one forest-plot line per row, and a
+        # Markdown under a pull-request comment's limit (ab.csv and ab.json keep every row).
+        from .condensed import GITHUB_COMMENT_LIMIT, plot_title, ab_markdown, ab_overview_plot
+
+        ab_overview_plot(result, run_dir / "ab.png", plot_title(identity, "A/B"))
+        if len(result["markdown"]) > GITHUB_COMMENT_LIMIT:
+            result["markdown"] = ab_markdown(result)
+            (run_dir / "ab.md").write_text(result["markdown"], encoding="utf-8")
     return result
+
+
+def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> bool:
+    from .condensed import plot_title, speedup_overview_plot
+    from .plots import speedup_plot
+
+    groups = {(r.get("op"), r.get("dtype"), r.get("side")) for r in rows if r.get("speedup")}
+    if len(groups) > LARGE:
+        return speedup_overview_plot(rows, path, plot_title(identity, "speedup over torch"))
+    return speedup_plot(rows, path)
 
 
 def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str]] = None,
            why_cut: str = "") -> Exit:
     """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far."""
-    from .plots import speedup_plot
-
     plan = load_plan(run_dir)
     rows, status_rows = collect(run_dir)
     add_process_facts(run_dir)
@@ -100,7 +119,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         text += (f"\n> One side ({sides[0]}) of A/B axis {ab['name']}: pair it with "
                  "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
-    if speedup_plot(rows, run_dir / "speedup.png"):
+    if _speedup_png(rows, run_dir / "speedup.png", identity):
         outputs.insert(5, "speedup.png")
     print(text)
     if dead:
