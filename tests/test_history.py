@@ -109,7 +109,9 @@ def real_runs(tmp_path_factory):
     for name, args in (("a", ["ops=[exp]"]), ("b", ["ops=[exp]"]),
                        ("ab", ["ops=[softmax]", "ab=demo_fused_softmax", "ab.rounds=2"])):
         run_dir = root / "zl_runs" / "2026-11-30" / f"run-{name}"
-        res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", "dtypes=[float32]", *args, cwd=root)
+        # store.url=none: these tests decide what goes into which store.
+        res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", "dtypes=[float32]", "store.url=none",
+                      *args, cwd=root)
         assert res.returncode == 0, res.stderr[-3000:]
         runs[name] = run_dir
     return runs
