@@ -251,3 +251,18 @@ def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_mess
                   "store.url=postgresql://nobody@127.0.0.1:9/none", cwd=tmp_path)
     assert res.returncode == 0 and "results store not written" in res.stderr, res.stderr[-2000:]
     assert "Traceback" not in res.stderr and (tmp_path / "other" / "rows.jsonl").is_file()
+
+
+def test_a_machine_without_the_store_packages_still_gets_its_results(tmp_path):
+    # A vendor machine may carry zlbench without SQLAlchemy/Alembic: the run's results and exit code
+    # stand, and one line says what is missing.
+    fake = tmp_path / "without_store"
+    for name in ("sqlalchemy", "alembic"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text(f"raise ImportError(\"No module named '{name}'\")\n")
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(fake), os.environ.get("PYTHONPATH")) if p)}
+    res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", "ops=[exp]", "dtypes=[float32]", "progress=none",
+                  cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "results store not written" in res.stderr and "No module named" in res.stderr
+    assert (tmp_path / "run" / "rows.jsonl").is_file() and "Traceback" not in res.stderr

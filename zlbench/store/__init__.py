@@ -10,12 +10,23 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .db import Store, is_off
 
 DB_FILE = "zlbench.db"
+# store.url values that turn the store off (kept here so that "off" needs no database packages).
+OFF = ("", "none", "null", "off", "false", "0")
 RUNS_ROOT = "zl_runs"
 
 __all__ = ["record_run", "record_or_warn", "default_url", "Store", "DB_FILE"]
+
+
+def __getattr__(name: str):
+    # Store (and SQLAlchemy with it) is imported when first asked for: a finished run on a machine
+    # without the store's packages still gets its results (record_or_warn says what is missing).
+    if name == "Store":
+        from .db import Store
+
+        return Store
+    raise AttributeError(name)
 
 
 def default_url(run_dir: Path) -> str:
@@ -31,8 +42,9 @@ def record_run(run_dir: Path, url: Optional[str]) -> None:
     """Write a finished run dir into the store at `url` (None or "none": the store is off).
     Idempotent. Raises UsageError (problem and fix) when the store cannot take it; the run dir is
     only read, never changed."""
-    if is_off(url):
+    if url is None or str(url).strip().lower() in OFF:
         return
+    from .db import Store
     from .ingest import run_dir_record, write_record
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its "Running upgrade" lines are no news
@@ -46,11 +58,20 @@ def record_run(run_dir: Path, url: Optional[str]) -> None:
 
 def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
     """record_run at the end of a run or a collect ("default": default_url). A store that cannot
-    take the run costs one message and nothing else: the run dir is the source of truth."""
+    take the run costs one message and nothing else: the run dir is the source of truth, and the
+    run's exit code is the run's."""
     from ..errors import UsageError
 
     try:
         record_run(run_dir, default_url(run_dir) if url in (None, "", "default") else url)
     except UsageError as e:
-        print(f"[zlbench] results store not written: {e} The run dir is intact; later: "
-              f"`python -m zlbench.history import {run_dir}`.", file=sys.stderr)
+        why = str(e)
+    except ImportError as e:  # a machine that carries zlbench without its store's packages
+        why = f"{e}. Fix: pip install 'sqlalchemy>=2,<3' 'alembic>=1.12,<2', or store.url=none."
+    except Exception as e:  # a bug in the store must not cost a finished run its result
+        logging.getLogger("zlbench").debug("results store failed", exc_info=True)
+        why = f"{type(e).__name__}: {e} (a bug in zlbench's store; the traceback is in zlbench.log)."
+    else:
+        return
+    print(f"[zlbench] results store not written: {why} The run dir is intact; later: "
+          f"`python -m zlbench.history import {run_dir}`.", file=sys.stderr)

@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 from ..errors import UsageError
 from .schema import SCHEMA_HEAD
 
-OFF = ("", "none", "null", "off", "false", "0")
+from . import OFF  # noqa: E402 (one list of the words that turn the store off)
 # How long a writer waits for another one's lock before giving up (SQLite busy timeout,
 # PostgreSQL lock_timeout). Long enough for a concurrent 10,000-row write to finish.
 # ZLBENCH_STORE_LOCK_TIMEOUT_S overrides it.
