@@ -14,10 +14,7 @@ inconclusive, unstable."""
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
-import json
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -32,6 +29,7 @@ from ..report import stats
 from ..report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from ..results.pairing import pair
 from ..store.db import Store
+from .output import csv_text, json_text
 from .query import fetch_rows, iter_rows, list_runs, medians_by_run
 
 MIN_HISTORY = 3
@@ -201,15 +199,11 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
 
 
 def render_csv(result: Mapping) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(result["rows"])
-    return buf.getvalue()
+    return csv_text(result["rows"], FIELDS)
 
 
 def render_json(result: Mapping) -> str:
-    return json.dumps(result, indent=1, default=str)
+    return json_text(result)
 
 
 def write(result: Mapping, out_dir: Path, all_rows: bool = False) -> List[Path]:

@@ -18,9 +18,6 @@ too, suspect the machine or torch rather than the operator."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -31,6 +28,7 @@ from ..results.schema import short_dtype
 from ..errors import UsageError
 from ..store.db import Store
 from .compare import VERSION_FIELDS, changed_versions
+from .output import csv_text, json_text
 from .query import iter_rows, list_runs, medians_by_run
 
 K = 3
@@ -178,12 +176,8 @@ def render_markdown(result: Mapping) -> str:
 
 
 def render_csv(result: Mapping) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(result["steps"])
-    return buf.getvalue()
+    return csv_text(result["steps"], FIELDS)
 
 
 def render_json(result: Mapping) -> str:
-    return json.dumps(result, indent=1, default=str)
+    return json_text(result)

@@ -3,9 +3,6 @@ latency, from the newest run of every (backend, device) of one corpus commit."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 import statistics
 from collections import defaultdict
@@ -16,6 +13,7 @@ from tabulate import tabulate
 from ..results.schema import short_dtype
 from ..errors import UsageError
 from ..store.db import Store
+from .output import csv_text, json_text
 from .query import fetch_rows, list_runs, usable
 
 
@@ -112,14 +110,9 @@ def render_markdown(result: Mapping) -> str:
 
 
 def render_csv(result: Mapping) -> str:
-    rows = flat_rows(result)
-    buf = io.StringIO()
     fields = ["op", "dtype", "shape"] + [f"{l} {x}" for l in result["summary"]["vendors"] for x in ("speedup", "ms")]
-    w = csv.DictWriter(buf, fieldnames=fields)
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+    return csv_text(flat_rows(result), fields)
 
 
 def render_json(result: Mapping) -> str:
-    return json.dumps(result, indent=1, default=str)
+    return json_text(result)

@@ -18,10 +18,10 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import UsageError
+from ..results.rundir import IDENTITY_FILE
 from . import schema as S
 from .db import Store, explain
 
-IDENTITY_FILE = "run_identity.json"
 AB_FILE = "ab.json"
 # Identity keys that do not decide what a number means: times, where, what was observed, and
 # (for the caliber) the versions and commits a series of runs moves along.
@@ -142,17 +142,10 @@ def _device_name(identity: Mapping[str, Any], rows: List[dict]) -> Optional[str]
 
 def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     """Everything the store keeps of one run dir, read through the run-dir format's readers."""
-    from ..results.rundir import load_rows, load_status
+    from ..results.rundir import load_rows, load_status, read_identity
 
     run_dir = Path(run_dir).resolve()
-    id_path = run_dir / IDENTITY_FILE
-    if not id_path.is_file():
-        raise UsageError(f"{run_dir} is not a finished zlbench run dir (no {IDENTITY_FILE}). Fix: pass the "
-                         "folder a run wrote (zl_runs/<date>/<time>), or a FlagGems result_*.log.")
-    try:
-        identity = json.loads(id_path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise UsageError(f"{id_path} is not valid JSON ({e}). Fix: restore it from the run's backup or rerun.")
+    identity = read_identity(run_dir)
     # A run dir without its tables is not finished; the readers would collect them, i.e. write
     # into the run dir, which the store never does.
     missing = [n for n in ("rows.jsonl", "ops_status.csv") if not (run_dir / n).is_file()]
@@ -175,7 +168,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     versions = identity.get("versions") or {}
     corpus = identity.get("corpus") or {}
     ab_cfg = ((identity.get("config") or {}).get("ab") or {})
-    created = parse_created(identity.get("created"), id_path.stat().st_mtime)
+    created = parse_created(identity.get("created"), (run_dir / IDENTITY_FILE).stat().st_mtime)
     run = {
         # The host too: identical machines running one nightly config from cron share hash and second.
         "run_key": f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}",
