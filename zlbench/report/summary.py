@@ -32,24 +32,27 @@ def per_op_table(rows: Iterable[dict]) -> List[List[str]]:
     files_of_op: Dict[str, set] = defaultdict(set)
     for op, file, _, _ in groups:
         files_of_op[op].add(file)
-    table = []
-    for (op, file, side, dtype), rs in sorted(groups.items()):
-        if len(files_of_op[op]) > 1:
-            op = f"{op} ({file or '?'})"
-        speedups = [r["speedup"] for r in rs if r.get("speedup")]
-        fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
-        timers = sorted({str(r.get("timer_used")) for r in rs})
-        rounds = len({r.get("round") for r in rs})
-        table.append([
-            op, side, dtype, str(len({r.get("shape") for r in rs})) + (f" x {rounds} rounds" if rounds > 1 else ""),
-            _fmt(statistics.median(r["latency_base"] for r in rs if r.get("latency_base") is not None)
-                 if any(r.get("latency_base") is not None for r in rs) else None),
-            _fmt(statistics.median(r["latency"] for r in rs)),
-            _fmt(statistics.geometric_mean(speedups) if speedups else None, 3),
-            f"{_fmt(min(speedups), 3)}..{_fmt(max(speedups), 3)}" if speedups else "-",
-            ",".join(timers) + (f" ({fallback} fallback)" if fallback else ""),
-        ])
-    return table
+    return [_table_line(f"{op} ({file or '?'})" if len(files_of_op[op]) > 1 else op, side, dtype, rs)
+            for (op, file, side, dtype), rs in sorted(groups.items())]
+
+
+def _median(values: List[float]) -> Optional[float]:
+    return statistics.median(values) if values else None
+
+
+def _table_line(op: str, side: str, dtype: str, rs: List[dict]) -> List[str]:
+    speedups = [r["speedup"] for r in rs if r.get("speedup")]
+    fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
+    timers = sorted({str(r.get("timer_used")) for r in rs})
+    rounds = len({r.get("round") for r in rs})
+    return [
+        op, side, dtype, str(len({r.get("shape") for r in rs})) + (f" x {rounds} rounds" if rounds > 1 else ""),
+        _fmt(_median([r["latency_base"] for r in rs if r.get("latency_base") is not None])),
+        _fmt(_median([r["latency"] for r in rs])),
+        _fmt(statistics.geometric_mean(speedups) if speedups else None, 3),
+        f"{_fmt(min(speedups), 3)}..{_fmt(max(speedups), 3)}" if speedups else "-",
+        ",".join(timers) + (f" ({fallback} fallback)" if fallback else ""),
+    ]
 
 
 # A CPU thread that loses its core waits out a scheduler slice (1-10 ms; 4 ms seen on a busy 2-core
@@ -98,30 +101,38 @@ def contention_warning(rows: List[dict]) -> Optional[str]:
             "before trusting them.")
 
 
-def render_summary(rows: List[dict], status_rows: List[dict], title: str,
-                   identity: Optional[dict] = None) -> str:
-    # Per test node: its worst status over sides and rounds (status rows are per node and side).
+def _worst_per_node(status_rows: List[dict]) -> Dict[str, str]:
+    """Per test node: its worst status over sides and rounds (status rows are per node and side)."""
     worst: Dict[str, str] = {}
     for st in status_rows:
         node = st.get("test_node") or st["op"]
         if node not in worst or SEVERITY.get(st["status"], 0) < SEVERITY.get(worst[node], 0):
             worst[node] = st["status"]
-    counts = Counter(worst.values())
+    return worst
+
+
+def _identity_lines(identity: dict) -> List[str]:
+    return [
+        f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
+        + ", ".join(f"{d['index']} ({d['name']})" for d in identity.get("devices", [])),
+        f"- timer: **{identity.get('timer', {}).get('name')}** "
+        f"(repeat {identity.get('timer', {}).get('repeat')}), autotune (USE_FLAGTUNE): "
+        f"{identity.get('autotune')}",
+        f"- corpus: {identity.get('corpus', {}).get('name')} at {identity.get('corpus', {}).get('root')}",
+        f"- identity: `{identity.get('identity_hash', '')[:16]}`",
+        "",
+    ]
+
+
+def render_summary(rows: List[dict], status_rows: List[dict], title: str,
+                   identity: Optional[dict] = None) -> str:
+    counts = Counter(_worst_per_node(status_rows).values())
     lines = [f"# {title}", ""]
     contention = contention_warning(rows)
     if contention:
         lines += [f"> **Warning**: {contention}", ""]
     if identity:
-        lines += [
-            f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
-            + ", ".join(f"{d['index']} ({d['name']})" for d in identity.get("devices", [])),
-            f"- timer: **{identity.get('timer', {}).get('name')}** "
-            f"(repeat {identity.get('timer', {}).get('repeat')}), autotune (USE_FLAGTUNE): "
-            f"{identity.get('autotune')}",
-            f"- corpus: {identity.get('corpus', {}).get('name')} at {identity.get('corpus', {}).get('root')}",
-            f"- identity: `{identity.get('identity_hash', '')[:16]}`",
-            "",
-        ]
+        lines += _identity_lines(identity)
     lines += ["## Status", ""]
     lines.append(tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
                           headers=["status", "test nodes"], tablefmt="github"))
