@@ -157,12 +157,35 @@ def _fmt_pct(ratio: Optional[float]) -> str:
 def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     s = result["summary"]
     out = [f"# History: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
+    out += _caliber_lines(s)
+    out += _result_lines(s)
+    out += _unpaired_lines(result)
+    if not all_rows:
+        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) show no change "
+                   "beyond their noise (--all lists them; compare.csv and compare.json always do).")
+    changed = [_row_cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
+    rest = [_row_cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
+    # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
+    return fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, rest,
+                        ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise",
+                         "verdict"], limit, "compare.csv")
+
+
+def _caliber_lines(s: Mapping) -> List[str]:
+    """What differs between A and B besides the code: their calibers and versions."""
+    out = []
     if not s["same_caliber"]:
         out.append("- **Different calibers**: A and B differ in more than versions and commits (backend, "
                    "timer, selection, switches ...); a change may be the configuration, not the code.")
     if s["changed_versions"]:
         out.append("- Changed between A and B: " + "; ".join(
             f"{k} {(a or '-')[:12]} -> {(b or '-')[:12]}" for k, (a, b) in s["changed_versions"].items()) + ".")
+    return out
+
+
+def _result_lines(s: Mapping) -> List[str]:
+    """The overall change, the verdicts and where the noise came from."""
+    out = []
     o = s["overall"]
     if o["geomean"] is not None:
         ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
@@ -173,6 +196,12 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
     noise = ", ".join(f"{k}: {v}" for k, v in sorted(s["noise_sources"].items()))
     out.append(f"- Noise from: {noise or '-'} (rounds: the rows' own rounds; history: the row over "
                f"{s['history_runs']} earlier run(s) of this caliber; none: too little history, so inconclusive).")
+    return out
+
+
+def _unpaired_lines(result: Mapping) -> List[str]:
+    s = result["summary"]
+    out = []
     if s["unpaired_rows"]:
         out.append(f"- Caveat: {s['unpaired_rows']} row(s) unpaired: the comparison is incomplete.")
     if result["unpaired"]:
@@ -180,22 +209,14 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
                                                for u in result["unpaired"][:5])
                    + (f"; ... {len(result['unpaired']) - 5} more in compare.json" if len(result["unpaired"]) > 5 else "")
                    + ".")
-    if not all_rows:
-        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) show no change "
-                   "beyond their noise (--all lists them; compare.csv and compare.json always do).")
+    return out
 
-    def cells(t):
-        ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
-        return [t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
-                f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
-                t["verdict"] + (" (fallback)" if t["fallback"] else "")]
 
-    changed = [cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
-    rest = [cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
-    # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
-    return fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, rest,
-                        ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise",
-                         "verdict"], limit, "compare.csv")
+def _row_cells(t: Mapping) -> List[str]:
+    ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
+    return [t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
+            f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
+            t["verdict"] + (" (fallback)" if t["fallback"] else "")]
 
 
 def render_csv(result: Mapping) -> str:

@@ -19,7 +19,7 @@ too, suspect the machine or torch rather than the operator."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tabulate import tabulate
@@ -95,15 +95,7 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
     runs = list_runs(store, caliber=caliber, **filters)
     if not runs:
         raise UsageError(f"no runs in the store {store.shown} match. Fix: `history list` shows runs and calibers.")
-    calibers = {r["caliber"] for r in runs}
-    others = []
-    if len(calibers) > 1:
-        # The caliber with the most runs: a series only makes sense within one caliber.
-        counts = {c: sum(1 for r in runs if r["caliber"] == c) for c in calibers}
-        chosen = max(sorted(counts), key=lambda c: counts[c])
-        others = [{"caliber": c, "runs": n} for c, n in sorted(counts.items(), key=lambda x: -x[1]) if c != chosen]
-        runs = [r for r in runs if r["caliber"] == chosen]
-    series_runs = runs
+    series_runs, others = _one_caliber(runs)
     index = {r["run_id"]: i for i, r in enumerate(series_runs)}
     fields = ("run_id", "op", "dtype", "shape", "side", "latency", "latency_base", "status")
     lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
@@ -115,29 +107,61 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
             continue
         values = [per_run[i] for i in ids]
         for st in find_steps(values, k, threshold, z):
+            if _kind(st) == "improvement" and not include_improvements:
+                continue
             i = st["index"]
             first, prev = series_runs[index[ids[i]]], series_runs[index[ids[i - 1]]]
-            before, after = values[max(0, i - k):i], values[i:i + k]
-            b = base.get(key, {})
-            bb = [b[r] for r in ids[max(0, i - k):i] if r in b]
-            ba = [b[r] for r in ids[i:i + k] if r in b]
-            base_change = (float(np.median(ba)) / float(np.median(bb)) - 1) * 100 if bb and ba else None
-            kind = "regression" if st["step"] > 0 else "improvement"
-            if kind == "improvement" and not include_improvements:
-                continue
-            found.append({
-                "op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "side": key[3], "kind": kind,
-                "change_pct": round((math.exp(st["step"]) - 1) * 100, 2),
-                "before_ms": float(np.median(before)), "after_ms": float(np.median(after)),
-                "baseline_change_pct": None if base_change is None else round(base_change, 2),
-                "noise_pct": round((math.exp(st["noise"]) - 1) * 100, 2),
-                "first_run": first["run_id"], "first_created": first["created"].isoformat(),
-                "corpus_commit": first.get("corpus_commit"), "zlbench_commit": first.get("zlbench_commit"),
-                "triton_version": first.get("triton_version"),
-                "changed": "; ".join(f"{f} {(a or '-')[:12]} -> {(c or '-')[:12]}"
-                                     for f, (a, c) in changed_versions(prev, first).items()) or "nothing recorded",
-            })
+            found.append(_step_record(key, st, values, ids, base.get(key, {}), first, prev, k))
     found.sort(key=lambda f: (f["kind"] != "regression", f["first_created"], -abs(f["change_pct"]), f["op"]))
+    return _result(series_runs, found, others, k, threshold, z)
+
+
+def _one_caliber(runs: List[dict]) -> Tuple[List[dict], List[dict]]:
+    """The runs of the caliber with the most runs (a series only makes sense within one caliber), and the
+    other calibers with their run counts."""
+    calibers = {r["caliber"] for r in runs}
+    if len(calibers) <= 1:
+        return runs, []
+    counts = {c: sum(1 for r in runs if r["caliber"] == c) for c in calibers}
+    chosen = max(sorted(counts), key=lambda c: counts[c])
+    others = [{"caliber": c, "runs": n} for c, n in sorted(counts.items(), key=lambda x: -x[1]) if c != chosen]
+    return [r for r in runs if r["caliber"] == chosen], others
+
+
+def _kind(st: Mapping) -> str:
+    return "regression" if st["step"] > 0 else "improvement"
+
+
+def _baseline_change(b: Mapping, ids: Sequence, i: int, k: int) -> Optional[float]:
+    """The torch baseline's change in % at the same split, None without baseline values on both sides."""
+    bb = [b[r] for r in ids[max(0, i - k):i] if r in b]
+    ba = [b[r] for r in ids[i:i + k] if r in b]
+    return (float(np.median(ba)) / float(np.median(bb)) - 1) * 100 if bb and ba else None
+
+
+def _step_record(key: tuple, st: Mapping, values: Sequence[float], ids: Sequence, b: Mapping,
+                 first: Mapping, prev: Mapping, k: int) -> Dict:
+    """One reported step of row `key`: its size, the medians around it and the run first after it."""
+    i = st["index"]
+    before, after = values[max(0, i - k):i], values[i:i + k]
+    base_change = _baseline_change(b, ids, i, k)
+    return {
+        "op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "side": key[3],
+        "kind": _kind(st),
+        "change_pct": round((math.exp(st["step"]) - 1) * 100, 2),
+        "before_ms": float(np.median(before)), "after_ms": float(np.median(after)),
+        "baseline_change_pct": None if base_change is None else round(base_change, 2),
+        "noise_pct": round((math.exp(st["noise"]) - 1) * 100, 2),
+        "first_run": first["run_id"], "first_created": first["created"].isoformat(),
+        "corpus_commit": first.get("corpus_commit"), "zlbench_commit": first.get("zlbench_commit"),
+        "triton_version": first.get("triton_version"),
+        "changed": "; ".join(f"{f} {(a or '-')[:12]} -> {(c or '-')[:12]}"
+                             for f, (a, c) in changed_versions(prev, first).items()) or "nothing recorded",
+    }
+
+
+def _result(series_runs: List[dict], found: List[Dict], others: List[dict], k: int, threshold: float,
+            z: float) -> Dict:
     return {"summary": {"caliber": series_runs[0]["caliber"], "runs": len(series_runs), "k": k,
                         "threshold": threshold, "z": z,
                         "backend": series_runs[0].get("backend"), "device_name": series_runs[0].get("device_name"),

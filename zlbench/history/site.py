@@ -140,27 +140,41 @@ def _trend_lines(rows: Iterable[dict]) -> Dict[str, Dict[str, Dict[int, float]]]
 
 
 def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> Path:
-    from . import regressions as R
-    from . import vendors as V
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs = list_runs(store)
-    sections: List[str] = []
-    # Runs
-    sections.append('<h2 id="runs-section">Runs</h2>' + table("runs", [
+    by_caliber: Dict[str, List[dict]] = defaultdict(list)
+    for r in runs:
+        by_caliber[r["caliber"]].append(r)
+    # The calibers with a series (two runs or more), the one with the most runs first.
+    series = sorted((c for c, rs in by_caliber.items() if len(rs) >= 2), key=lambda c: -len(by_caliber[c]))
+    sections = [_runs_section(runs), _trends_section(store, series, by_caliber),
+                _regressions_section(store, series, by_caliber, k, threshold), _vendors_section(store),
+                _ab_section(store, runs)]
+    nav = ('<nav><a href="#runs-section">Runs</a><a href="#trends">Trends</a><a href="#regressions-section">'
+           'Regressions</a><a href="#vendors-section">Vendors</a><a href="#ab">A/B</a></nav>')
+    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>zlbench history</title>'
+            f"<style>{STYLE}</style></head><body><h1>zlbench history</h1><p class=\"note\">Store {esc(store.shown)}: "
+            f"{len(runs)} run(s), {len(by_caliber)} caliber(s).</p>{nav}{''.join(sections)}"
+            f"<script>{SCRIPT}</script></body></html>\n")
+    index = out / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index
+
+
+def _runs_section(runs: List[dict]) -> str:
+    return '<h2 id="runs-section">Runs</h2>' + table("runs", [
         "id", "created (UTC)", "kind", "backend", "device", "timer", "corpus commit", "zlbench commit", "triton",
         "torch", "caliber", "nodes", "not ok", "path"], [
         [_cell(r["run_id"]), f'<td data-v="{r["created"].isoformat()}">{r["created"]:%Y-%m-%d %H:%M}</td>',
          _cell(r["kind"]), _cell(r["backend"]), _cell(r["device_name"]), _cell(r["timer"]),
          _cell((r["corpus_commit"] or "-")[:10]), _cell((r["zlbench_commit"] or "-")[:10]),
          _cell(r["triton_version"]), _cell(r["torch_version"]), _cell(r["caliber"][:10]), _cell(r["nodes"]),
-         _cell(r["not_ok"]), _cell(r["path"])] for r in reversed(runs)]))
-    by_caliber: Dict[str, List[dict]] = defaultdict(list)
-    for r in runs:
-        by_caliber[r["caliber"]].append(r)
-    series = sorted((c for c, rs in by_caliber.items() if len(rs) >= 2), key=lambda c: -len(by_caliber[c]))
-    # Trends
+         _cell(r["not_ok"]), _cell(r["path"])] for r in reversed(runs)])
+
+
+def _trends_section(store: Store, series: List[str], by_caliber: Mapping[str, List[dict]]) -> str:
+    """Charts of the MAX_CALIBERS calibers with the most runs, MAX_CHARTS charts at most over all of them."""
     trend_parts, charts = [], 0
     for cal in series[:MAX_CALIBERS]:
         cruns = by_caliber[cal]
@@ -175,11 +189,16 @@ def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> 
         head = cruns[-1]
         trend_parts.append(f"<h3>Caliber {cal[:10]}: {esc(head['backend'])}, {esc(head['device_name'])}, timer "
                            f"{esc(head['timer'])}, {len(cruns)} runs</h3><div class=\"charts\">{''.join(svgs)}</div>")
-    sections.append('<h2 id="trends">Trends</h2><p class="note">Latency of each operator relative to its typical '
-                    "value (median over the caliber's runs; 1.0 = typical, above = slower), one line per dtype, "
-                    "geometric mean over shapes. Hover a point for its run.</p>"
-                    + ("".join(trend_parts) or "<p>No caliber has two runs yet.</p>"))
-    # Regressions
+    return ('<h2 id="trends">Trends</h2><p class="note">Latency of each operator relative to its typical '
+            "value (median over the caliber's runs; 1.0 = typical, above = slower), one line per dtype, "
+            "geometric mean over shapes. Hover a point for its run.</p>"
+            + ("".join(trend_parts) or "<p>No caliber has two runs yet.</p>"))
+
+
+def _regressions_section(store: Store, series: List[str], by_caliber: Mapping[str, List[dict]], k: int,
+                         threshold: float) -> str:
+    from . import regressions as R
+
     reg_rows = []
     for cal in series:
         if len(by_caliber[cal]) < 2 * k:
@@ -191,15 +210,20 @@ def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> 
                              _cell(f["before_ms"], ".5g"), _cell(f["after_ms"], ".5g"),
                              _cell(f["baseline_change_pct"], "+.1f"), _cell(f["noise_pct"], ".1f"),
                              _cell(f["first_run"]), _cell(f["first_created"][:16]), _cell(f["changed"])])
-    sections.append(f'<h2 id="regressions-section">Regressions</h2><p class="note">Over each caliber with at least '
-                    f"{2 * k} runs, by date: median of the {k} runs after a split vs the {k} before, a step of at "
-                    f"least {threshold:.0%} and 3x the runs' robust spread (one outlier never counts); named by the "
-                    "first run after it and what changed there.</p>"
-                    + (table("regressions", ["caliber", "op", "dtype", "shape", "side", "step", "change %",
-                                             "before ms", "after ms", "torch change %", "noise %", "first run",
-                                             "first created", "what changed"], reg_rows)
-                       if reg_rows else "<p>No persistent step.</p>"))
-    # Vendors
+    return (f'<h2 id="regressions-section">Regressions</h2><p class="note">Over each caliber with at least '
+            f"{2 * k} runs, by date: median of the {k} runs after a split vs the {k} before, a step of at "
+            f"least {threshold:.0%} and 3x the runs' robust spread (one outlier never counts); named by the "
+            "first run after it and what changed there.</p>"
+            + (table("regressions", ["caliber", "op", "dtype", "shape", "side", "step", "change %",
+                                     "before ms", "after ms", "torch change %", "noise %", "first run",
+                                     "first created", "what changed"], reg_rows)
+               if reg_rows else "<p>No persistent step.</p>"))
+
+
+def _vendors_section(store: Store) -> str:
+    """The vendor table of the newest corpus commit, or why there is none."""
+    from . import vendors as V
+
     try:
         ven = V.vendors(store)
         labels = ven["summary"]["vendors"]
@@ -211,12 +235,15 @@ def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> 
                 cells += [_cell(v.get("speedup"), ".3f"), _cell(v.get("latency_ms"), ".4g")]
             vrows.append(cells)
         headers = ["op", "dtype", "shape"] + [f"{l} {x}" for l in labels for x in ("speedup", "ms")]
-        sections.append(f'<h2 id="vendors-section">Vendors</h2><p class="note">Corpus commit '
-                        f'{esc(ven["summary"]["corpus_commit"][:12])}: each backend\'s speedup over its own torch and '
-                        "its latency, from its newest run of that commit.</p>" + table("vendors", headers, vrows))
+        return (f'<h2 id="vendors-section">Vendors</h2><p class="note">Corpus commit '
+                f'{esc(ven["summary"]["corpus_commit"][:12])}: each backend\'s speedup over its own torch and '
+                "its latency, from its newest run of that commit.</p>" + table("vendors", headers, vrows))
     except UsageError as e:
-        sections.append(f'<h2 id="vendors-section">Vendors</h2><p>{esc(e)}</p>')
-    # A/B results
+        return f'<h2 id="vendors-section">Vendors</h2><p>{esc(e)}</p>'
+
+
+def _ab_section(store: Store, runs: List[dict]) -> str:
+    """Every A/B run in the store, newest first: its summary line and its rows (folded)."""
     with store.begin("reading A/B results") as conn:
         summaries = [dict(r._mapping) for r in conn.execute(select(S.ab_summaries))]
         ab_rows = defaultdict(list)
@@ -228,26 +255,21 @@ def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> 
         run = run_by_id.get(sm["run_id"])
         if run is None:
             continue
-        o = (sm["summary"] or {}).get("overall") or {}
-        verdicts = ", ".join(f"{k2}: {v}" for k2, v in sorted(((sm["summary"] or {}).get("verdicts") or {}).items()))
-        gm = "-" if o.get("geomean") is None else f"{(o['geomean'] - 1) * 100:+.2f}%"
-        rows_html = table(f"ab-{sm['run_id']}", ["op", "dtype", "shape", "rounds", "A ms", "B ms", "change %",
-                                                 "CI lo %", "CI hi %", "q", "live", "verdict"], [
-            [_cell(t["op"]), _cell(t["dtype"]), _cell(t["shape"]), _cell(t["rounds"]), _cell(t["a_ms"], ".5g"),
-             _cell(t["b_ms"], ".5g"), _cell(t["change_pct"], "+.2f"), _cell(t["ci_lo_pct"], "+.2f"),
-             _cell(t["ci_hi_pct"], "+.2f"), _cell(t["q"], ".3g"), _cell(t["live"]), _cell(t["verdict"])]
-            for t in ab_rows.get(sm["run_id"], [])])
-        ab_parts.append(f"<h3>Run {sm['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {esc(run['backend'])}): "
-                        f"{esc(sm['label_a'])} vs {esc(sm['label_b'])}</h3><p>Liveness: <b>{esc(sm['liveness'])}</b>; "
-                        f"overall B/A latency {gm}; verdicts: {esc(verdicts) or '-'}.</p>"
-                        f"<details><summary>rows</summary>{rows_html}</details>")
-    sections.append('<h2 id="ab">A/B results</h2>' + ("".join(ab_parts) or "<p>No A/B run recorded.</p>"))
-    nav = ('<nav><a href="#runs-section">Runs</a><a href="#trends">Trends</a><a href="#regressions-section">'
-           'Regressions</a><a href="#vendors-section">Vendors</a><a href="#ab">A/B</a></nav>')
-    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>zlbench history</title>'
-            f"<style>{STYLE}</style></head><body><h1>zlbench history</h1><p class=\"note\">Store {esc(store.shown)}: "
-            f"{len(runs)} run(s), {len(by_caliber)} caliber(s).</p>{nav}{''.join(sections)}"
-            f"<script>{SCRIPT}</script></body></html>\n")
-    index = out / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index
+        ab_parts.append(_ab_part(sm, run, ab_rows.get(sm["run_id"], [])))
+    return '<h2 id="ab">A/B results</h2>' + ("".join(ab_parts) or "<p>No A/B run recorded.</p>")
+
+
+def _ab_part(sm: Mapping, run: Mapping, rows: List[dict]) -> str:
+    o = (sm["summary"] or {}).get("overall") or {}
+    verdicts = ", ".join(f"{k2}: {v}" for k2, v in sorted(((sm["summary"] or {}).get("verdicts") or {}).items()))
+    gm = "-" if o.get("geomean") is None else f"{(o['geomean'] - 1) * 100:+.2f}%"
+    rows_html = table(f"ab-{sm['run_id']}", ["op", "dtype", "shape", "rounds", "A ms", "B ms", "change %",
+                                             "CI lo %", "CI hi %", "q", "live", "verdict"], [
+        [_cell(t["op"]), _cell(t["dtype"]), _cell(t["shape"]), _cell(t["rounds"]), _cell(t["a_ms"], ".5g"),
+         _cell(t["b_ms"], ".5g"), _cell(t["change_pct"], "+.2f"), _cell(t["ci_lo_pct"], "+.2f"),
+         _cell(t["ci_hi_pct"], "+.2f"), _cell(t["q"], ".3g"), _cell(t["live"]), _cell(t["verdict"])]
+        for t in rows])
+    return (f"<h3>Run {sm['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {esc(run['backend'])}): "
+            f"{esc(sm['label_a'])} vs {esc(sm['label_b'])}</h3><p>Liveness: <b>{esc(sm['liveness'])}</b>; "
+            f"overall B/A latency {gm}; verdicts: {esc(verdicts) or '-'}.</p>"
+            f"<details><summary>rows</summary>{rows_html}</details>")

@@ -18,6 +18,20 @@ from .query import fetch_rows, list_runs, usable
 
 
 def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[List[str]] = None) -> Dict:
+    runs = _runs_with_commit(store, corpus_commit)
+    commit = runs[-1]["corpus_commit"]  # the newest run's, unless one was asked for
+    latest = _latest_per_column(runs, commit)
+    columns = sorted(latest)
+    by_run = {latest[c]["run_id"]: c for c in columns}
+    acc = _accumulate(fetch_rows(store, list(by_run), ops=ops), by_run)
+    table = [_table_entry(key, acc[key], columns) for key in sorted(acc, key=natural_key)]
+    return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
+                        "runs": {_label(c): latest[c]["run_id"] for c in columns}},
+            "rows": table}
+
+
+def _runs_with_commit(store: Store, corpus_commit: Optional[str]) -> List[dict]:
+    """The runs and logs that record a corpus commit (starting with `corpus_commit` if given), oldest first."""
     runs = [r for r in list_runs(store) if r["kind"] in ("run", "log") and r.get("corpus_commit")]
     if corpus_commit:
         runs = [r for r in runs if r["corpus_commit"].startswith(corpus_commit)]
@@ -25,15 +39,22 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
         raise UsageError(f"no run in the store {store.shown} records a corpus commit"
                          f"{' starting with ' + corpus_commit if corpus_commit else ''}. Fix: `history list` shows "
                          "the runs' corpus commits (FlagGems logs: import them with --corpus-commit).")
-    commit = runs[-1]["corpus_commit"]  # the newest run's, unless one was asked for
+    return runs
+
+
+def _latest_per_column(runs: List[dict], commit: str) -> Dict[tuple, dict]:
+    """The newest run of every (backend, device) at `commit`."""
     latest: Dict[tuple, dict] = {}
     for r in runs:
         if r["corpus_commit"] == commit:
             latest[(r.get("backend") or "?", r.get("device_name") or "?")] = r  # oldest first: newest wins
-    columns = sorted(latest)
-    by_run = {latest[c]["run_id"]: c for c in columns}
+    return latest
+
+
+def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
+    """Main-side rows grouped by (op, dtype, shape), then by column: their latencies, speedups and failures."""
     acc: Dict[tuple, Dict[tuple, Dict[str, list]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    for row in fetch_rows(store, list(by_run), ops=ops):
+    for row in rows:
         if row.get("dtype") is None or (row.get("side") or "main") != "main":
             continue
         cell = acc[(row["op"], short_dtype(row["dtype"]), row["shape"])][by_run[row["run_id"]]]
@@ -43,22 +64,25 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
             cell["speedup"].append(float(row["speedup"]))
         if row.get("status") != "ok":
             cell["status"].append(row["status"])
-    table = []
-    for key in sorted(acc, key=natural_key):
-        entry = {"op": key[0], "dtype": key[1], "shape": key[2], "vendors": {}}
-        for c in columns:
-            cell = acc[key].get(c)
-            if cell is None:
-                continue
-            entry["vendors"][_label(c)] = {
-                "speedup": statistics.median(cell["speedup"]) if cell["speedup"] else None,
-                "latency_ms": statistics.median(cell["latency"]) if cell["latency"] else None,
-                "status": cell["status"][0] if cell["status"] and not cell["latency"] else "ok",
-            }
-        table.append(entry)
-    return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
-                        "runs": {_label(c): latest[c]["run_id"] for c in columns}},
-            "rows": table}
+    return acc
+
+
+def _table_entry(key: tuple, cells: Mapping, columns: List[tuple]) -> dict:
+    entry = {"op": key[0], "dtype": key[1], "shape": key[2], "vendors": {}}
+    for c in columns:
+        cell = cells.get(c)
+        if cell is None:
+            continue
+        entry["vendors"][_label(c)] = _vendor_cell(cell)
+    return entry
+
+
+def _vendor_cell(cell: Mapping) -> dict:
+    return {
+        "speedup": statistics.median(cell["speedup"]) if cell["speedup"] else None,
+        "latency_ms": statistics.median(cell["latency"]) if cell["latency"] else None,
+        "status": cell["status"][0] if cell["status"] and not cell["latency"] else "ok",
+    }
 
 
 def natural_key(key: tuple) -> tuple:
