@@ -17,7 +17,6 @@ from . import __version__
 from ._version_info import dist_version, git_commit
 from .backends import DeviceBackend
 from .plan import Plan
-from .results.rundir import IDENTITY_FILE, write_identity  # noqa: F401 (the run dir's owner writes it)
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.

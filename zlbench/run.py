@@ -21,11 +21,12 @@ from .backends import get_backend
 from .backends.registry import backend_names, detect
 from .errors import UsageError
 from .exitcodes import Exit
-from .identity import IDENTITY_FILE, build_identity, write_identity
+from .identity import build_identity
 from .locks import RunDirLock, check_devices_free
 from .plan import Plan, make_plan
 from .results.records import WorkUnit
-from .results.rundir import load_plan, unfinished_nodes, wall_times, write_placeholders, write_plan
+from .results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
+                              write_placeholders, write_plan)
 from .validate import validate_config
 
 log = logging.getLogger("zlbench")

@@ -25,7 +25,6 @@ from .results import events as ev
 from .stealing import Ownership
 
 POLL_S = 0.2
-DEADLINE_REASON = ev.DEADLINE_REASON
 
 
 class Terminated(RuntimeError):
@@ -106,7 +105,7 @@ def _never_started(attempt: Attempt, node: str, any_started: bool) -> dict:
     if attempt.killed_for == "deadline" and not any_started:
         # zlbench killed the process before its first node (still importing the corpus): the
         # run's time limit was reached, nothing crashed.
-        return _end(node, "timeout", f"{DEADLINE_REASON} before it ran")
+        return _end(node, "timeout", f"{ev.DEADLINE_REASON} before it ran")
     if not any_started:
         return _end(node, "crashed", f"{_exit_reason(attempt.returncode)} before running any node; "
                                      f"log tail: {attempt.log_tail}")
@@ -125,7 +124,7 @@ def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], 
     if attempt.killed_for == "node_timeout":
         status, reason = "timeout", f"exceeded launcher.node_timeout_s={node_timeout:g}s"
     elif attempt.killed_for == "deadline":
-        status, reason = "timeout", DEADLINE_REASON
+        status, reason = "timeout", ev.DEADLINE_REASON
     elif poison is not None:
         status, reason = "poisoned", f"capture poisoned the device context: {poison['reason']}"
     else:
@@ -180,7 +179,7 @@ class UnitRunner:
                 break
             if self.deadline is not None and time.time() >= self.deadline:
                 for n in remaining:
-                    ev.append(self.events, "end", node=n, status="timeout", reason=f"{DEADLINE_REASON} before it ran")
+                    ev.append(self.events, "end", node=n, status="timeout", reason=f"{ev.DEADLINE_REASON} before it ran")
                 break
             attempt = self._launch(remaining + takeable)
             self.owner.note_attempt(takeable, attempt)
