@@ -111,8 +111,13 @@ def test_liveness_compares_kernel_by_kernel():
     assert liveness_of("op", a, {"op": ["k1.cubin:x", "k2.cubin:z"]}) is True
     # B stopped early and compiled only k1 (identical): comparable kernels are all equal.
     assert liveness_of("op", a, {"op": ["k1.cubin:x"]}) is False
-    # Different numbers of variants and different bytes: not comparable.
-    assert liveness_of("op", {"op": ["k.cubin:x"]}, {"op": ["k.cubin:y", "k.cubin:z"]}) is None
+    # No variant in common: the switch changed the kernel's code.
+    assert liveness_of("op", {"op": ["k.cubin:x"]}, {"op": ["k.cubin:y", "k.cubin:z"]}) is True
+    # A duplicate (or extra) variant on one side, the rest identical: not live, never unknown.
+    assert liveness_of("op", {"op": ["k.cubin:x"]}, {"op": ["k.cubin:x", "k.cubin:y"]}) is False
+    # Variants that differ both ways while sharing some: not comparable.
+    assert liveness_of("op", {"op": ["k.cubin:x", "k.cubin:w"]},
+                       {"op": ["k.cubin:x", "k.cubin:y", "k.cubin:z"]}) is None
     assert liveness_of("op", a, {}) is None
 
 

@@ -31,6 +31,11 @@ class Tuning(str, Enum):
     replay = "replay"
 
 
+class Schedule(str, Enum):
+    node = "node"
+    round = "round"
+
+
 @dataclass
 class BackendConf:
     name: str = "auto"
@@ -128,6 +133,11 @@ class ABConf:
     sides: List[str] = field(default_factory=lambda: ["main"])
     side: Optional[str] = None
     rounds: int = 1
+    min_rounds: int = 3
+    # node: resident side processes, sides alternating per node (zlbench/resident.py); round: each
+    # side's pass in fresh processes, every round (the runner zlbench replaced did this).
+    schedule: Schedule = Schedule.node
+    respawn_every: int = 0
     fixed: Dict[str, str] = field(default_factory=dict)
     # A/A: both sides get values[0] (measures the false positive rate of the whole pipeline).
     aa: bool = False

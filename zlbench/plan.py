@@ -178,11 +178,33 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0],
                              {n.nodeid: list(n.only_marks) for n in nodes if n.only_marks})
     assignment = balance(nodes, devices, costs or {})
-    units = abba_units(make_unit, sides, rounds, devices, assignment, int(cfg["launcher"].get("shard_size") or 0))
+    ab = cfg.get("ab") or {}
+    notes = multi_file_notes(corpus, cfg.get("ops") or [], nodes)
+    schedule = node_schedule(ab, sides, rounds, notes)
+    # A node-level A/B runs a device's nodes in its resident processes: no shards.
+    shard = 0 if schedule else int(cfg["launcher"].get("shard_size") or 0)
+    units = abba_units(make_unit, sides, rounds, devices, assignment, shard)
+    for u in units:
+        u.schedule = schedule
     if cfg["launcher"].get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
         share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
-    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root),
-                multi_file_notes(corpus, cfg.get("ops") or [], nodes))
+    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes)
+
+
+def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:
+    """What zlbench/resident.py needs to run an interleaved A/B node by node; None when the A/B
+    runs round by round (ab.schedule=round), or there is no pair of sides."""
+    if len(sides) != 2 or str(ab.get("schedule", "node")) != "node":
+        return None
+    if str(ab.get("tuning", "separate")) == "replay":
+        # Replay needs side A's tuning written before B's process starts: whole passes per round.
+        notes.append("ab.tuning=replay runs round by round (ab.schedule=round): side B must start after "
+                     "side A has tuned")
+        return None
+    return {"sides": [s.name for s in sides], "max_rounds": rounds,
+            "min_rounds": min(int(ab.get("min_rounds") or 3), rounds),
+            "respawn_every": int(ab.get("respawn_every") or 0),
+            "threshold": float(ab.get("threshold", 0.02)), "aa": bool(ab.get("aa"))}
 
 
 def multi_file_notes(corpus: Corpus, ops: Sequence[str], nodes: Sequence[TestNode]) -> List[str]:

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .results.events import events_path, final_ends, in_flight, read_events
+from .results.events import events_path, final_ends, in_flight, read_events, stopped
 
 log = logging.getLogger("zlbench")
 
@@ -35,6 +35,8 @@ class RunState:
             events = read_events(events_path(self.run_dir, u["unit_id"]))
             for node, e in final_ends(events).items():
                 ended[(u["side"], u["round"], node)] = e["status"]
+            for node in stopped(events):  # the A/B needs no more rounds of it
+                ended[(u["side"], u["round"], node)] = "stopped"
             current = in_flight(events)
             if current:
                 running[u["device"]] = f"{u['side']} r{u['round']}: {current['node'].split('::')[-1]}"
@@ -54,7 +56,7 @@ class RunState:
 
 
 def _failures(statuses: Counter) -> str:
-    bad = {k: v for k, v in statuses.items() if k != "ok"}
+    bad = {k: v for k, v in statuses.items() if k not in ("ok", "stopped")}
     return ", ".join(f"{k}={v}" for k, v in sorted(bad.items())) or "none"
 
 

@@ -183,6 +183,11 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
             raise UsageError(f"cannot write the run dir {run_dir}: {e}. Fix: free space or choose "
                              "hydra.run.dir=<writable path>.")
         rounds = f" rounds={plan.rounds} per side" if len(plan.sides) > 1 or plan.rounds > 1 else ""
+        schedule = plan.units[0].schedule if plan.units else None
+        if schedule:
+            rounds = (f" rounds: {schedule['min_rounds']} to {schedule['max_rounds']} per side (node by node, "
+                      "ABBA; a node stops once its rows settle" + ("" if schedule["aa"] else
+                                                                  ", or after round 1 when not live") + ")")
         log.info(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
               f"timer={plan.timer} devices={[d.index for d in plan.devices]} nodes={len(plan.nodes)} "
               f"sides={[s.name for s in plan.sides]}{rounds}")

@@ -45,6 +45,9 @@ RULES: List[Rule] = [
     Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
          "widening)", "timer.min_window_ms=2"),
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
+    Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
+         "ab.min_rounds=3"),
+    Rule("ab.respawn_every", _integer(lambda v: v >= 0), "an integer >= 0 (0: never)", "ab.respawn_every=0"),
     Rule("ab.threshold", _number(lambda v: 0 < v < 1), "a relative change between 0 and 1, exclusive",
          "ab.threshold=0.02"),
     Rule("launcher.node_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0",

@@ -333,5 +333,10 @@ def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
               extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
-    """The job function both launchers run: a device's units, in order."""
+    """The job function both launchers run: a device's units, in order (a node-level A/B's units
+    all at once, by zlbench/resident.py)."""
+    if units and units[0].get("schedule"):
+        from .resident import run_device_ab
+
+        return run_device_ab(units, run_dir, deadline, extra_env)
     return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}

@@ -39,3 +39,15 @@ def emit(event: str, **fields: Any) -> None:
     if _events is None:
         _events = EventWriter(path)
     _events.emit(event, **fields)
+
+
+def redirect(events: str, unit: str) -> None:
+    """A resident process (plugins/serve.py) runs each command for one unit: its events go there."""
+    global _events
+    cfg = config()
+    if cfg.get("events") == events:
+        return
+    cfg.update(events=events, unit=unit)
+    if _events is not None:
+        _events.close()
+        _events = None

@@ -9,7 +9,7 @@ import json
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
@@ -17,35 +17,16 @@ from ..results.schema import short_dtype
 from ..results.schema import MARKER_FALLBACK
 from ..results.pairing import pair
 from . import stats
+from .liveness import compare_kernels
 
 AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
-             "p", "q", "mde_pct", "live", "fallback", "verdict"]
-
-
-def _by_kernel(entries) -> Dict[str, set]:
-    out: Dict[str, set] = {}
-    for e in entries or []:
-        name, _, digest = str(e).rpartition(":")
-        out.setdefault(name, set()).add(digest)
-    return out
+             "p", "q", "mde_pct", "live", "fallback", "verdict", "stop"]
 
 
 def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
                 artifacts_b: Mapping[str, Sequence[str]]) -> Optional[bool]:
-    """Compare the kernels an op compiled on each side, kernel by kernel name.
-
-    True (live): some kernel compiled the same number of variants on both sides, with different
-    bytes. False (not live): every kernel both sides compiled is byte-identical. None (unknown):
-    no artifacts, or nothing comparable (e.g. one side stopped before compiling)."""
-    ka, kb = _by_kernel(artifacts_a.get(op)), _by_kernel(artifacts_b.get(op))
-    common = sorted(set(ka) & set(kb))
-    if not common:
-        return None
-    if any(ka[n] != kb[n] and len(ka[n]) == len(kb[n]) for n in common):
-        return True
-    if all(ka[n] == kb[n] for n in common):
-        return False
-    return None
+    """The op's kernels on each side compared (report/liveness.py): live, not live, or unknown."""
+    return compare_kernels(artifacts_a.get(op), artifacts_b.get(op))
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -59,8 +40,12 @@ def _pct(x: Optional[float]) -> Optional[float]:
 def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_b: str,
             threshold: float = 0.02, artifacts_a: Optional[Mapping[str, str]] = None,
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
-            caveats: Sequence[str] = ()) -> Dict:
-    """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk)."""
+            caveats: Sequence[str] = (), stops: Optional[Mapping[str, Mapping]] = None,
+            rounds: Optional[Mapping[str, int]] = None, cut: Collection[str] = ()) -> Dict:
+    """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk).
+
+    stops: test node -> the scheduler's `stopped` event (why it ran no more rounds: not live,
+    settled); rounds: {"min", "max"} planned per row; cut: test nodes the run did not finish."""
     pairing = pair(rows_a, rows_b, "latency")
     artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
     row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
@@ -69,12 +54,28 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
     stats.analyse(row_stats, live, threshold)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
+    for p, t in zip(pairing.rows, table):
+        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut)
     summary = _summary(pairing, table, live, aa)
-    summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats))
+    summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
+                   rounds_planned=dict(rounds) if rounds else None,
+                   stops=dict(Counter(t["stop"] for t in table if t["stop"])))
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in pairing.unpaired]}
     result["markdown"] = render_markdown(result)
     return result
+
+
+def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
+                cut: Collection[str]) -> str:
+    """Why a row has the rounds it has: settled, not live (the scheduler stopped its node), max
+    rounds, or cut (the run ended first)."""
+    base = (node or "").split("[")[0]
+    if base in stops:
+        return str(stops[base].get("why"))
+    if base in cut or (rounds and done < rounds["max"]):
+        return "cut"
+    return "max rounds" if rounds else ""
 
 
 def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool) -> Dict:
@@ -135,6 +136,11 @@ def headline(summary: Mapping) -> List[str]:
                      "(geometric mean; negative = B faster).")
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"
     lines.append(f"Verdicts: {counts}.")
+    planned = summary.get("rounds_planned")
+    if planned and summary.get("stops"):
+        why = ", ".join(f"{k}: {v}" for k, v in sorted(summary["stops"].items()))
+        span = f"{planned['min']} to {planned['max']}" if planned["min"] != planned["max"] else f"{planned['max']}"
+        lines.append(f"Rounds: {span} per row; rows by why they stopped: {why}.")
     if summary.get("aa"):
         fpr = summary["false_positive_rate"]
         lines.append(f"A/A mode: {summary['flagged_rows']} row(s) flagged after BH "
@@ -167,11 +173,11 @@ def render_markdown(result: Mapping) -> str:
     rows = []
     for t in result["rows"]:
         ci = (f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-")
-        rows.append([t["op"], t["dtype"], t["shape"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
-                     f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
+        rows.append([t["op"], t["dtype"], t["shape"], f"{t['rounds']}" + (f" ({t['stop']})" if t.get("stop") else ""),
+                     f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}", f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
                      t["verdict"] + (" (fallback)" if t["fallback"] else "")
                      + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])
-    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "A ms (geo)", "B ms (geo)", "change", "95% CI",
+    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "rounds", "A ms (geo)", "B ms (geo)", "change", "95% CI",
                                        "q", "verdict"], tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
         out += ["", "## Unpaired rows", ""]

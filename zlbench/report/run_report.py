@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..exitcodes import Exit, run_exit
 from ..results.events import DEADLINE_REASON
-from ..results.rundir import add_process_facts, collect, load_artifacts, load_plan, read_identity, run_pinning_problems
+from ..results.rundir import (add_process_facts, collect, load_artifacts, load_plan, read_identity,
+                              run_pinning_problems, stopped_nodes)
 from .summary import contention_warning, render_summary
 
 log = logging.getLogger("zlbench")
@@ -51,19 +52,22 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
 
 
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
-              extra_caveats: Sequence[str] = ()) -> Dict:
+              extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = ()) -> Dict:
     """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png)."""
     from .ab import compare, write
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
+    schedule = (load_plan(run_dir)["units"] or [{}])[0].get("schedule")
+    rounds = {"min": schedule["min_rounds"], "max": schedule["max_rounds"]} if schedule else None
     result = compare([r for r in rows if r.get("side") == sides[0]],
                      [r for r in rows if r.get("side") == sides[1]],
                      f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
                      f"{ab['var']}={identity['sides'][sides[1]].get(ab['var'])} ({sides[1]})",
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
-                     caveats=list(extra_caveats) + shared_state_caveats(identity))
+                     caveats=list(extra_caveats) + shared_state_caveats(identity),
+                     stops=stopped_nodes(run_dir), rounds=rounds, cut={c["test_node"] for c in cut})
     write(result, run_dir)
     if len(result["rows"]) > LARGE:
         # At corpus scale: a fixed-size overview instead of one forest-plot line per row, and a
@@ -110,7 +114,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if len(sides) == 2:
         caveat = [f"run cut short: {len(cut)} node(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
-        result = ab_report(run_dir, rows, sides, identity, caveat)
+        result = ab_report(run_dir, rows, sides, identity, caveat, cut)
         text = result["markdown"] + "\n" + text
         verdicts = [t["verdict"] for t in result["rows"]]
         dead = result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")

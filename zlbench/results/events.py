@@ -6,7 +6,9 @@ An event is one JSON line: {"event": <kind>, "t": <unix time>, "pid": <writer>, 
   launch (worker: a benchmark process starts), process (its device facts), session_start,
   start / end (a node; end carries a status), record (a corpus result record), log (a run.log line),
   artifacts (kernels a node compiled), poison, collect_error, setup_error, retry, warning, exit,
-  session_end, exited (worker: the process is gone).
+  session_end, exited (worker: the process is gone); ready / served (a resident process of a
+  node-level A/B is ready for commands / ran one); stopped (the A/B scheduler will not run a node
+  in this unit's round: `why` is "not live" or "settled").
 An `end` with `resumable: true` is a placeholder: the node did not run to an end of its own (its
 job was killed, cancelled or interrupted) and a resume measures it again.
 """
@@ -60,6 +62,9 @@ class EventWriter:
         self._file.flush()
         os.fsync(self._file.fileno())
 
+    def close(self) -> None:
+        self._file.close()
+
 
 def parse_lines(chunk: bytes) -> List[dict]:
     out = []
@@ -98,6 +103,12 @@ def is_final_end(e: dict) -> bool:
 def final_ends(events: Iterable[dict]) -> Dict[str, dict]:
     """base node id -> its last final end (placeholders never count: resume measures those)."""
     return {base_node(e["node"]): e for e in events if is_final_end(e)}
+
+
+def stopped(events: Iterable[dict]) -> Dict[str, dict]:
+    """base node id -> the A/B scheduler's decision not to run it in this unit (not live, settled):
+    done, not unfinished, and not a status of the node."""
+    return {base_node(e["node"]): e for e in events if e.get("event") == "stopped"}
 
 
 def placeholders(events: Sequence[dict]) -> Dict[str, dict]:

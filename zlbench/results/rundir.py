@@ -97,11 +97,12 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def measured_nodes(run_dir: Path, plan: Mapping, events: Optional[Mapping[str, List[dict]]] = None
                    ) -> Dict[tuple, set]:
-    """(side, round) -> nodes with a final end in any of its units (a unit may take another's)."""
+    """(side, round) -> nodes with a final end in any of its units (a unit may take another's), or
+    that the A/B scheduler stopped (not live, settled): nothing left to measure there."""
     done: Dict[tuple, set] = {}
     for u in plan["units"]:
         unit_events = events[u["unit_id"]] if events is not None else ev.read_events(ev.events_path(run_dir, u["unit_id"]))
-        done.setdefault((u["side"], u["round"]), set()).update(ev.final_ends(unit_events))
+        done.setdefault((u["side"], u["round"]), set()).update(ev.final_ends(unit_events), ev.stopped(unit_events))
     return done
 
 
@@ -226,6 +227,23 @@ class _Collector:
             d = self.devices.get(s["device"])
             s["device"] = f"{s['device']}:{d['name']}" if d else str(s["device"])
         return out
+
+
+def stopped_nodes(run_dir: Path) -> Dict[str, dict]:
+    """test node -> the A/B scheduler's first `stopped` event for it (why it ran no more rounds)."""
+    out: Dict[str, dict] = {}
+    for u in load_plan(run_dir)["units"]:
+        for node, e in ev.stopped(ev.read_events(ev.events_path(run_dir, u["unit_id"]))).items():
+            if node not in out or e.get("after_rounds", 0) < out[node].get("after_rounds", 0):
+                out[node] = e
+    return out
+
+
+def unit_rows(unit: Mapping, events: List[dict]) -> List[dict]:
+    """The rows one unit's events hold (finished attempts only), as collect makes them."""
+    c = _Collector({"units": [unit], "devices": []})
+    c.unit(unit, events, set())
+    return c.rows
 
 
 def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:

@@ -1,0 +1,77 @@
+"""Resident benchmark process of a node-level A/B (zlbench/resident.py drives it).
+
+pytest collects every node of the device once, then, instead of running them in order, waits for
+commands: each names one test node and the unit (side and round) whose events file it reports to.
+The node's items run through pytest's own protocol (fixtures set up and torn down as in a plain
+run); a `served` event tells the scheduler the command is done. Commands come through a file, not
+stdin (pytest's capture owns stdin); "quit" ends the session normally.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Dict, Iterator, List
+
+import pytest
+
+from ..results.events import base_node
+from . import _runtime
+
+POLL_S = 0.002
+_collect_errors: List[dict] = []
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _collect_errors.append({"nodeid": report.nodeid, "reason": str(report.longrepr).strip().splitlines()[-1:]})
+
+
+def commands(path: str) -> Iterator[dict]:
+    """New command lines as they are appended (a torn last line waits for its end)."""
+    pos = 0
+    while True:
+        try:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+        except FileNotFoundError:
+            chunk = b""
+        end = chunk.rfind(b"\n") + 1
+        for line in chunk[:end].splitlines():
+            yield json.loads(line)
+        pos += end
+        if not end:
+            time.sleep(POLL_S)
+
+
+def _not_collected(node: str) -> None:
+    err = next((e for e in _collect_errors if node.startswith(e["nodeid"] or "\0")), None)
+    reason = (f"collection error: {' '.join(err['reason'])}" if err
+              else "not collected by pytest (deselected or missing)")
+    _runtime.emit("end", node=node, status="failed", reason=reason, wall_s=0.0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    path = _runtime.config().get("serve")
+    if not path:
+        return None
+    by_node: Dict[str, list] = {}
+    for item in session.items:
+        by_node.setdefault(base_node(item.nodeid), []).append(item)
+    _runtime.emit("ready", nodes=len(by_node), items=len(session.items))
+    for cmd in commands(path):
+        if cmd.get("quit"):
+            break
+        _runtime.redirect(cmd["events"], cmd["unit"])
+        items = by_node.get(cmd["node"], [])
+        if not items:
+            _not_collected(cmd["node"])
+        for i, item in enumerate(items):
+            # The next item of the same node keeps module fixtures, as in a plain run; after the
+            # node's last item everything is torn down, so each command starts as a fresh run would.
+            nextitem = items[i + 1] if i + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        _runtime.emit("served", seq=cmd["seq"], node=cmd["node"])
+    return True

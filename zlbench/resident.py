@@ -1,0 +1,308 @@
+"""Node-level A/B on one device, with one resident benchmark process per side.
+
+Each side's process (its env and caches fixed when it starts) collects the device's nodes once and
+then runs them one command at a time (plugins/serve.py). Sides alternate per node, ABBA within a
+round (A n1, B n1, B n2, A n2, ...; node order shuffled per round by the planner), so both sides of
+a row are timed seconds apart, and only one process runs a node on the device at a time.
+
+After round 1 the kernels both sides compiled are compared per op: a node whose op compiled
+identical kernels is not timed again ("not live"). From `min_rounds` on, a node whose live rows all
+have a settled verdict (report/sequential.py, valid although it looks after every round) stops.
+Both decisions are written as `stopped` events into the rounds left out, so a resume makes the same
+ones and nothing reads as cut. A node that crashes or hangs gets crashed / timeout as in a plain
+run (worker.outcome) and its side a fresh process; `respawn_every` rounds both sides restart, so
+process-level luck (allocation addresses, autotune picks) is not baked into one side.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .locks import DeviceLock
+from .results import events as ev
+from .worker import (POLL_S, Attempt, Terminated, _die_with_parent, _job_id, _kill_group, _process_env,
+                     _tail, outcome, pytest_argv, status_counts)
+
+SERVE_PLUGIN = "zlbench.plugins.serve"
+QUIT_GRACE_S = 10.0
+
+
+class SideProcess:
+    """One side's resident benchmark process on one device (started lazily, restarted after a
+    crash, a timeout or a respawn)."""
+
+    def __init__(self, side: str, template: Mapping, run_dir: Path, nodes: Sequence[str],
+                 extra_env: Mapping[str, Optional[str]]):
+        self.side, self.template, self.nodes, self.extra_env = side, template, list(nodes), extra_env
+        self.dir = Path(run_dir) / "resident" / f"d{template['device']}.{side}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.dir / "pytest.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self.starts = 0
+        self.seq = 0
+        self.commands: Optional[Path] = None
+        self.broken: Optional[str] = None  # why it cannot start (then its nodes end at once)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, unit: Mapping) -> None:
+        """A fresh process whose start-up events (session_start, process facts, collection errors)
+        go to `unit`, the first one it serves."""
+        self.starts += 1
+        self.commands = self.dir / f"commands.{self.starts}.jsonl"
+        self.commands.write_text("", encoding="utf-8")
+        cfg_path = self.dir / f"plugin_config.{self.starts}.json"
+        cfg_path.write_text(json.dumps({**unit["plugin_config"], "unit": unit["unit_id"],
+                                        "events": str(ev.events_path(self._run_dir, unit["unit_id"])),
+                                        "serve": str(self.commands)}, indent=1))
+        root = Path(unit["corpus_root"])
+        argv = list(unit["argv"]) + ["-p", SERVE_PLUGIN] + [str(root / n) for n in self.nodes]
+        argv = pytest_argv(argv, self.dir)
+        with open(self.log, "a", encoding="utf-8") as out:
+            out.write(f"\n==== zlbench: resident process {self.starts} of side {self.side}\n")
+            out.flush()
+            self.proc = subprocess.Popen(argv, cwd=self.dir, env=_process_env(unit, dict(self.extra_env), cfg_path),
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+        self.seq = 0
+
+    @property
+    def _run_dir(self) -> Path:
+        return self.dir.parent.parent
+
+    def send(self, unit: Mapping, node: str) -> int:
+        self.seq += 1
+        line = {"seq": self.seq, "node": node, "unit": unit["unit_id"],
+                "events": str(ev.events_path(self._run_dir, unit["unit_id"]))}
+        with open(self.commands, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        return self.seq
+
+    def stop(self) -> None:
+        """Quit between commands (the session ends normally); killed when it does not."""
+        if not self.alive():
+            self.proc = None
+            return
+        with open(self.commands, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"quit": True}) + "\n")
+        try:
+            self.proc.wait(QUIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            _kill_group(self.proc)
+
+
+def wait_served(proc: SideProcess, seq: int, events: Path, pos: int, node_timeout: float,
+                deadline: Optional[float]) -> Tuple[bool, Optional[str]]:
+    """(served, killed_for): the command's `served` event, or the process' end (killed_for says
+    why zlbench killed it: node_timeout | deadline | None when it died by itself)."""
+    since = time.time()  # a node's time starts with its first item; before that, the start-up
+    while True:
+        new, pos = ev.read_new_events(events, pos)
+        for e in new:
+            if e.get("event") == "served" and e.get("seq") == seq and e.get("pid") == proc.proc.pid:
+                return True, None
+            if e.get("event") == "start":
+                since = e["t"]
+        if not proc.alive():
+            new, pos = ev.read_new_events(events, pos)
+            served = any(e.get("event") == "served" and e.get("seq") == seq for e in new)
+            return served, None
+        now = time.time()
+        reason = "node_timeout" if now - since > node_timeout else (
+            "deadline" if deadline is not None and now > deadline else None)
+        if reason:
+            proc.kill()
+            return False, reason
+        time.sleep(POLL_S / 4)
+
+
+class DeviceAB:
+    """The node-level A/B of one device: every (side, round) unit of the plan on that device."""
+
+    def __init__(self, units: Sequence[dict], run_dir: str, deadline: Optional[float],
+                 extra_env: Optional[Dict[str, Optional[str]]]):
+        self.run_dir = Path(run_dir)
+        self.units = {(u["side"], u["round"]): u for u in units}
+        self.schedule = units[0]["schedule"]
+        self.sides: List[str] = list(self.schedule["sides"])
+        self.rounds = 1 + max(u["round"] for u in units)
+        self.deadline = deadline
+        first = self.units[(self.sides[0], 0)]
+        for u in units:
+            ev.events_path(self.run_dir, u["unit_id"]).parent.mkdir(parents=True, exist_ok=True)
+        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, first["nodes"], extra_env or {})
+                      for s in self.sides}
+        self.node_timeout = float(first["node_timeout_s"])
+        self.crash_retries = int(first.get("crash_retries") or 0)
+        self.lock = first.get("device_lock")
+
+    # -- what is done ------------------------------------------------------------------------
+    def _events(self, unit: Mapping) -> List[dict]:
+        return ev.read_events(ev.events_path(self.run_dir, unit["unit_id"]))
+
+    def _done(self, unit: Mapping) -> set:
+        events = self._events(unit)
+        return set(ev.final_ends(events)) | set(ev.stopped(events))
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> Dict[str, Dict[str, int]]:
+        waiting = lambda holder: ev.append(  # noqa: E731
+            ev.events_path(self.run_dir, self.units[(self.sides[0], 0)]["unit_id"]), "warning",
+            message=f"waiting for device lock {self.lock} held by {holder}")
+        with DeviceLock(self.lock, waiting):
+            try:
+                for r in range(self.rounds):
+                    if not self._round(r):
+                        break
+            finally:
+                for p in self.procs.values():
+                    p.stop()
+        return {u["unit_id"]: status_counts(self._events(u), u["nodes"]) for u in self.units.values()}
+
+    def _round(self, r: int) -> bool:
+        """Run round r; False when the run's time limit cut it (everything left is marked)."""
+        every = int(self.schedule.get("respawn_every") or 0)
+        if r and every and r % every == 0:
+            for p in self.procs.values():
+                p.stop()
+        if r:
+            self._stop_decided(r)
+        order = self.units[(self.sides[0], r)]["nodes"]
+        done = {s: self._done(self.units[(s, r)]) for s in self.sides}
+        for i, node in enumerate(order):
+            pair = self.sides if (i + r) % 2 == 0 else self.sides[::-1]
+            for side in pair:
+                if node in done[side]:
+                    continue
+                if self.deadline is not None and time.time() >= self.deadline:
+                    self._cut_by_deadline()
+                    return False
+                self._run_node(side, self.units[(side, r)], node)
+        return True
+
+    def _run_node(self, side: str, unit: Mapping, node: str) -> None:
+        proc = self.procs[side]
+        path = ev.events_path(self.run_dir, unit["unit_id"])
+        while True:
+            if proc.broken:
+                ev.append(path, "end", node=node, status="crashed",
+                          reason=f"the side's benchmark process cannot start: {proc.broken}")
+                return
+            history = ev.read_events(path)
+            pos = path.stat().st_size if path.exists() else 0
+            fresh = not proc.alive()
+            ev.append(path, "launch", nodes=1, host=socket.gethostname(), job_id=_job_id(), resident=True)
+            if fresh:
+                proc.start(unit)
+            seq = proc.send(unit, node)
+            served, killed_for = wait_served(proc, seq, path, pos, self.node_timeout, self.deadline)
+            if served:
+                return
+            proc.proc.wait()
+            ev.append(path, "exited", returncode=proc.proc.returncode, killed_for=killed_for)
+            new, _ = ev.read_new_events(path, pos)
+            attempt = Attempt([node], new, proc.proc.returncode, killed_for, _tail(proc.log))
+            result = outcome(attempt, [node], history, node_timeout=self.node_timeout,
+                             crash_retries=self.crash_retries)
+            for e in result.ends:
+                ev.append(path, **e)
+            if result.terminated:
+                raise Terminated(f"unit {unit['unit_id']}: the benchmark process got SIGTERM")
+            if fresh and killed_for is None and not any(e.get("event") == "ready" for e in new):
+                # It died before it could take a command: starting it again per node would only
+                # repeat that for every node of the side.
+                setup = next((e["reason"] for e in new if e.get("event") == "setup_error"), None)
+                proc.broken = setup or f"exited with code {proc.proc.returncode} before it was ready; " \
+                                       f"log tail: {_tail(proc.log)}"
+            if not any(e.get("event") == "retry" for e in result.ends):
+                return
+
+    def _cut_by_deadline(self) -> None:
+        """The run's time limit: every (side, round, node) left gets timeout, as plain units do."""
+        for unit in self.units.values():
+            path = ev.events_path(self.run_dir, unit["unit_id"])
+            done = self._done(unit)
+            for n in unit["nodes"]:
+                if n not in done:
+                    ev.append(path, "end", node=n, status="timeout", reason=f"{ev.DEADLINE_REASON} before it ran")
+
+    # -- stopping --------------------------------------------------------------------------------
+    def _stop_decided(self, r: int) -> None:
+        """Before round r: nodes whose op is not live (after round 1) or whose rows are settled
+        stop; their rounds r.. get `stopped` events."""
+        nodes = self.units[(self.sides[0], r)]["nodes"]
+        active = [n for n in nodes if all(n not in ev.stopped(self._events(self.units[(s, r)])) for s in self.sides)]
+        why: Dict[str, str] = {}
+        if not self.schedule.get("aa"):
+            dead = not_live_nodes(self._round_events(0))
+            why.update({n: "not live" for n in active if n in dead})
+        if r >= int(self.schedule.get("min_rounds") or self.rounds) and r < self.rounds:
+            settled = settled_nodes(self._rows_so_far(r), [n for n in active if n not in why], self.schedule)
+            why.update({n: "settled" for n in settled})
+        for n, reason in why.items():
+            for rr in range(r, self.rounds):
+                for s in self.sides:
+                    path = ev.events_path(self.run_dir, self.units[(s, rr)]["unit_id"])
+                    ev.append(path, "stopped", node=n, why=reason, after_rounds=r)
+
+    def _round_events(self, r: int) -> Dict[str, List[dict]]:
+        return {s: self._events(self.units[(s, r)]) for s in self.sides}
+
+    def _rows_so_far(self, r: int) -> Dict[str, List[dict]]:
+        from .results.rundir import unit_rows
+
+        return {s: [row for rr in range(r) for row in unit_rows(self.units[(s, rr)], self._events(self.units[(s, rr)]))]
+                for s in self.sides}
+
+
+def not_live_nodes(round0: Mapping[str, List[dict]]) -> set:
+    """Nodes whose op compiled identical kernels on both sides in round 1 (report/liveness.py's
+    rule, per op: a kernel compiled once is recorded by the first node of its op that compiled it)."""
+    from .report.liveness import compare_kernels
+
+    sides = list(round0)
+    kernels: Dict[str, Dict[str, set]] = {s: {} for s in sides}
+    node_op: Dict[str, str] = {}
+    for s in sides:
+        for e in round0[s]:
+            if e.get("event") == "artifacts":
+                kernels[s].setdefault(e.get("op") or "", set()).update(e["kernels"])
+            if e.get("event") == "start":
+                node_op[ev.base_node(e["node"])] = e.get("op") or ""
+    dead_ops = {op for op in set(kernels[sides[0]]) | set(kernels[sides[1]])
+                if compare_kernels(kernels[sides[0]].get(op), kernels[sides[1]].get(op)) is False}
+    return {n for n, op in node_op.items() if op in dead_ops}
+
+
+def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping) -> List[str]:
+    """Nodes all of whose paired rows have a settled sequential verdict after the rounds so far."""
+    from .report.sequential import node_settled
+    from .results.pairing import pair
+
+    sides = list(schedule["sides"])
+    pairing = pair(rows[sides[0]], rows[sides[1]], "latency")
+    by_node: Dict[str, Dict[tuple, List[float]]] = {}
+    for p in pairing.rows:
+        d = [math.log(b / a) for a, b in zip(p.a, p.b)]
+        by_node.setdefault(ev.base_node(p.node or ""), {})[p.key] = d
+    return [n for n in nodes if by_node.get(n) and node_settled(
+        by_node[n], float(schedule["threshold"]), min_rounds=int(schedule["min_rounds"]),
+        max_rounds=int(schedule["max_rounds"]))]
+
+
+def run_device_ab(units: List[dict], run_dir: str, deadline: Optional[float] = None,
+                  extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
+    """The job function of a device's node-level A/B (worker.run_queue hands it over)."""
+    return DeviceAB(units, run_dir, deadline, extra_env).run()
