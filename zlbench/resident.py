@@ -77,10 +77,10 @@ class SideProcess:
     def _run_dir(self) -> Path:
         return self.dir.parent.parent
 
-    def send(self, unit: Mapping, node: str) -> int:
+    def send(self, unit: Mapping, node: str, events: Optional[Path] = None, probe: bool = False) -> int:
         self.seq += 1
-        line = {"seq": self.seq, "node": node, "unit": unit["unit_id"],
-                "events": str(ev.events_path(self._run_dir, unit["unit_id"]))}
+        line = {"seq": self.seq, "node": node, "unit": unit["unit_id"], "probe": probe,
+                "events": str(events or ev.events_path(self._run_dir, unit["unit_id"]))}
         with open(self.commands, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         return self.seq
@@ -182,15 +182,57 @@ class DeviceAB:
         order = self.units[(self.sides[0], r)]["nodes"]
         done = {s: self._done(self.units[(s, r)]) for s in self.sides}
         for i, node in enumerate(order):
-            pair = self.sides if (i + r) % 2 == 0 else self.sides[::-1]
-            for side in pair:
+            first, second = self.sides if (i + r) % 2 == 0 else self.sides[::-1]
+            for side in (first, second):
                 if node in done[side]:
                     continue
                 if self.deadline is not None and time.time() >= self.deadline:
                     self._cut_by_deadline()
                     return False
+                if r == 0 and side == second and not self.schedule.get("aa") and \
+                        self._probe_liveness(self.units[(first, 0)], self.units[(second, 0)], node) is False:
+                    self._stop(node, "not live", 0, sides=[second])
+                    self._stop(node, "not live", 1)
+                    continue
                 self._run_node(side, self.units[(side, r)], node)
         return True
+
+    def _probe_liveness(self, timed: Mapping, probed: Mapping, node: str) -> Optional[bool]:
+        """Liveness first: the second side compiles the node without timing it (a probe), and its
+        kernels are compared with those the first side compiled for the node. Not live: the
+        second side never times it. Nothing to compare (the first side compiled nothing new for
+        it, or the probe failed): unknown, and the node is timed as usual."""
+        mine = node_kernels(self._events(timed), node)
+        if not mine:
+            return None
+        proc = self.procs[probed["side"]]
+        if proc.broken:
+            return None
+        probe_file = ev.events_path(self.run_dir, probed["unit_id"]).with_name("probe.jsonl")
+        pos = probe_file.stat().st_size if probe_file.exists() else 0
+        if not proc.alive():
+            proc.start(probed)
+        seq = proc.send(probed, node, events=probe_file, probe=True)
+        served, _ = wait_served(proc, seq, probe_file, pos, self.node_timeout, self.deadline)
+        if not served:
+            proc.kill()
+            return None
+        new, _ = ev.read_new_events(probe_file, pos)
+        theirs = node_kernels(new, node)
+        if theirs:  # the report's liveness reads them from the unit, as if the timed run compiled them
+            ev.append(ev.events_path(self.run_dir, probed["unit_id"]), "artifacts", node=node,
+                      op=next((e.get("op") for e in new if e.get("event") == "start"), None),
+                      kernels=sorted(theirs), probe=True)
+        from .report.liveness import compare_kernels
+
+        return compare_kernels(mine, theirs)
+
+    def _stop(self, node: str, why: str, from_round: int, sides: Optional[Sequence[str]] = None) -> None:
+        """`stopped` events: the node runs in none of these sides' rounds from_round.. ."""
+        for rr in range(from_round, self.rounds):
+            for s in sides or self.sides:
+                ev.append(ev.events_path(self.run_dir, self.units[(s, rr)]["unit_id"]), "stopped",
+                          node=node, why=why, after_rounds=max(1, from_round))
 
     def _run_node(self, side: str, unit: Mapping, node: str) -> None:
         proc = self.procs[side]
@@ -240,25 +282,13 @@ class DeviceAB:
 
     # -- stopping --------------------------------------------------------------------------------
     def _stop_decided(self, r: int) -> None:
-        """Before round r: nodes whose op is not live (after round 1) or whose rows are settled
-        stop; their rounds r.. get `stopped` events."""
+        """Before round r: nodes whose rows have all settled stop (rounds r.. get `stopped`)."""
+        if not r < self.rounds or r < int(self.schedule.get("min_rounds") or self.rounds):
+            return
         nodes = self.units[(self.sides[0], r)]["nodes"]
-        active = [n for n in nodes if all(n not in ev.stopped(self._events(self.units[(s, r)])) for s in self.sides)]
-        why: Dict[str, str] = {}
-        if not self.schedule.get("aa"):
-            dead = not_live_nodes(self._round_events(0))
-            why.update({n: "not live" for n in active if n in dead})
-        if r >= int(self.schedule.get("min_rounds") or self.rounds) and r < self.rounds:
-            settled = settled_nodes(self._rows_so_far(r), [n for n in active if n not in why], self.schedule)
-            why.update({n: "settled" for n in settled})
-        for n, reason in why.items():
-            for rr in range(r, self.rounds):
-                for s in self.sides:
-                    path = ev.events_path(self.run_dir, self.units[(s, rr)]["unit_id"])
-                    ev.append(path, "stopped", node=n, why=reason, after_rounds=r)
-
-    def _round_events(self, r: int) -> Dict[str, List[dict]]:
-        return {s: self._events(self.units[(s, r)]) for s in self.sides}
+        stopped = set(ev.stopped(self._events(self.units[(self.sides[0], r)])))
+        for n in settled_nodes(self._rows_so_far(r), [n for n in nodes if n not in stopped], self.schedule):
+            self._stop(n, "settled", r)
 
     def _rows_so_far(self, r: int) -> Dict[str, List[dict]]:
         from .results.rundir import unit_rows
@@ -267,23 +297,10 @@ class DeviceAB:
                 for s in self.sides}
 
 
-def not_live_nodes(round0: Mapping[str, List[dict]]) -> set:
-    """Nodes whose op compiled identical kernels on both sides in round 1 (report/liveness.py's
-    rule, per op: a kernel compiled once is recorded by the first node of its op that compiled it)."""
-    from .report.liveness import compare_kernels
-
-    sides = list(round0)
-    kernels: Dict[str, Dict[str, set]] = {s: {} for s in sides}
-    node_op: Dict[str, str] = {}
-    for s in sides:
-        for e in round0[s]:
-            if e.get("event") == "artifacts":
-                kernels[s].setdefault(e.get("op") or "", set()).update(e["kernels"])
-            if e.get("event") == "start":
-                node_op[ev.base_node(e["node"])] = e.get("op") or ""
-    dead_ops = {op for op in set(kernels[sides[0]]) | set(kernels[sides[1]])
-                if compare_kernels(kernels[sides[0]].get(op), kernels[sides[1]].get(op)) is False}
-    return {n for n, op in node_op.items() if op in dead_ops}
+def node_kernels(events: Sequence[dict], node: str) -> set:
+    """The kernels one node compiled, as its `artifacts` events say."""
+    return {k for e in events if e.get("event") == "artifacts" and ev.base_node(e.get("node") or "") == node
+            for k in e.get("kernels", [])}
 
 
 def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping) -> List[str]:

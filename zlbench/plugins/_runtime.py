@@ -16,6 +16,8 @@ current_op: Optional[str] = None
 current_node: Optional[str] = None
 # One entry per timing call since the last corpus record: {"timer_used", "markers", "reason"}.
 timing_calls: List[Dict[str, Any]] = []
+# Set by plugins/serve.py while a resident process runs a liveness probe: compile, time nothing.
+probe_only = False
 
 
 def config() -> Dict[str, Any]:

@@ -65,6 +65,9 @@ def pytest_runtestloop(session):
         if cmd.get("quit"):
             break
         _runtime.redirect(cmd["events"], cmd["unit"])
+        # A probe (liveness first): the node's kernels get compiled, one call per timing, nothing
+        # timed; its events go to a file of their own, never read as rows.
+        _runtime.probe_only = bool(cmd.get("probe"))
         items = by_node.get(cmd["node"], [])
         if not items:
             _not_collected(cmd["node"])
@@ -73,5 +76,6 @@ def pytest_runtestloop(session):
             # node's last item everything is torn down, so each command starts as a fresh run would.
             nextitem = items[i + 1] if i + 1 < len(items) else None
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        _runtime.probe_only = False
         _runtime.emit("served", seq=cmd["seq"], node=cmd["node"])
     return True

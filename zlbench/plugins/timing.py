@@ -311,7 +311,18 @@ class TimingPolicy:
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller == "triton" or caller.startswith("triton."):
             return self.orig_bench(*a, **kw)
+        if _runtime.probe_only:
+            return self.probe(*a, **kw)
         return self.timer(*a, **kw)
+
+    def probe(self, fn, *a, quantiles=None, return_mode="mean", **kw):
+        """A node-level A/B's liveness probe (plugins/serve.py): one call compiles the op's kernels;
+        nothing is timed and the probe's records are not rows."""
+        fn()
+        dev = _device_module()
+        if dev is not None:
+            dev.synchronize()
+        return _summarize([1.0], quantiles, return_mode)
 
     def graph_entry(self, fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
         # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.

@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from ..results.schema import short_dtype
 from ..results.schema import MARKER_FALLBACK
-from ..results.pairing import pair
+from ..results.pairing import pair, row_key
 from . import stats
 from .liveness import compare_kernels
 
@@ -47,6 +47,10 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     stops: test node -> the scheduler's `stopped` event (why it ran no more rounds: not live,
     settled); rounds: {"min", "max"} planned per row; cut: test nodes the run did not finish."""
     pairing = pair(rows_a, rows_b, "latency")
+    # Rows of nodes found not live in round 1 (liveness first): timed on one side only.
+    first_round_dead = {n for n, e in (stops or {}).items() if e.get("why") == "not live" and e.get("after_rounds") == 1}
+    one_sided = {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
+                 if (r.get("node") or "").split("[")[0] in first_round_dead and r.get("status") == "ok"}
     artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
     row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
     # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
@@ -60,8 +64,16 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=dict(rounds) if rounds else None,
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])))
+    unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
+    table += [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
+    summary["not_live_rows"] += len(pairing.unpaired) - len(unpaired)
+    summary["unpaired_rows"] = len(unpaired)
+    if summary["not_live_rows"] and summary["liveness"] == "unknown":
+        summary["liveness"] = "not live"
+    summary["verdicts"] = dict(Counter(t["verdict"] for t in table))
+    summary["stops"] = dict(Counter(t["stop"] for t in table if t["stop"]))
     result = {"summary": summary, "rows": table, "unpaired": [
-        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in pairing.unpaired]}
+        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}
     result["markdown"] = render_markdown(result)
     return result
 
@@ -105,6 +117,19 @@ def _table_row(p, s, lv) -> Dict:
         "live": {True: "live", False: "not live", None: "unknown"}[lv],
         "fallback": p.fallback, "verdict": s.verdict, "ratio": s.ratio, "lo": s.lo, "hi": s.hi,
     }
+
+
+def _not_live_row(r: Mapping, side: str) -> Dict:
+    """A row liveness first did not time on its second side: the first side's round-1 number."""
+    return {"op": r.get("op"), "dtype": short_dtype(r.get("dtype")), "shape": r.get("shape"), "rounds": 1,
+            "a_ms": r.get("latency") if side == "a" else None, "b_ms": r.get("latency") if side == "b" else None,
+            "change_pct": None, "ci_lo_pct": None, "ci_hi_pct": None, "p": None, "q": None, "mde_pct": None,
+            "live": "not live", "fallback": False, "verdict": "not live", "ratio": None, "lo": None, "hi": None,
+            "stop": "not live"}
+
+
+def fmt_ms(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.5g}"
 
 
 def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
@@ -174,7 +199,7 @@ def render_markdown(result: Mapping) -> str:
     for t in result["rows"]:
         ci = (f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-")
         rows.append([t["op"], t["dtype"], t["shape"], f"{t['rounds']}" + (f" ({t['stop']})" if t.get("stop") else ""),
-                     f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}", f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
+                     fmt_ms(t["a_ms"]), fmt_ms(t["b_ms"]), "-" if t["change_pct"] is None else f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
                      t["verdict"] + (" (fallback)" if t["fallback"] else "")
                      + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])
     out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "rounds", "A ms (geo)", "B ms (geo)", "change", "95% CI",

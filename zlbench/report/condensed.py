@@ -27,6 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from tabulate import tabulate
 
 from ..results.schema import short_dtype
+from .ab import fmt_ms
 from ..errors import UsageError
 
 GITHUB_COMMENT_LIMIT = 65_536
@@ -78,7 +79,7 @@ def fit_markdown(head: str, top_title: str, top_rows: Sequence[Sequence[str]], r
 
 def _ab_cells(t: Mapping) -> List[str]:
     ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t.get("ci_lo_pct") is not None else "-"
-    return [t["op"], t["dtype"], t["shape"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
+    return [t["op"], t["dtype"], t["shape"], fmt_ms(t["a_ms"]), fmt_ms(t["b_ms"]),
             "-" if t.get("change_pct") is None else f"{t['change_pct']:+.2f}%", ci,
             "-" if t.get("q") is None else f"{t['q']:.3g}", t["verdict"] + (" (fallback)" if t.get("fallback") else "")]
 

@@ -1,0 +1,107 @@
+"""Node-level A/B (zlbench/resident.py, plugins/serve.py) through real runs of a fixture corpus whose
+effect is known: ABBA per node, one process at a time per device, resident processes and respawn,
+liveness first, crashes and hangs inside a resident process, A/A."""
+
+import csv
+import json
+from collections import defaultdict
+
+import pytest
+
+from .conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+CORPUS = [f"corpus.root={FIXTURES / 'ab_corpus'}", "corpus.name=fixture", "ab=env", "ab.var=ZL_FIXTURE_SWITCH"]
+LIVE, DEAD = "benchmark/test_switch_perf.py::test_perf_live_op", "benchmark/test_switch_perf.py::test_perf_dead_op"
+
+
+def node_runs(run_dir):
+    """Every timed run of a node: (start, end, side, round, node, pid), in time order."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    runs = []
+    for u in plan["units"]:
+        starts = {}
+        for line in (run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines():
+            e = json.loads(line)
+            if e["event"] == "start":
+                starts[e["node"]] = e
+            elif e["event"] == "end" and e["node"] in starts:
+                s = starts.pop(e["node"])
+                runs.append((s["t"], e["t"], u["side"], u["round"], e["node"], s["pid"], e["status"]))
+    return sorted(runs)
+
+
+def ab_rows(run_dir):
+    return {(r["op"], r["shape"]): r for r in csv.DictReader(open(run_dir / "ab.csv"))}
+
+
+def test_sides_alternate_per_node_in_resident_processes_and_dead_nodes_stop_after_round_one(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    runs = node_runs(d)
+    # One process runs a node on the device at a time: no two runs overlap.
+    assert all(b[0] >= a[1] for a, b in zip(runs, runs[1:])), runs
+    # One resident process per side for the whole run (no respawn asked).
+    pids = defaultdict(set)
+    for r in runs:
+        pids[r[2]].add(r[5])
+    assert {k: len(v) for k, v in pids.items()} == {"off": 1, "on": 1}
+    # ABBA per node: in round r, the node at position i starts with side A when i + r is even.
+    plan = json.loads((d / "plan.json").read_text())
+    for rnd in range(3):
+        order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == "off")
+        for i, node in enumerate(order):
+            sides = [r[2] for r in runs if r[3] == rnd and r[4] == node]
+            if node == DEAD:
+                # Liveness first: the second side compiled it (a probe, untimed) and found its
+                # kernels identical, so only the first side timed it, and only in round 1.
+                assert sides == ([] if rnd else [["off", "on"][(i + rnd) % 2]]), (rnd, sides)
+            else:
+                assert sides == (["off", "on"] if (i + rnd) % 2 == 0 else ["on", "off"]), (rnd, i, sides)
+    rows = ab_rows(d)
+    assert {k[0]: (v["rounds"], v["stop"], v["verdict"]) for k, v in rows.items()} == {
+        "live_op": ("3", "max rounds", "slower"), "dead_op": ("1", "not live", "not live")}
+    md = (d / "ab.md").read_text()
+    assert "| 1 (not live)   |" in md and "rows by why they stopped: max rounds: 2, not live: 2" in md
+    assert "rounds: 3 to 3 per side (node by node, ABBA" in res.stderr
+
+
+def test_respawn_restarts_both_sides_every_k_rounds(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op]", "ab.rounds=4", "ab.min_rounds=4", "ab.respawn_every=2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    pids = defaultdict(set)
+    for r in node_runs(res.run_dir):
+        pids[(r[2], r[3] // 2)].add(r[5])
+    # Rounds 0-1 in one process per side, rounds 2-3 in another.
+    assert all(len(v) == 1 for v in pids.values()), pids
+    assert len({p for v in pids.values() for p in v}) == 4
+
+
+def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true")
+    assert res.returncode == 0, res.stderr[-3000:]
+    ab = json.loads((res.run_dir / "ab.json").read_text())
+    assert ab["summary"]["aa"] and ab["summary"]["paired_rows"] == 4
+    assert all(r["rounds"] == 3 for r in ab["rows"]), ab["rows"]
+    assert ab["summary"]["false_positive_rate"] is not None
+    assert "identical by construction" in (res.run_dir / "ab.md").read_text()
+
+
+def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_process(run_zlbench, tmp_path):
+    env = {"ZL_FIXTURE_CRASH_ONCE": str(tmp_path / "crashed"), "ZL_FIXTURE_HANG_ONCE": str(tmp_path / "hung")}
+    res = run_zlbench(*CORPUS, "ops=[flaky_op,live_op]", "ab.rounds=3", "ab.min_rounds=3",
+                      "launcher.node_timeout_s=4", "fail_on=[]", env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = node_runs(res.run_dir)
+    flaky = [r for r in runs if r[4].endswith("test_perf_flaky_op")]
+    statuses = sorted(r[6] for r in flaky)
+    # Six runs of the node (2 sides x 3 rounds), one crashed and one timed out; the rest measured.
+    assert statuses == ["crashed", "ok", "ok", "ok", "ok", "timeout"], statuses
+    # The live op still ran every round on both sides, in processes started again after the faults.
+    assert sum(1 for r in runs if r[4] == LIVE and r[6] == "ok") == 6
+    assert len({r[5] for r in runs}) >= 3
+    st = {(r["op"], r["side"]): r for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
+    assert {st[("flaky_op", s)]["status"] for s in ("off", "on")} <= {"crashed", "timeout"}
+    assert any("node_timeout_s=4" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
