@@ -3,13 +3,18 @@
 Per row: d_r = ln(B_r / A_r); estimate exp(mean d) with a paired t interval; p-values adjusted
 with Benjamini-Hochberg across live rows; a verdict. Overall: geometric mean of live rows' ratios
 with a bootstrap CI over rows. See FACTS.md: a test on one timing call's samples gives ~96% false
-positives in an A/A; the per-round paired test gives ~5%."""
+positives in an A/A; the per-round paired test gives ~5%.
+
+Sequential runs (rounds stopped once a row's verdict is settled, ab.min_rounds..ab.rounds): pass
+min_rounds/max_rounds to analyse()/decide() and each row is judged by the rule that stopped it
+(report/sequential.py: repeated t intervals, Bonferroni over the planned looks, anytime p-values,
+then BH); a row with fewer than min_rounds rounds is "inconclusive (cut)"."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats
@@ -19,7 +24,7 @@ POWER = 0.80
 UNSTABLE_SD = 0.25  # round-to-round sd of ln ratio above which a row's numbers are not trusted
 
 VERDICTS = ("faster", "slower", "changed below threshold", "no difference beyond threshold",
-            "inconclusive", "unstable", "not live")
+            "inconclusive", "inconclusive (cut)", "unstable", "not live")
 
 
 @dataclass
@@ -33,16 +38,20 @@ class RowStat:
     q: Optional[float] = None
     mde: Optional[float] = None  # minimum detectable relative change at 80% power
     verdict: str = "inconclusive"
+    d: Optional[Tuple[float, ...]] = field(default=None, repr=False, compare=False)  # ln(B/A) per round
+    look: Optional[int] = None  # sequential: the rounds the verdict rests on (n = rounds done)
+    stop: Optional[str] = None  # sequential: "settled", "max rounds", or None
 
 
 def row_stat(a: Sequence[float], b: Sequence[float]) -> RowStat:
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
     n = len(d)
+    logs = tuple(float(x) for x in d)
     if n == 0:
-        return RowStat(0, None, None, None, None, None)
+        return RowStat(0, None, None, None, None, None, d=logs)
     mean = float(d.mean())
     if n < 2:
-        return RowStat(n, math.exp(mean), None, None, None, None)
+        return RowStat(n, math.exp(mean), None, None, None, None, d=logs)
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
     tcrit = float(stats.t.ppf(1 - ALPHA / 2, n - 1))
@@ -52,7 +61,7 @@ def row_stat(a: Sequence[float], b: Sequence[float]) -> RowStat:
         p = float(stats.ttest_1samp(d, 0.0).pvalue)
     mde = (tcrit + float(stats.t.ppf(POWER, n - 1))) * se
     return RowStat(n, math.exp(mean), math.exp(mean - tcrit * se), math.exp(mean + tcrit * se), sd, p,
-                   mde=math.exp(mde) - 1)
+                   mde=math.exp(mde) - 1, d=logs)
 
 
 def bh(pvalues: Sequence[float]) -> List[float]:
@@ -61,9 +70,15 @@ def bh(pvalues: Sequence[float]) -> List[float]:
     return [float(q) for q in stats.false_discovery_control(np.asarray(pvalues, float), method="bh")]
 
 
-def decide(s: RowStat, threshold: float, live: Optional[bool]) -> str:
+def decide(s: RowStat, threshold: float, live: Optional[bool], min_rounds: Optional[int] = None,
+           max_rounds: Optional[int] = None) -> str:
+    """The row's verdict. In a sequential run (min_rounds given) s must hold the sequential look's
+    numbers (analyse() puts them there) and a row with fewer than min_rounds rounds is a cut one;
+    max_rounds is accepted for symmetry with analyse() (the look already respects it)."""
     if live is False:
         return "not live"
+    if min_rounds is not None and s.n < min_rounds:
+        return "inconclusive (cut)"
     if s.n < 2 or s.p is None:
         return "inconclusive"
     if s.sd is not None and s.sd > UNSTABLE_SD:
@@ -78,13 +93,42 @@ def decide(s: RowStat, threshold: float, live: Optional[bool]) -> str:
     return "inconclusive"
 
 
-def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold: float) -> None:
-    """Fill q (BH across rows that may be live: not-live rows are excluded) and verdicts in place."""
+def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold: float,
+            min_rounds: Optional[int] = None, max_rounds: Optional[int] = None,
+            family_size: Optional[int] = None) -> None:
+    """Fill q (BH across rows that may be live: not-live rows are excluded) and verdicts in place.
+
+    With min_rounds and max_rounds (a sequential run) each row's ratio, interval, sd, p and mde are
+    first replaced by those of its decision look under the sequential rule (report/sequential.py),
+    with look and stop set; a row cut below min_rounds keeps its point estimate, loses its interval
+    and p (none is valid there, so it is left out of BH) and is "inconclusive (cut)". family_size
+    is the one the run's stopping rule used (sequential.row_decision); None: the rows this BH
+    adjusts over (not-live and cut rows left out), which is what a scheduler passing that count used."""
+    if (min_rounds is None) != (max_rounds is None):
+        raise ValueError("a sequential analysis needs both min_rounds and max_rounds")
+    if min_rounds is not None:
+        if family_size is None:
+            family_size = sum(1 for s, live in zip(stats_rows, liveness) if live is not False and s.n >= min_rounds)
+        _sequential_looks(stats_rows, threshold, min_rounds, max_rounds, max(1, family_size))
     idx = [i for i, s in enumerate(stats_rows) if s.p is not None and liveness[i] is not False]
     for i, q in zip(idx, bh([stats_rows[i].p for i in idx])):
         stats_rows[i].q = q
     for s, live in zip(stats_rows, liveness):
-        s.verdict = decide(s, threshold, live)
+        s.verdict = decide(s, threshold, live, min_rounds, max_rounds)
+
+
+def _sequential_looks(stats_rows: List[RowStat], threshold: float, min_rounds: int, max_rounds: int,
+                      family_size: int) -> None:
+    from .sequential import row_decision
+
+    for s in stats_rows:
+        if s.d is None:
+            raise ValueError("a sequential analysis needs each row's log ratios: make RowStats with row_stat()")
+        r = row_decision(s.d, threshold, min_rounds=min_rounds, max_rounds=max_rounds, alpha=ALPHA,
+                         family_size=family_size)
+        s.n, s.look, s.stop = r.n, r.look, r.stop
+        s.ratio = r.ratio
+        s.lo, s.hi, s.sd, s.p, s.mde, s.q = r.lo, r.hi, r.sd, r.p, r.mde, None
 
 
 def overall(ratios: Sequence[float], seed: int = 0) -> Dict[str, Optional[float]]:

@@ -1,0 +1,201 @@
+"""Sequential rounds (report/sequential.py): rows looked at after every round and stopped once their
+verdict is settled keep their error rates; effects are found; settled rows stop early."""
+
+import math
+
+import numpy as np
+import pytest
+
+from zlbench.report import sequential, stats
+
+THR = 0.02
+FLAGGED = ("faster", "slower", "changed below threshold")
+
+
+def rowstat(d):
+    return stats.row_stat(np.ones(len(d)), np.exp(d))
+
+
+def run_nodes(rng, n_nodes, node_rows, effect, sd, min_rounds, max_rounds, family_size):
+    """Simulate rounds node by node: after each round from min_rounds on, ask node_settled and stop
+    the node when it says so. Returns each row's log ratios as measured, and its true sign."""
+    measured, signs = [], []
+    for _ in range(n_nodes):
+        sign = 1 if rng.random() < 0.5 else -1
+        mu = math.log1p(sign * effect) if effect else 0.0
+        rows = {i: [] for i in range(node_rows)}
+        for k in range(1, max_rounds + 1):
+            for d in rows.values():
+                d.append(mu + rng.normal(0, sd))
+            if k >= min_rounds and sequential.node_settled(rows, THR, min_rounds=min_rounds, max_rounds=max_rounds,
+                                                           family_size=family_size):
+                break
+        measured += list(rows.values())
+        signs += [sign] * node_rows
+    return measured, signs
+
+
+def naive_peeking_flags(rng, sd, n_rows, min_rounds=3, max_rounds=10):
+    """Share of A/A rows flagged when a fixed-sample 95% t interval is looked at after every round
+    and the row stops at the first settled one (vectorised over rows)."""
+    from scipy import stats as sps
+
+    d = rng.normal(0, sd, (n_rows, max_rounds))
+    ks = np.arange(min_rounds, max_rounds + 1)
+    mean = np.cumsum(d, 1)[:, ks - 1] / ks
+    se = np.array([d[:, :k].std(1, ddof=1) for k in ks]).T / np.sqrt(ks)
+    half = sps.t.ppf(0.975, ks - 1) * se
+    lo, hi = np.exp(mean - half), np.exp(mean + half)
+    settled = (hi <= 1 - THR) | (lo >= 1 + THR) | ((lo >= 1 - THR) & (hi <= 1 + THR))
+    settled[:, -1] = True
+    first = settled.argmax(1)
+    rows = np.arange(n_rows)
+    return float(((lo[rows, first] > 1) | (hi[rows, first] < 1)).mean())
+
+
+def test_aa_looking_after_every_round_keeps_the_false_positive_rate_below_alpha():
+    """A/A, one row per node, noise from half the threshold to 4x it: the rule's own verdict (no
+    BH: q = p) flags at most alpha of rows although every round is looked at (union bound; ~1%
+    here). The contrast: a fixed 95% interval looked at the same way flags more than 5%."""
+    rng = np.random.default_rng(20261130)
+    flagged = total = 0
+    for sd in (0.01, 0.02, 0.04, 0.08):
+        measured, _ = run_nodes(rng, 500, 1, 0.0, sd, 3, 10, family_size=1)
+        for d in measured:
+            r = sequential.row_decision(d, THR, min_rounds=3, max_rounds=10)
+            assert r.settled or len(d) == 10
+            flagged += r.verdict in FLAGGED
+        total += len(measured)
+    assert flagged / total <= 0.03
+    assert naive_peeking_flags(rng, 0.08, 4000) > 0.065
+
+
+def test_known_effect_is_found_in_fewer_rounds_and_bh_keeps_what_settled():
+    """Runs of 100 rows in nodes of 4, a 5% change (sign per node) with sd 1%: after the final
+    sequential analysis (BH across the run) nearly every row is flagged in the right direction,
+    nodes stop well before max_rounds, and every change a row settled on survives BH."""
+    rng = np.random.default_rng(5)
+    right = rows = 0
+    node_rounds = []
+    for _ in range(4):
+        measured, signs = run_nodes(rng, 25, 4, 0.05, 0.01, 3, 20, family_size=100)
+        node_rounds += [len(d) for d in measured[::4]]
+        row_stats = [rowstat(d) for d in measured]
+        settled_as = [sequential.row_decision(d, THR, min_rounds=3, max_rounds=20, family_size=100)
+                      for d in measured]
+        stats.analyse(row_stats, [None] * len(row_stats), THR, min_rounds=3, max_rounds=20, family_size=100)
+        for s, sign, r in zip(row_stats, signs, settled_as):
+            rows += 1
+            right += s.verdict == ("slower" if sign > 0 else "faster")
+            if r.settled:
+                assert (s.verdict, s.look, s.stop) == (r.verdict, r.look, "settled")
+    assert right / rows >= 0.95
+    assert np.mean(node_rounds) <= 9  # of 20 (7.7-7.8 over seeds 5-8)
+
+
+def test_clearly_zero_settles_early_as_no_difference():
+    rng = np.random.default_rng(11)
+    measured, _ = run_nodes(rng, 100, 4, 0.0, 0.005, 3, 20, family_size=400)
+    row_stats = [rowstat(d) for d in measured]
+    stats.analyse(row_stats, [None] * len(row_stats), THR, min_rounds=3, max_rounds=20, family_size=400)
+    assert np.mean([len(d) for d in measured[::4]]) <= 7  # of 20 (5.5-5.7 over other seeds)
+    assert sum(s.verdict == "no difference beyond threshold" for s in row_stats) / len(row_stats) >= 0.99
+    assert not any(s.verdict in FLAGGED for s in row_stats)
+
+
+def test_fdr_across_rows_with_stopped_nodes():
+    """Mixed runs: a quarter of the nodes carry a 5% change, the rest none (sd 1%). Looked at every
+    round, nodes stopped when settled, BH across each run: the false discovery proportion averages
+    below alpha, and wrong-direction calls do not happen."""
+    rng = np.random.default_rng(99)
+    fdp, wrong_sign = [], 0
+    for _ in range(20):
+        measured, truth = [], []
+        for effect, nodes in ((0.05, 5), (0.0, 15)):
+            m, signs = run_nodes(rng, nodes, 4, effect, 0.01, 3, 10, family_size=80)
+            measured += m
+            truth += [s if effect else 0 for s in signs]
+        row_stats = [rowstat(d) for d in measured]
+        stats.analyse(row_stats, [None] * len(row_stats), THR, min_rounds=3, max_rounds=10, family_size=80)
+        hits = [(s, t) for s, t in zip(row_stats, truth) if s.verdict in FLAGGED]
+        false = sum(t == 0 for _, t in hits)
+        wrong_sign += sum(t != 0 and (s.ratio > 1) != (t > 0) for s, t in hits)
+        fdp.append(false / max(1, len(hits)))
+    assert np.mean(fdp) <= 0.05 and wrong_sign == 0
+
+
+def test_cut_rows_never_settle_and_are_inconclusive_cut():
+    r = sequential.row_decision([0.1, 0.1], THR, min_rounds=3, max_rounds=10)
+    assert (r.settled, r.stop, r.look, r.p, r.lo, r.verdict) == (False, None, None, None, None, "inconclusive (cut)")
+    assert sequential.row_decision([], THR, min_rounds=3, max_rounds=10).ratio is None
+    assert not sequential.node_settled({"a": [0.0] * 8, "b": [0.3, 0.31]}, THR, min_rounds=3, max_rounds=10)
+    assert sequential.node_settled({}, THR, min_rounds=3, max_rounds=10)
+    assert "inconclusive (cut)" in stats.VERDICTS
+    cut, full = rowstat([0.2, 0.21]), rowstat([0.2, 0.21, 0.2, 0.19, 0.2, 0.2])
+    dead = rowstat([0.2])
+    stats.analyse([cut, full, dead], [None, True, False], THR, min_rounds=3, max_rounds=10)
+    assert cut.verdict == "inconclusive (cut)" and cut.p is None and cut.q is None and cut.lo is None
+    assert cut.ratio == pytest.approx(math.exp(0.205))
+    assert full.verdict == "slower" and full.stop == "settled" and full.look <= 6
+    assert dead.verdict == "not live"  # not live before cut
+    s = rowstat([0.0, 0.01])
+    assert stats.decide(s, THR, True, min_rounds=3, max_rounds=10) == "inconclusive (cut)"
+
+
+def test_settled_states_and_max_rounds():
+    same = sequential.row_decision([0.001, -0.001, 0.0005, 0.0, -0.0005, 0.001], THR, min_rounds=3, max_rounds=10)
+    assert same.settled and same.stop == "settled" and same.verdict == "no difference beyond threshold"
+    assert 1 - THR <= same.lo <= 1 <= same.hi <= 1 + THR
+    tiny = sequential.row_decision([0.005, 0.0051, 0.0049, 0.005, 0.0052, 0.0048], THR, min_rounds=3, max_rounds=10)
+    assert tiny.settled and tiny.verdict == "changed below threshold" and 1 < tiny.lo and tiny.hi < 1 + THR
+    # 2.2% with sd 1%: the sign is known long before whether it is past 2%: never settled, and at
+    # max rounds the verdict is today's (significant, point estimate past the threshold).
+    rng = np.random.default_rng(1)
+    edge = list(math.log(1.022) + rng.normal(0, 0.01, 10))
+    r = sequential.row_decision(edge, THR, min_rounds=3, max_rounds=10)
+    assert not r.settled and r.stop == "max rounds" and r.look == 10 and r.verdict == "slower"
+    assert r.lo > 1 and r.lo < 1 + THR
+    assert sequential.row_decision(edge[:7], THR, min_rounds=3, max_rounds=10).stop is None
+    # Rounds past max_rounds are not planned looks: ignored.
+    longer = sequential.row_decision(edge + [0.5, 0.5], THR, min_rounds=3, max_rounds=10)
+    assert (longer.n, longer.look, longer.ratio, longer.stop) == (12, 10, r.ratio, "max rounds")
+
+
+def test_interval_and_anytime_p_value_are_bonferroni_over_the_looks():
+    d = [0.05, 0.06, 0.04, 0.055, 0.045]
+    r = sequential.row_decision(d, THR, min_rounds=3, max_rounds=10)  # K = 8 looks
+    k = r.look
+    x = np.asarray(d[:k])
+    se = x.std(ddof=1) / math.sqrt(k)
+    from scipy import stats as sps
+
+    crit = sps.t.ppf(1 - 0.05 / 16, k - 1)
+    assert r.lo == pytest.approx(math.exp(x.mean() - crit * se)) and r.hi == pytest.approx(math.exp(x.mean() + crit * se))
+    assert r.p == pytest.approx(min(1.0, 8 * sps.ttest_1samp(x, 0.0).pvalue))
+    assert r.lo > 1 + THR and r.verdict == "slower"
+    # Earlier looks were not settled (the first settled look is the one reported).
+    assert not sequential.row_decision(d[:k - 1], THR, min_rounds=3, max_rounds=10).settled
+
+
+def test_a_change_waits_for_the_family_and_equivalence_does_not():
+    d = [0.05, 0.06, 0.04, 0.055, 0.045, 0.05, 0.052, 0.049]
+    alone = sequential.row_decision(d, THR, min_rounds=3, max_rounds=10)
+    many = sequential.row_decision(d, THR, min_rounds=3, max_rounds=10, family_size=1000)
+    assert alone.settled and many.settled and many.look > alone.look
+    assert many.p < 0.05 / 1000
+    zero = [0.001, -0.001, 0.0005, 0.0, -0.0005, 0.001]
+    assert (sequential.row_decision(zero, THR, min_rounds=3, max_rounds=10, family_size=1000).look
+            == sequential.row_decision(zero, THR, min_rounds=3, max_rounds=10).look)
+
+
+def test_plan_is_checked_and_fixed_analysis_is_unchanged():
+    with pytest.raises(ValueError):
+        sequential.row_decision([0.0] * 3, THR, min_rounds=1, max_rounds=10)
+    with pytest.raises(ValueError):
+        sequential.node_settled({"a": [0.0]}, THR, min_rounds=5, max_rounds=4)
+    with pytest.raises(ValueError):
+        stats.analyse([rowstat([0.0, 0.1, 0.0])], [None], THR, min_rounds=3)
+    a, b = rowstat([0.1, 0.12, 0.08, 0.1]), rowstat([0.1, 0.12, 0.08, 0.1])
+    stats.analyse([a], [None], THR)
+    stats.analyse([b], [None], THR, min_rounds=None, max_rounds=None)
+    assert (a.verdict, a.lo, a.p, a.look, a.stop) == (b.verdict, b.lo, b.p, None, None)

@@ -1,0 +1,209 @@
+"""Sequential rounds: stop measuring a row once its A/B verdict is settled, with error rates that
+hold although the data are looked at after every round.
+
+The rule: repeated confidence intervals over the planned looks, Bonferroni across the looks.
+A sequential A/B plans looks after rounds k = min_rounds .. max_rounds, K = max_rounds -
+min_rounds + 1 of them. At look k a row's interval is the paired t interval of its first k log
+ratios d_1..d_k at level alpha/K:
+
+    mean_k +- t(1 - alpha/(2K), k - 1) * sd_k / sqrt(k).
+
+By the union bound (Bonferroni) the K intervals cover the row's true mean log ratio *all at once*
+with probability >= 1 - alpha (the repeated confidence intervals of Jennison & Turnbull, "Repeated
+confidence intervals for group sequential clinical trials", Controlled Clinical Trials 5, 1984;
+Bonferroni is the simplest boundary with that property: exact as a bound, no numerical
+integration, the same for any sd since the t statistic is a pivot under normal round-to-round
+noise). So whatever stopping rule is used - this module's, the scheduler's "every row of the node
+settled", a time limit - the interval at the look where the row stopped covers with probability
+>= 1 - alpha, and every verdict read off it (faster, slower, changed below threshold, no
+difference beyond threshold) is wrong with probability <= alpha per row. In A/A simulations the
+union bound is conservative: about 2.7% (K=8) and 2.1% (K=18) of rows, not 5%, are flagged (see
+benchmarks/ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
+to exactly alpha narrows the final interval by ~12% but needs a simulated calibration (and
+simulated tails for the p-values BH uses); anytime-valid confidence sequences (Howard, Ramdas et
+al. 2021; the t confidence sequence of Wang & Ramdas 2023) spend alpha over an unbounded horizon
+and are much wider at 3..20 rounds. PyPI's confseq has no wheels (sdist with a C++ build, last
+release 2023), expectation needs Python >= 3.12, savvi covers regression/multinomial only.
+
+Settled (at a look k >= min_rounds), on the ratio scale with the band [1 - threshold, 1 + threshold]:
+
+- faster / slower: the whole interval is beyond the band (hi <= 1 - threshold, lo >= 1 + threshold)
+  and the anytime p-value (below) is under alpha / family_size, family_size being the number of
+  rows the final BH adjusts over: BH accepts any p-value under alpha / m whatever the other rows
+  show, so a row never stops on a change that the report then calls inconclusive;
+- inside the band: "no difference beyond threshold" (the interval contains 1; equivalence, TOST
+  logic: decided by the interval, not by failing to reject) or "changed below threshold" (it
+  excludes 1 and BH accepts the change; else the report says no difference beyond threshold,
+  which the interval also shows).
+
+An interval that excludes 1 but straddles the band's edge (the sign is known, the size against the
+threshold is not) or that contains 1 and leaves the band is not settled: more rounds can tell.
+At max_rounds such a row gets today's fixed-horizon verdict from the same interval and p-value.
+
+A row's verdict rests on its *first* settled look (frozen: the rounds it gets afterwards while its
+node waits for other rows do not change it), else on look min(n, max_rounds); rounds past
+max_rounds are not planned looks and are ignored. Its anytime p-value is min(1, K * p_t) with p_t
+the two-sided t p-value at that look: under no effect P(p <= a) <= P(some look's p_t <= a/K) <= a
+at any stopping time, and p <= alpha exactly when that look's interval excludes 1.
+
+Across rows, stats.analyse() applies Benjamini-Hochberg to these p-values. BH's FDR guarantee needs
+p-values that are valid (above) and independent across rows: a row's decision look depends only on
+its own rounds (first settled look, else max_rounds; only a cut, which is set by time, not by the
+data, ends a row elsewhere), so rows measured independently give independent p-values although the
+node's stopping time couples the rows' round counts (Benjamini & Hochberg 1995: FDR <= alpha *
+m0 / m for independent p-values). Rows correlated through the machine (drift) are not covered by
+that theorem; Benjamini-Yekutieli would be, at a factor ~ln(m) in power.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from . import stats
+
+SETTLED = "settled"
+MAX_ROUNDS = "max rounds"
+
+
+@dataclass(frozen=True)
+class RowDecision:
+    n: int  # rounds seen (paired log ratios)
+    look: Optional[int]  # the rounds the verdict rests on; None below min_rounds
+    settled: bool
+    stop: Optional[str]  # "settled", "max rounds", or None: more rounds wanted (or a cut, the scheduler's call)
+    verdict: str  # the row's verdict with q = min(1, p * family_size) (what BH gives it at worst)
+    ratio: Optional[float]  # exp(mean d) at the look: B/A latency
+    lo: Optional[float]  # repeated confidence interval at the look, as ratios
+    hi: Optional[float]
+    p: Optional[float]  # anytime-valid p-value for "no change" (Bonferroni over the planned looks)
+    sd: Optional[float]
+    mde: Optional[float]  # minimum detectable relative change at 80% power with this boundary
+
+
+def check_plan(min_rounds: int, max_rounds: int) -> None:
+    if min_rounds < 2:
+        raise ValueError(f"min_rounds={min_rounds}: a paired t interval needs at least 2 rounds")
+    if max_rounds < min_rounds:
+        raise ValueError(f"max_rounds={max_rounds} < min_rounds={min_rounds}")
+
+
+def n_looks(min_rounds: int, max_rounds: int) -> int:
+    check_plan(min_rounds, max_rounds)
+    return max_rounds - min_rounds + 1
+
+
+def look_alpha(alpha: float, min_rounds: int, max_rounds: int) -> float:
+    """The two-sided level of each look's interval: alpha over the K planned looks."""
+    return alpha / n_looks(min_rounds, max_rounds)
+
+
+@lru_cache(maxsize=1024)
+def _crit(level: float, df: int) -> float:
+    return float(sps.t.ppf(1 - level / 2, df))
+
+
+@lru_cache(maxsize=256)
+def _crits(level: float, first: int, last: int) -> np.ndarray:
+    """t critical values of two-sided level `level` for looks first..last (df = k - 1)."""
+    out = np.array([_crit(level, k - 1) for k in range(first, last + 1)])
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=512)
+def _power_quantile(df: int) -> float:
+    return float(sps.t.ppf(stats.POWER, df))
+
+
+def band_class(lo: float, hi: float, threshold: float) -> Optional[str]:
+    """What an interval (as ratios) says against the band [1 - threshold, 1 + threshold]: "faster" or
+    "slower" (wholly beyond it), "changed below threshold" / "no difference beyond threshold" (inside
+    it, excluding / containing 1), or None (it straddles an edge of the band)."""
+    if hi <= 1 - threshold:
+        return "faster"
+    if lo >= 1 + threshold:
+        return "slower"
+    if lo >= 1 - threshold and hi <= 1 + threshold:
+        return "changed below threshold" if (hi < 1 or lo > 1) else "no difference beyond threshold"
+    return None
+
+
+def _settled(lo, hi, t_abs, threshold: float, change_crit):
+    """Settled looks (works on arrays): inside the band, or wholly beyond it with |t| past the
+    family's critical value (so the change also survives BH over family_size rows)."""
+    beyond = (hi <= 1 - threshold) | (lo >= 1 + threshold)
+    inside = (lo >= 1 - threshold) & (hi <= 1 + threshold)
+    return inside | (beyond & (t_abs > change_crit))
+
+
+def _looks(x: np.ndarray, threshold: float, min_rounds: int, max_rounds: int, alpha: float, family_size: int):
+    """Every planned look k = min_rounds..min(n, max_rounds) at once (n >= min_rounds): arrays of
+    k, mean, variance, standard error, interval (ratios), |t|, and the index of the first settled
+    look (None if none)."""
+    level = alpha / n_looks(min_rounds, max_rounds)
+    last = min(len(x), max_rounds)
+    ks = np.arange(min_rounds, last + 1)
+    y = x - x[0]  # the variance of shifted data: no cancellation in the running sums
+    mean_y = np.cumsum(y)[ks - 1] / ks
+    var = np.maximum(np.cumsum(y * y)[ks - 1] - ks * mean_y * mean_y, 0.0) / (ks - 1)
+    mean, se = mean_y + x[0], np.sqrt(var / ks)
+    crit = _crits(level, min_rounds, last)
+    lo, hi = np.exp(mean - crit * se), np.exp(mean + crit * se)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_abs = np.where(se > 0, np.abs(mean) / np.where(se > 0, se, 1.0), np.where(mean != 0, np.inf, 0.0))
+    hits = np.flatnonzero(_settled(lo, hi, t_abs, threshold, _crits(level / family_size, min_rounds, last)))
+    return ks, mean, var, se, crit, lo, hi, t_abs, (int(hits[0]) if len(hits) else None)
+
+
+def row_decision(d: Sequence[float], threshold: float, *, min_rounds: int, max_rounds: int,
+                 alpha: float = stats.ALPHA, family_size: int = 1) -> RowDecision:
+    """Where one row stands after len(d) rounds (d: its per-round ln(B/A), in round order).
+
+    family_size: how many rows the final Benjamini-Hochberg adjusts over (the run's rows that may be
+    live; an upper bound will do). A change (faster/slower) settles only once its anytime p-value is
+    below alpha / family_size, which BH accepts whatever the other rows show, so a row never stops
+    on a change the report then calls inconclusive. It does not touch the error control: that is
+    the final BH's. Equivalence ("no difference beyond threshold", or "changed below threshold"
+    when BH accepts the change) settles as soon as the interval lies inside the band."""
+    K = n_looks(min_rounds, max_rounds)
+    x = np.asarray(d, float)
+    n = len(x)
+    if n < min_rounds:
+        ratio = math.exp(float(x.mean())) if n else None
+        return RowDecision(n, None, False, None, "inconclusive (cut)", ratio, None, None, None, None, None)
+    ks, mean, var, se, crit, lo, hi, t_abs, first = _looks(x, threshold, min_rounds, max_rounds, alpha, family_size)
+    i = len(ks) - 1 if first is None else first
+    k = int(ks[i])
+    p = min(1.0, K * float(2 * sps.t.sf(t_abs[i], k - 1)))
+    mde = math.exp((crit[i] + _power_quantile(k - 1)) * se[i]) - 1
+    sd = float(math.sqrt(var[i]))
+    s = stats.RowStat(k, math.exp(mean[i]), float(lo[i]), float(hi[i]), sd, p, q=min(1.0, p * family_size), mde=mde)
+    stop = SETTLED if first is not None else (MAX_ROUNDS if n >= max_rounds else None)
+    return RowDecision(n, k, first is not None, stop, stats.decide(s, threshold, True), s.ratio, s.lo, s.hi, p,
+                       sd, mde)
+
+
+def row_settled(d: Sequence[float], threshold: float, *, min_rounds: int, max_rounds: int,
+                alpha: float = stats.ALPHA, family_size: int = 1) -> bool:
+    """row_decision(...).settled without the rest (the scheduler asks this after every round)."""
+    if len(d) < min_rounds:
+        n_looks(min_rounds, max_rounds)
+        return False
+    return _looks(np.asarray(d, float), threshold, min_rounds, max_rounds, alpha, family_size)[-1] is not None
+
+
+def node_settled(rows_d: Mapping[Any, Sequence[float]], threshold: float, *, min_rounds: int,
+                 max_rounds: int, alpha: float = stats.ALPHA, family_size: int = 1) -> bool:
+    """True when every row (the node's live rows: the caller leaves out not-live ones) has settled.
+
+    A row with fewer than min_rounds rounds is never settled; a mapping without rows is (nothing
+    left to measure). Reaching max_rounds is the caller's stop, not a settlement."""
+    return all(row_settled(d, threshold, min_rounds=min_rounds, max_rounds=max_rounds, alpha=alpha,
+                           family_size=family_size)
+               for d in rows_d.values())
