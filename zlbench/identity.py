@@ -21,6 +21,7 @@ from .plan import Plan
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
 NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store", "identity")
+LIMITS = ("run_timeout_s", "time_min")
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.
 NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
@@ -51,6 +52,9 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
     if backend.name == "cpu":
         caliber_cfg["backend"]["slots"] = backend.slots
     caliber_cfg["timer"] = {**caliber_cfg["timer"], "name": plan.timer}
+    # A run's time limits say how long it may go, not what it measures: a run cut by one is resumed
+    # with another.
+    caliber_cfg["launcher"] = {k: v for k, v in caliber_cfg["launcher"].items() if k not in LIMITS}
     corpus_root = Path(plan.corpus_root)
     package_dir = Path(__file__).resolve().parent
     identity: Dict[str, Any] = {

@@ -181,6 +181,8 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     ab = cfg.get("ab") or {}
     notes = multi_file_notes(corpus, cfg.get("ops") or [], nodes)
     schedule = node_schedule(ab, sides, rounds, notes)
+    if schedule:
+        schedule["devices"] = len(devices)
     # A node-level A/B runs a device's nodes in its resident processes: no shards.
     shard = 0 if schedule else int(cfg["launcher"].get("shard_size") or 0)
     units = abba_units(make_unit, sides, rounds, devices, assignment, shard)

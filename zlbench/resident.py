@@ -275,10 +275,12 @@ class DeviceAB:
         """The run's time limit: every (side, round, node) left gets timeout, as plain units do."""
         for unit in self.units.values():
             path = ev.events_path(self.run_dir, unit["unit_id"])
-            done = self._done(unit)
+            events = self._events(unit)
+            done = set(ev.final_ends(events)) | set(ev.stopped(events)) | set(ev.placeholders(events))
             for n in unit["nodes"]:
                 if n not in done:
-                    ev.append(path, "end", node=n, status="timeout", reason=f"{ev.DEADLINE_REASON} before it ran")
+                    ev.append(path, "end", node=n, status="timeout", resumable=True,
+                              reason=f"{ev.DEADLINE_REASON} before it ran")
 
     # -- stopping --------------------------------------------------------------------------------
     def _stop_decided(self, r: int) -> None:
@@ -314,9 +316,13 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
     for p in pairing.rows:
         d = [math.log(b / a) for a, b in zip(p.a, p.b)]
         by_node.setdefault(ev.base_node(p.node or ""), {})[p.key] = d
+    # A change settles once BH over the run's rows would accept it whatever the others show: the
+    # run's row count is not known on one device yet, so this device's rows times the devices
+    # bound it (an upper bound only makes stopping more careful; the final BH is the report's).
+    family = max(1, len(pairing.rows) * int(schedule.get("devices") or 1))
     return [n for n in nodes if by_node.get(n) and node_settled(
         by_node[n], float(schedule["threshold"]), min_rounds=int(schedule["min_rounds"]),
-        max_rounds=int(schedule["max_rounds"]))]
+        max_rounds=int(schedule["max_rounds"]), family_size=family)]
 
 
 def run_device_ab(units: List[dict], run_dir: str, deadline: Optional[float] = None,

@@ -105,7 +105,7 @@ def _never_started(attempt: Attempt, node: str, any_started: bool) -> dict:
     if attempt.killed_for == "deadline" and not any_started:
         # zlbench killed the process before its first node (still importing the corpus): the
         # run's time limit was reached, nothing crashed.
-        return _end(node, "timeout", f"{ev.DEADLINE_REASON} before it ran")
+        return _end(node, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True)
     if not any_started:
         return _end(node, "crashed", f"{_exit_reason(attempt.returncode)} before running any node; "
                                      f"log tail: {attempt.log_tail}")
@@ -132,8 +132,9 @@ def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], 
     retried = sum(1 for e in history if e.get("event") == "retry" and e.get("node") == node)
     if status == "crashed" and retried < crash_retries:
         return Outcome([{"event": "retry", "node": node, "reason": reason}])
-    return Outcome([_end(flight["node"], status, reason, op=op,
-                         wall_s=round(time.time() - flight["t"], 3))])
+    # Cut by the run's time limit: not the node's fault, so a resume measures it again.
+    return Outcome([_end(flight["node"], status, reason, op=op, wall_s=round(time.time() - flight["t"], 3),
+                         **({"resumable": True} if attempt.killed_for == "deadline" else {}))])
 
 
 def _tail(path: Path, n: int = 6) -> str:
@@ -179,7 +180,8 @@ class UnitRunner:
                 break
             if self.deadline is not None and time.time() >= self.deadline:
                 for n in remaining:
-                    ev.append(self.events, "end", node=n, status="timeout", reason=f"{ev.DEADLINE_REASON} before it ran")
+                    ev.append(self.events, "end", node=n, status="timeout", resumable=True,
+                              reason=f"{ev.DEADLINE_REASON} before it ran")
                 break
             attempt = self._launch(remaining + takeable)
             self.owner.note_attempt(takeable, attempt)

@@ -2,6 +2,8 @@
 # Run from the repo root of a CUDA machine with torch+triton, wheels of zlbench's missing deps in
 # .whl/ and a FlagGems checkout (src/ benchmark/ pytest.ini) in .fg/. Results go under $OUT.
 OUT=${OUT:-/tmp/zl_gpu_out}; mkdir -p "$OUT"
+# FlagGems may come as .fgz/fg.tar.xz (tar cJf .fgz/fg.tar.xz .fg): 2 MB to carry instead of 22.
+[ -d .fg ] || [ ! -f .fgz/fg.tar.xz ] || tar xJf .fgz/fg.tar.xz
 if ls .whl/*.whl >/dev/null 2>&1; then
   # Once per machine: scripts running side by side must not reinstall under each other.
   [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \

@@ -56,7 +56,8 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
     # every row is measured and counts towards the false-positive rate.
     live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
-    stats.analyse(row_stats, live, threshold)
+    # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
+    stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
     for p, t in zip(pairing.rows, table):
         t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut)
@@ -72,6 +73,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
         summary["liveness"] = "not live"
     summary["verdicts"] = dict(Counter(t["verdict"] for t in table))
     summary["stops"] = dict(Counter(t["stop"] for t in table if t["stop"]))
+    cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"]
+    summary["cut"] = {"rows": len(cut_rounds), "rounds_done": [min(cut_rounds), max(cut_rounds)],
+                      "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)")} if cut_rounds else None
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}
     result["markdown"] = render_markdown(result)
@@ -141,6 +145,8 @@ def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
 
 def headline(summary: Mapping) -> List[str]:
     lines = []
+    if summary.get("cut"):
+        lines.append(cut_line(summary))
     if summary.get("aa"):
         lines.append("A/A: both sides ran the same value, so their kernels are identical by construction; "
                      "every row is measured and any verdict other than 'no difference' is a false positive.")
@@ -184,6 +190,16 @@ def headline(summary: Mapping) -> List[str]:
     if caveats:
         lines.append("Caveats: " + "; ".join(caveats) + ".")
     return lines
+
+
+def cut_line(summary: Mapping) -> str:
+    """The first line of a cut A/B: rounds planned against done, rows cut, verdicts it voids."""
+    c, planned = summary["cut"], summary.get("rounds_planned") or {}
+    done = c["rounds_done"][0] if c["rounds_done"][0] == c["rounds_done"][1] else "{}..{}".format(*c["rounds_done"])
+    plan = (f"{planned['min']} to {planned['max']}" if planned.get("min") != planned.get("max")
+            else str(planned.get("max", "?")))
+    return (f"**Run cut short**: {c['rows']} row(s) got {done} of the {plan} rounds planned before the run ended; "
+            f"{c['below_min']} of them below the minimum are 'inconclusive (cut)'. Resume the run dir to finish them.")
 
 
 def _fmt_pct(ratio: Optional[float]) -> str:

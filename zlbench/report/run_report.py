@@ -126,6 +126,10 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if _speedup_png(rows, run_dir / "speedup.png", identity):
         outputs.insert(5, "speedup.png")
     print(text)
+    if len(sides) == 2 and result["summary"].get("cut"):
+        from .ab import cut_line
+
+        log.warning("[zlbench] A/B " + cut_line(result["summary"]).replace("**", ""))
     if dead:
         log.info(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
               "sides (set ab.allow_dead=true to accept).")

@@ -1,0 +1,106 @@
+"""Analysis of ab_scale.sh (issue 12's benchmark): wall per step, the dead axis' cost in plain passes,
+A/A false positives and paired noise per design, live-axis agreement and time to settle.
+
+    python benchmarks/gpu/ab_scale.py RUNS_DIR [--wall WALL_TXT] [--json OUT.json]
+
+Paired noise: per row and round, |ln(B/A)| of the row's latencies (rows >= 5 us on both sides),
+then its median and p90 over all (row, round) pairs of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional
+
+SETTLED = {"faster", "slower", "no difference beyond threshold", "changed below threshold"}
+FLAGGED = {"faster", "slower", "changed below threshold"}
+
+
+def quantile(xs: List[float], q: float) -> Optional[float]:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def walls(path: Optional[Path]) -> Dict[str, float]:
+    out = {}
+    if path and path.is_file():
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 2:
+                out[parts[0]] = float(parts[1])
+    return out
+
+
+def paired_noise(run: Path) -> Dict[str, Optional[float]]:
+    plan = json.loads((run / "plan.json").read_text())
+    sides = [s["name"] for s in plan["sides"]]
+    lat = defaultdict(dict)
+    for line in (run / "rows.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("status") == "ok" and r.get("latency"):
+            lat[(r["op"], r["dtype"], r["shape"], r.get("round") or 0)][r["side"]] = float(r["latency"])
+    d = [abs(math.log(v[sides[1]] / v[sides[0]])) for v in lat.values()
+         if len(sides) == 2 and sides[0] in v and sides[1] in v and min(v.values()) >= 0.005]
+    return {"pairs": len(d), "median_pct": _pct(quantile(d, 0.5)), "p90_pct": _pct(quantile(d, 0.9)),
+            "max_pct": _pct(max(d) if d else None)}
+
+
+def _pct(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(100 * (math.exp(x) - 1), 3)
+
+
+def ab_facts(run: Path) -> Dict:
+    if not (run / "ab.json").is_file():
+        return {"missing": True}
+    ab = json.loads((run / "ab.json").read_text())
+    s = ab["summary"]
+    rows = ab["rows"]
+    considered = [r for r in rows if r["live"] != "not live"]
+    return {
+        "liveness": s["liveness"], "rows": len(rows), "verdicts": s["verdicts"], "stops": s.get("stops"),
+        "flagged": sum(r["verdict"] in FLAGGED for r in considered), "considered": len(considered),
+        "false_positive_rate": s.get("false_positive_rate"),
+        "rounds_mean": round(sum(r["rounds"] for r in rows) / max(1, len(rows)), 2),
+        "noise": paired_noise(run),
+    }
+
+
+def agreement(a: Path, b: Path) -> Dict:
+    ra = {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in json.loads((a / "ab.json").read_text())["rows"]}
+    rb = {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in json.loads((b / "ab.json").read_text())["rows"]}
+    both = [k for k in ra if k in rb and ra[k] in SETTLED and rb[k] in SETTLED]
+    return {"both_settled": len(both), "agree": sum(ra[k] == rb[k] for k in both),
+            "disagree": sorted(f"{k[0]} {k[2]}: {ra[k]} vs {rb[k]}" for k in both if ra[k] != rb[k])[:20]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", type=Path)
+    p.add_argument("--wall", type=Path)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    wall = walls(args.wall or args.runs.parent / "wall.txt")
+    out: Dict = {"wall_s": wall, "runs": {}}
+    for run in sorted(x for x in args.runs.iterdir() if (x / "plan.json").is_file()):
+        out["runs"][run.name] = ab_facts(run)
+    if "plain" in wall:
+        out["wall_over_plain"] = {k: round(v / wall["plain"], 2) for k, v in wall.items()}
+    for a, b in (("live_node", "live_round"), ("aa_node", "aa_round")):
+        if (args.runs / a / "ab.json").is_file() and (args.runs / b / "ab.json").is_file():
+            out[f"{a}_vs_{b}"] = agreement(args.runs / a, args.runs / b)
+            if a in wall and b in wall:
+                out[f"{a}_vs_{b}"]["wall_ratio"] = round(wall[a] / wall[b], 3)
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
