@@ -16,9 +16,10 @@ integration, the same for any sd since the t statistic is a pivot under normal r
 noise). So whatever stopping rule is used - this module's, the scheduler's "every row of the node
 settled", a time limit - the interval at the look where the row stopped covers with probability
 >= 1 - alpha, and every verdict read off it (faster, slower, changed below threshold, no
-difference beyond threshold) is wrong with probability <= alpha per row. In A/A simulations the
-union bound is conservative: about 2.7% (K=8) and 2.1% (K=18) of rows, not 5%, are flagged (see
-benchmarks/ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
+difference beyond threshold) is wrong with probability <= alpha per row. The union bound is
+conservative: a null row looked at through all K looks is flagged with probability ~2.7% (K=8) or
+~2.1% (K=18), and in simulated A/A runs, where most rows settle as "no difference" first, 0.2-1.1%
+of rows are flagged (benchmarks/README.md, ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
 to exactly alpha narrows the final interval by ~12% but needs a simulated calibration (and
 simulated tails for the p-values BH uses); anytime-valid confidence sequences (Howard, Ramdas et
 al. 2021; the t confidence sequence of Wang & Ramdas 2023) spend alpha over an unbounded horizon
