@@ -87,7 +87,9 @@ class RowDecision:
     mde: Optional[float]  # minimum detectable relative change at 80% power with this boundary
 
 
-def check_plan(min_rounds: int, max_rounds: int) -> None:
+def check_plan(min_rounds: int, max_rounds: int, family_size: int = 1) -> None:
+    if family_size < 1:
+        raise ValueError(f"family_size={family_size}: at least the row itself")
     if min_rounds < 2:
         raise ValueError(f"min_rounds={min_rounds}: a paired t interval needs at least 2 rounds")
     if max_rounds < min_rounds:
@@ -173,6 +175,7 @@ def row_decision(d: Sequence[float], threshold: float, *, min_rounds: int, max_r
     the final BH's. Equivalence ("no difference beyond threshold", or "changed below threshold"
     when BH accepts the change) settles as soon as the interval lies inside the band."""
     K = n_looks(min_rounds, max_rounds)
+    check_plan(min_rounds, max_rounds, family_size)
     x = np.asarray(d, float)
     n = len(x)
     if n < min_rounds:
@@ -193,8 +196,8 @@ def row_decision(d: Sequence[float], threshold: float, *, min_rounds: int, max_r
 def row_settled(d: Sequence[float], threshold: float, *, min_rounds: int, max_rounds: int,
                 alpha: float = stats.ALPHA, family_size: int = 1) -> bool:
     """row_decision(...).settled without the rest (the scheduler asks this after every round)."""
+    check_plan(min_rounds, max_rounds, family_size)
     if len(d) < min_rounds:
-        n_looks(min_rounds, max_rounds)
         return False
     return _looks(np.asarray(d, float), threshold, min_rounds, max_rounds, alpha, family_size)[-1] is not None
 
