@@ -195,6 +195,8 @@ def test_plan_is_checked_and_fixed_analysis_is_unchanged():
         sequential.node_settled({"a": [0.0]}, THR, min_rounds=5, max_rounds=4)
     with pytest.raises(ValueError):
         stats.analyse([rowstat([0.0, 0.1, 0.0])], [None], THR, min_rounds=3)
+    with pytest.raises(ValueError):
+        sequential.row_decision([0.0] * 3, THR, min_rounds=3, max_rounds=10, family_size=0)
     a, b = rowstat([0.1, 0.12, 0.08, 0.1]), rowstat([0.1, 0.12, 0.08, 0.1])
     stats.analyse([a], [None], THR)
     stats.analyse([b], [None], THR, min_rounds=None, max_rounds=None)

@@ -16,9 +16,10 @@ integration, the same for any sd since the t statistic is a pivot under normal r
 noise). So whatever stopping rule is used - this module's, the scheduler's "every row of the node
 settled", a time limit - the interval at the look where the row stopped covers with probability
 >= 1 - alpha, and every verdict read off it (faster, slower, changed below threshold, no
-difference beyond threshold) is wrong with probability <= alpha per row. In A/A simulations the
-union bound is conservative: about 2.7% (K=8) and 2.1% (K=18) of rows, not 5%, are flagged (see
-benchmarks/ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
+difference beyond threshold) is wrong with probability <= alpha per row. The union bound is
+conservative: a null row looked at through all K looks is flagged with probability ~2.7% (K=8) or
+~2.1% (K=18), and in simulated A/A runs, where most rows settle as "no difference" first, 0.2-1.1%
+of rows are flagged (benchmarks/README.md, ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
 to exactly alpha narrows the final interval by ~12% but needs a simulated calibration (and
 simulated tails for the p-values BH uses); anytime-valid confidence sequences (Howard, Ramdas et
 al. 2021; the t confidence sequence of Wang & Ramdas 2023) spend alpha over an unbounded horizon
@@ -86,7 +87,9 @@ class RowDecision:
     mde: Optional[float]  # minimum detectable relative change at 80% power with this boundary
 
 
-def check_plan(min_rounds: int, max_rounds: int) -> None:
+def check_plan(min_rounds: int, max_rounds: int, family_size: int = 1) -> None:
+    if family_size < 1:
+        raise ValueError(f"family_size={family_size}: at least the row itself")
     if min_rounds < 2:
         raise ValueError(f"min_rounds={min_rounds}: a paired t interval needs at least 2 rounds")
     if max_rounds < min_rounds:
@@ -172,6 +175,7 @@ def row_decision(d: Sequence[float], threshold: float, *, min_rounds: int, max_r
     the final BH's. Equivalence ("no difference beyond threshold", or "changed below threshold"
     when BH accepts the change) settles as soon as the interval lies inside the band."""
     K = n_looks(min_rounds, max_rounds)
+    check_plan(min_rounds, max_rounds, family_size)
     x = np.asarray(d, float)
     n = len(x)
     if n < min_rounds:
@@ -192,8 +196,8 @@ def row_decision(d: Sequence[float], threshold: float, *, min_rounds: int, max_r
 def row_settled(d: Sequence[float], threshold: float, *, min_rounds: int, max_rounds: int,
                 alpha: float = stats.ALPHA, family_size: int = 1) -> bool:
     """row_decision(...).settled without the rest (the scheduler asks this after every round)."""
+    check_plan(min_rounds, max_rounds, family_size)
     if len(d) < min_rounds:
-        n_looks(min_rounds, max_rounds)
         return False
     return _looks(np.asarray(d, float), threshold, min_rounds, max_rounds, alpha, family_size)[-1] is not None
 
