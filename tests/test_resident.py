@@ -105,3 +105,40 @@ def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_proc
     st = {(r["op"], r["side"]): r for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
     assert {st[("flaky_op", s)]["status"] for s in ("off", "on")} <= {"crashed", "timeout"}
     assert any("node_timeout_s=4" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
+
+
+def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op]", "ab.rounds=10", "ab.min_rounds=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = ab_rows(res.run_dir)
+    # +30% with 0.5% noise: settled at the first look, not run to the maximum.
+    assert {(v["rounds"], v["stop"], v["verdict"]) for v in rows.values()} == {("3", "settled", "slower")}
+    runs = node_runs(res.run_dir)
+    assert max(r[3] for r in runs) == 2 and len(runs) == 6
+
+
+def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resumes(run_zlbench, tmp_path):
+    env = {"ZL_FIXTURE_NOISE": "0.2", "ZL_FIXTURE_SLEEP": "0.3"}
+    args = [*CORPUS, "ops=[slow_op]", "ab.rounds=4", "ab.min_rounds=3"]
+    cut = run_zlbench(*args, "launcher.run_timeout_s=3", env=env)
+    assert cut.returncode == 4, cut.stderr[-3000:]
+    md = (cut.run_dir / "ab.md").read_text()
+    assert md.splitlines()[2].startswith("- **Run cut short**") and "of the 3 to 4 rounds planned" in md
+    assert "inconclusive (cut)" in md and "A/B Run cut short" in cut.stderr
+    # A resume (another time limit is not another caliber) runs what the limit cut, to the maximum.
+    done = run_zlbench(*args, f"resume={cut.run_dir}", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = ab_rows(cut.run_dir)
+    assert {(v["rounds"], v["stop"]) for v in rows.values()} == {("4", "max rounds")}, rows
+    assert "Run cut short" not in (cut.run_dir / "ab.md").read_text()
+
+
+def test_the_demo_switch_is_found_node_by_node(run_zlbench):
+    res = run_zlbench("ab=demo_fused_softmax", "ab.rounds=6", "ab.min_rounds=3", "ops=[softmax]", "dtypes=[bfloat16]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    ab = json.loads((res.run_dir / "ab.json").read_text())
+    verdicts = [r["verdict"] for r in ab["rows"]]
+    assert verdicts.count("faster") >= 2 and set(verdicts) <= {"faster", "unstable", "inconclusive"}, ab["rows"]
+    assert all(3 <= r["rounds"] <= 6 and r["stop"] in ("settled", "max rounds") for r in ab["rows"])
+    for side in ("off", "on"):
+        assert (res.run_dir / f"run.{side}.log").is_file()

@@ -133,7 +133,7 @@ class ABConf:
     sides: List[str] = field(default_factory=lambda: ["main"])
     side: Optional[str] = None
     rounds: int = 1
-    min_rounds: int = 3
+    min_rounds: int = 4
     # node: resident side processes, sides alternating per node (zlbench/resident.py); round: each
     # side's pass in fresh processes, every round (the runner zlbench replaced did this).
     schedule: Schedule = Schedule.node

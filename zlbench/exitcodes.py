@@ -7,7 +7,7 @@ from typing import Iterable, Mapping, Sequence
 
 # Node statuses and A/B verdicts that fail_on may name.
 FAILABLE_STATUSES = ("failed", "crashed", "timeout", "poisoned", "fatal", "skipped")
-FAILABLE_VERDICTS = ("slower", "faster", "unstable", "inconclusive", "changed below threshold")
+FAILABLE_VERDICTS = ("slower", "faster", "unstable", "inconclusive", "inconclusive (cut)", "changed below threshold")
 
 
 class Exit(IntEnum):

@@ -204,7 +204,7 @@ def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, not
                      "side A has tuned")
         return None
     return {"sides": [s.name for s in sides], "max_rounds": rounds,
-            "min_rounds": min(int(ab.get("min_rounds") or 3), rounds),
+            "min_rounds": min(int(ab.get("min_rounds") or 4), rounds),
             "respawn_every": int(ab.get("respawn_every") or 0),
             "threshold": float(ab.get("threshold", 0.02)), "aa": bool(ab.get("aa"))}
 

@@ -41,11 +41,13 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
             threshold: float = 0.02, artifacts_a: Optional[Mapping[str, str]] = None,
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
             caveats: Sequence[str] = (), stops: Optional[Mapping[str, Mapping]] = None,
-            rounds: Optional[Mapping[str, int]] = None, cut: Collection[str] = ()) -> Dict:
+            rounds: Optional[Mapping[str, int]] = None, cut: Collection[str] = (),
+            fixed_rounds: Optional[int] = None) -> Dict:
     """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk).
 
     stops: test node -> the scheduler's `stopped` event (why it ran no more rounds: not live,
-    settled); rounds: {"min", "max"} planned per row; cut: test nodes the run did not finish."""
+    settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
+    fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish."""
     pairing = pair(rows_a, rows_b, "latency")
     # Rows of nodes found not live in round 1 (liveness first): timed on one side only.
     first_round_dead = {n for n, e in (stops or {}).items() if e.get("why") == "not live" and e.get("after_rounds") == 1}
@@ -63,7 +65,8 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
         t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut)
     summary = _summary(pairing, table, live, aa)
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
-                   rounds_planned=dict(rounds) if rounds else None,
+                   rounds_planned=dict(rounds) if rounds else (
+                       {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])))
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
     table += [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
@@ -73,8 +76,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
         summary["liveness"] = "not live"
     summary["verdicts"] = dict(Counter(t["verdict"] for t in table))
     summary["stops"] = dict(Counter(t["stop"] for t in table if t["stop"]))
-    cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"]
-    summary["cut"] = {"rows": len(cut_rounds), "rounds_done": [min(cut_rounds), max(cut_rounds)],
+    cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"] or ([0] if cut else [])
+    summary["cut"] = {"rows": sum(1 for t in table if t["stop"] == "cut") + len(unpaired) * bool(cut),
+                      "rounds_done": [min(cut_rounds), max(cut_rounds)],
                       "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)")} if cut_rounds else None
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}

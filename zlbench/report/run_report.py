@@ -67,7 +67,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
-                     stops=stopped_nodes(run_dir), rounds=rounds, cut={c["test_node"] for c in cut})
+                     stops=stopped_nodes(run_dir), rounds=rounds, cut={c["test_node"] for c in cut},
+                     fixed_rounds=None if schedule else int(identity.get("rounds") or 1))
     write(result, run_dir)
     if len(result["rows"]) > LARGE:
         # At corpus scale: a fixed-size overview instead of one forest-plot line per row, and a
