@@ -142,3 +142,17 @@ def test_the_demo_switch_is_found_node_by_node(run_zlbench):
     assert all(3 <= r["rounds"] <= 6 and r["stop"] in ("settled", "max rounds") for r in ab["rows"])
     for side in ("off", "on"):
         assert (res.run_dir / f"run.{side}.log").is_file()
+
+
+def test_on_two_devices_both_sides_of_a_node_run_on_its_device(run_zlbench):
+    res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[live_op,slow_op]", "ab.rounds=3",
+                      "ab.min_rounds=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    plan = json.loads((res.run_dir / "plan.json").read_text())
+    device_of = {(u["side"], u["round"], n): u["device"] for u in plan["units"] for n in u["nodes"]}
+    assert {u["device"] for u in plan["units"]} == {0, 1}
+    runs = node_runs(res.run_dir)
+    for node in {r[4] for r in runs}:
+        assert len({device_of[(r[2], r[3], r[4])] for r in runs if r[4] == node}) == 1
+    # One resident process per side and device.
+    assert len({r[5] for r in runs}) == 4

@@ -52,13 +52,14 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
 
 
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
-              extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = ()) -> Dict:
-    """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png)."""
+              extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None) -> Dict:
+    """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png); `plan`: the run's
+    plan.json, which says how the rounds were scheduled (None: round by round, no stops)."""
     from .ab import compare, write
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
-    schedule = (load_plan(run_dir)["units"] or [{}])[0].get("schedule")
+    schedule = (plan["units"] or [{}])[0].get("schedule") if plan else None
     rounds = {"min": schedule["min_rounds"], "max": schedule["max_rounds"]} if schedule else None
     result = compare([r for r in rows if r.get("side") == sides[0]],
                      [r for r in rows if r.get("side") == sides[1]],
@@ -67,7 +68,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
-                     stops=stopped_nodes(run_dir), rounds=rounds, cut={c["test_node"] for c in cut},
+                     stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1))
     write(result, run_dir)
     if len(result["rows"]) > LARGE:
@@ -115,7 +116,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if len(sides) == 2:
         caveat = [f"run cut short: {len(cut)} node(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
-        result = ab_report(run_dir, rows, sides, identity, caveat, cut)
+        result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan)
         text = result["markdown"] + "\n" + text
         verdicts = [t["verdict"] for t in result["rows"]]
         dead = result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")

@@ -229,10 +229,10 @@ class _Collector:
         return out
 
 
-def stopped_nodes(run_dir: Path) -> Dict[str, dict]:
+def stopped_nodes(run_dir: Path, plan: Optional[Mapping] = None) -> Dict[str, dict]:
     """test node -> the A/B scheduler's first `stopped` event for it (why it ran no more rounds)."""
     out: Dict[str, dict] = {}
-    for u in load_plan(run_dir)["units"]:
+    for u in (plan or load_plan(run_dir))["units"]:
         for node, e in ev.stopped(ev.read_events(ev.events_path(run_dir, u["unit_id"]))).items():
             if node not in out or e.get("after_rounds", 0) < out[node].get("after_rounds", 0):
                 out[node] = e
