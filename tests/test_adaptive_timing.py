@@ -34,6 +34,13 @@ def test_median_ci_takes_binomial_order_statistics_and_covers_95_percent():
     rng = np.random.default_rng(0)
     covered = sum(lo <= 0 <= hi for lo, hi in (sampling.median_ci(rng.standard_normal(15)) for _ in range(2000)))
     assert 0.95 <= covered / 2000 <= 0.99
+    # Many samples (a µs kernel timed directly: tens of thousands): the normal approximation, whose
+    # half-width is 1.96 x 1.2533 / sqrt(n) for a standard normal.
+    cis = [sampling.median_ci(rng.standard_normal(20000)) for _ in range(200)]
+    assert 0.93 <= sum(lo <= 0 <= hi for lo, hi in cis) / 200
+    assert statistics.median((hi - lo) / 2 for lo, hi in cis) == pytest.approx(1.96 * 1.2533 / math.sqrt(20000), rel=0.1)
+    lo, hi = sampling.median_ci(rng.standard_normal(1001))  # either side of the switch: no jump
+    assert 0.05 < (hi - lo) / 2 < 0.1
 
 
 def test_ci_of_the_mean_is_students_t():

@@ -73,14 +73,18 @@ def summarize(samples: Sequence[float], quantiles, return_mode: str):
 def median_ci(samples: Sequence[float]) -> Tuple[float, float]:
     """Distribution-free 95% confidence interval of the median: the order statistics x(k) and
     x(n+1-k) with the largest k such that P(Binomial(n, 1/2) < k) <= 2.5% (e.g. Conover, Practical
-    Nonparametric Statistics, 3.6). Below n = 6 no such k exists: the whole range."""
+    Nonparametric Statistics, 3.6); above 1000 samples its normal approximation,
+    k = floor((n - 1.96 sqrt(n)) / 2). Below n = 6 no such k exists: the whole range."""
     ordered = sorted(samples)
     n = len(ordered)
-    k, cdf, term = 0, 0.0, 0.5 ** n  # cdf = P(B <= k - 1); term = P(B = k)
-    while k < n // 2 and cdf + term <= 0.025:
-        cdf += term
-        term *= (n - k) / (k + 1)
-        k += 1
+    if n > 1000:
+        k = int((n - Z95 * math.sqrt(n)) / 2)
+    else:
+        k, cdf, term = 0, 0.0, 0.5 ** n  # cdf = P(B <= k - 1); term = P(B = k)
+        while k < n // 2 and cdf + term <= 0.025:
+            cdf += term
+            term *= (n - k) / (k + 1)
+            k += 1
     k = max(k, 1)
     return ordered[k - 1], ordered[n - k]
 
