@@ -83,6 +83,25 @@ def test_stable_batches_stop_at_min_samples_noisy_ones_get_more():
     assert facts["samples_discarded"] is None  # no clock reading, nothing screened
 
 
+def test_the_first_batchs_warm_up_is_not_sampling_time():
+    now = [0.0]
+
+    def batches(samples):
+        def take(first, during):  # FlagGems' direct timer: 1 s of warm-up, then 100 ms of samples
+            now[0] += 1.1 if first else 0.1
+            return list(samples)
+        return take
+
+    rule = StopRule(min_samples=10, target_rel=0.0005, max_samples=10_000, max_time_ms=1000)
+    steady = batches([1.0, 1.001, 0.999, 1.0005, 0.9995])
+    s = sample_until(steady, rule, ClockLog(None, ClockPolicy()), "median", clock=lambda: now[0])
+    assert s.stop_reason == "target" and len(s.samples) > 10  # not max_time after the 1.1 s first batch
+    noisy = batches([1.0, 1.2, 0.9, 1.1, 1.05])
+    rule = StopRule(min_samples=10, target_rel=0.001, max_samples=10_000, max_time_ms=300)
+    s = sample_until(noisy, rule, ClockLog(None, ClockPolicy()), "median", clock=lambda: now[0])
+    assert (s.stop_reason, len(s.samples)) == ("unreachable", 10)  # judged on the second batch's pace
+
+
 # -- clocks around each batch --------------------------------------------------------------------
 class ScriptedReader:
     source = "sim"

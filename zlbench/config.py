@@ -64,7 +64,7 @@ class TimerConf:
     min_window_ms: float = 2.0
     # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
     # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
-    # after min_samples, up to max_samples or max_time_ms of sampling.
+    # after min_samples, up to max_samples or max_time_ms of sampling after the first batch.
     stop: StopMode = StopMode.adaptive
     target_rel: float = 0.005
     min_samples: int = 10

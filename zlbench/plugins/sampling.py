@@ -213,13 +213,17 @@ class StopRule:
     def fixed(self) -> bool:
         return self.mode == "fixed"
 
-    def check(self, samples: Sequence[float], elapsed_ms: float, statistic: str) -> Optional[str]:
-        """Why to stop now, or None to take another batch.
+    def check(self, samples: Sequence[float], elapsed_ms: float, statistic: str,
+              paced: Optional[int] = None) -> Optional[str]:
+        """Why to stop now, or None to take another batch. elapsed_ms: sampling time so far, in
+        which `paced` of the samples were taken (default all; sample_until leaves the first batch
+        out of both, since it holds the corpus' warm-up: FlagGems' direct timer warms up for 1 s).
 
         Past min_samples, a CI that would need more than the time left is not chased: a CI
         half-width shrinks as 1/sqrt(n), so reaching the target takes n (ci / target)^2 samples in
         all, at the rate seen so far (a row on a contended host: 30 ms instead of 1 s)."""
         n = len(samples)
+        paced = n if paced is None else paced
         ci = ci_rel(samples, statistic) if n >= self.min_samples else math.inf
         if ci <= self.target_rel:
             return STOP_TARGET
@@ -227,9 +231,9 @@ class StopRule:
             return STOP_MAX_SAMPLES
         if elapsed_ms >= self.max_time_ms:
             return STOP_MAX_TIME
-        if math.isfinite(ci) and elapsed_ms > 0:
+        if math.isfinite(ci) and elapsed_ms > 0 and paced > 0:
             needed = min(n * (ci / self.target_rel) ** 2, self.max_samples)
-            if (needed - n) * elapsed_ms / n > self.max_time_ms - elapsed_ms:
+            if (needed - n) * elapsed_ms / paced > self.max_time_ms - elapsed_ms:
                 return STOP_UNREACHABLE
         return None
 
@@ -357,16 +361,15 @@ def _round(x: Optional[float]) -> Optional[float]:
 def sample_until(take: Callable[[bool, Callable[[], None]], List[float]], rule: StopRule, log: ClockLog,
                  statistic: str, clock: Callable[[], float] = time.perf_counter) -> Sampling:
     """Adaptive sampling: take(first, during) returns one batch's samples (ms); batches are taken
-    through the clock log until the rule says stop."""
-    samples: List[float] = []
-    start = clock()
-    first = True
+    through the clock log until the rule says stop. The time budget and the pace start after the
+    first batch, which holds the corpus' warm-up."""
+    samples: List[float] = list(log.take(lambda during: take(True, during)))
+    start, first_batch = clock(), len(samples)
     while True:
-        samples.extend(log.take(lambda during: take(first, during)))
-        first = False
-        reason = rule.check(samples, (clock() - start) * 1000, statistic)
+        reason = rule.check(samples, (clock() - start) * 1000, statistic, paced=len(samples) - first_batch)
         if reason:
             return Sampling(reason, samples, statistic, log.facts(), log.throttled_kept)
+        samples.extend(log.take(lambda during: take(False, during)))
 
 
 def merge(parts: List[Sampling]) -> Sampling:
