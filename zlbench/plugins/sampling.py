@@ -67,7 +67,7 @@ def summarize(samples: Sequence[float], quantiles, return_mode: str):
         return out[0] if len(out) == 1 else out
     if return_mode == "all":
         return list(samples)
-    return {"min": min, "max": max, "median": statistics.median}.get(return_mode, statistics.fmean)(samples)
+    return {"min": min, "max": max, "median": statistics.median}.get(return_mode, statistics.mean)(samples)
 
 
 def median_ci(samples: Sequence[float]) -> Tuple[float, float]:
