@@ -1,4 +1,5 @@
-"""The timing plugin's policy wrapper, driven on the CPU with a plain timer function."""
+"""The timing plugin's policy wrapper, driven on the CPU with a plain timer function. These tests
+drive timer.stop=fixed (the timer's own budget); tests/test_adaptive_timing.py drives adaptive."""
 
 import json
 
@@ -7,11 +8,18 @@ import pytest
 from zlbench.plugins import _runtime, timing
 
 
+def recorded():
+    """The timing calls noted, without their sampling facts."""
+    return [{k: v for k, v in c.items() if k != "facts"} for c in _runtime.timing_calls]
+
+
 @pytest.fixture
 def plugin_config(tmp_path, monkeypatch):
     def make(**cfg):
         path = tmp_path / "plugin.json"
-        path.write_text(json.dumps({"backend": "cpu", "timer": {"name": "direct", "repeat": 3}, **cfg}))
+        cfg.setdefault("timer", {"name": "direct", "repeat": 3})
+        cfg["timer"] = {"stop": "fixed", **cfg["timer"]}
+        path.write_text(json.dumps({"backend": "cpu", **cfg}))
         monkeypatch.setenv(_runtime.CONFIG_ENV, str(path))
         monkeypatch.setattr(_runtime, "_config", None)
         _runtime.timing_calls.clear()
@@ -23,7 +31,8 @@ def test_direct_takes_the_median_of_repeats_and_records_the_timer(plugin_config)
     values = iter([3.0, 1.0, 2.0])
     policy, _ = timing.make_policy(lambda fn, **kw: next(values), None)
     assert policy(lambda: None, warmup=1, rep=1) == 2.0
-    assert _runtime.timing_calls == [{"timer_used": "direct", "markers": [], "reason": None}]
+    assert recorded() == [{"timer_used": "direct", "markers": [], "reason": None}]
+    assert _runtime.timing_calls[0]["facts"]["stop_reason"] == "fixed"
 
 
 def test_calls_from_inside_triton_pass_through_unrecorded(plugin_config):
@@ -335,7 +344,7 @@ def test_a_captured_op_is_graph_timed_and_leaves_the_generators_as_they_were(sim
     # 5 eager calls take 1 ms: the graph holds int(20 ms / 0.2 ms) calls; each replay takes 1 ms
     assert policy(device.draw, rep=20) == pytest.approx(1.0 / 100)
     assert device.generator.offset == 0 and device.log.count("replay") == 10
-    assert _runtime.timing_calls == [{"timer_used": "graph", "markers": [], "reason": None}]
+    assert recorded() == [{"timer_used": "graph", "markers": [], "reason": None}]
 
 
 def test_a_refused_capture_falls_back_to_direct_with_the_generators_recovered(sim_capture):

@@ -26,6 +26,19 @@ class Progress(str, Enum):
     none = "none"
 
 
+class StopMode(str, Enum):
+    adaptive = "adaptive"
+    fixed = "fixed"
+
+
+class ClockReaderChoice(str, Enum):
+    auto = "auto"
+    none = "none"
+    nvml = "nvml"
+    kernel_timer = "kernel_timer"
+    torch_clock_rate = "torch_clock_rate"
+
+
 class Tuning(str, Enum):
     separate = "separate"
     replay = "replay"
@@ -54,6 +67,21 @@ class TimerConf:
     fill_gaps: bool = True
     # Graph timing: widen the replay of launch-bound calls to at least this much device time.
     min_window_ms: float = 2.0
+    # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
+    # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
+    # after min_samples, up to max_samples or max_time_ms of sampling after the first batch.
+    stop: StopMode = StopMode.adaptive
+    target_rel: float = 0.005
+    min_samples: int = 10
+    max_samples: int = 1000
+    max_time_ms: float = 1000.0
+    # Clock screening (zlbench/plugins/clocks.py): a batch read below throttle_threshold x the
+    # device's maximum SM clock is retaken after a pause, at most throttle_retries times a call
+    # (0 = no screening). clock_reader: auto (the backend's), none, nvml, kernel_timer, torch_clock_rate.
+    throttle_threshold: float = 0.75
+    throttle_retries: int = 3
+    throttle_pause_ms: float = 20.0
+    clock_reader: ClockReaderChoice = ClockReaderChoice.auto
 
 
 @dataclass

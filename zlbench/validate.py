@@ -44,6 +44,17 @@ RULES: List[Rule] = [
          "corpus' default", "timer.rep_ms=null", nullable=True),
     Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
          "widening)", "timer.min_window_ms=2"),
+    Rule("timer.target_rel", _number(lambda v: 0 < v < 1), "a relative CI half-width between 0 and 1, "
+         "exclusive", "timer.target_rel=0.005"),
+    Rule("timer.min_samples", _integer(lambda v: v >= 1), "an integer >= 1", "timer.min_samples=10"),
+    Rule("timer.max_samples", _integer(lambda v: v >= 1), "an integer >= 1", "timer.max_samples=1000"),
+    Rule("timer.max_time_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
+         "timer.max_time_ms=1000"),
+    Rule("timer.throttle_threshold", _number(lambda v: 0 <= v <= 1), "a fraction of the maximum SM clock "
+         "between 0 and 1 (0 = no screening)", "timer.throttle_threshold=0.75"),
+    Rule("timer.throttle_retries", _integer(lambda v: v >= 0), "an integer >= 0", "timer.throttle_retries=3"),
+    Rule("timer.throttle_pause_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
+         "timer.throttle_pause_ms=20"),
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
     Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
          "ab.min_rounds=3"),

@@ -47,6 +47,10 @@ def process_facts():
         "triton": _version("triton") if _backend.torch_device != "cpu" else None,
         "visibility": {k: os.environ.get(k) for k in _backend.visibility([0])},
     }
+    # The clock reader this process times with (or why none): the timing plugin uses the same one.
+    from .clocks import process_reader
+
+    facts["clocks"] = process_reader(_backend, (_runtime.config().get("timer") or {}).get("clock_reader") or "auto")[1]
     flag_gems = sys.modules.get("flag_gems")
     if flag_gems is not None:
         facts["flag_gems"] = getattr(flag_gems, "__version__", None)

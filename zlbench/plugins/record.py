@@ -36,14 +36,15 @@ def _markers_for_results(n_results: int):
 
     Per shape the corpus times torch, then the alternative: 2 calls a shape (or 1 where only one
     latency is measured). When the count does not fit, every shape carries the union of markers:
-    a fallback is over-marked rather than lost."""
+    a fallback is over-marked rather than lost; sampling facts are then not attributed."""
     calls, _runtime.timing_calls[:] = list(_runtime.timing_calls), []
+    fits = True
     if n_results and len(calls) == 2 * n_results:
         per = [calls[2 * i : 2 * i + 2] for i in range(n_results)]
     elif n_results and len(calls) == n_results:
         per = [[c] for c in calls]
     else:
-        per = [calls] * n_results
+        per, fits = [calls] * n_results, False
     out = []
     for group in per:
         markers = sorted({m for c in group for m in c.get("markers", [])})
@@ -55,6 +56,9 @@ def _markers_for_results(n_results: int):
                 "timer_used_base": group[0]["timer_used"] if len(group) == 2 else None,
                 "markers": markers,
                 "marker_reason": "; ".join(reasons) or None,
+                # How each call sampled (stop reason, samples, precision, clocks, modes): Row fields.
+                "facts": group[-1].get("facts") if fits and group else None,
+                "facts_base": group[0].get("facts") if fits and len(group) == 2 else None,
             }
         )
     return out

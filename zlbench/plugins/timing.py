@@ -3,18 +3,21 @@
 Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
 `triton.testing.do_bench` up at call time) so every timing call goes through the run's policy:
 
-- graph:  capture and replay. On CUDA, upstream triton.testing.do_bench_cudagraph itself (its
-          numbers); elsewhere a port that takes stream/event/synchronize from Triton's device
-          interface and the graph class from the backend. Launch-bound calls are given a rep that
-          makes their replay at least timer.min_window_ms of device time (0: upstream's own rep).
+- graph:  capture and replay. Fixed: on CUDA, upstream triton.testing.do_bench_cudagraph itself
+          (its numbers); elsewhere a port that takes stream/event/synchronize from Triton's device
+          interface and the graph class from the backend. Adaptive: the port's capture, replayed
+          until precise (on CUDA Triton's device interface is torch.cuda: upstream's own calls).
+          Launch-bound calls are given a rep that makes their replay at least
+          timer.min_window_ms of device time (0: upstream's own rep).
           Per shape, a refused capture falls back to direct timing and is marked; a device fault
           is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED; an op
           whose fallback raises what its capture raised is broken, and fails with its own error.
-- direct: the corpus' own direct timer, called timer.repeat times, median kept; with
-          timer.fill_gaps the device is kept busy after each L2 clear, so that host launch time
-          stays out of the kernel's events.
+- direct: the corpus' own direct timer (fixed: called timer.repeat times, median kept; adaptive:
+          asked for every sample, called until precise); with timer.fill_gaps the device is kept
+          busy after each L2 clear, so that host launch time stays out of the kernel's events.
 - host:   host wall clock around each call, synchronizing the device (the CPU's timer).
-Every call records the timer actually used (rows carry it).
+How many samples (timer.stop, fixed or adaptive), clock screening and bimodality: sampling.py and
+clocks.py. Every call records the timer actually used and its sampling facts (rows carry them).
 """
 
 from __future__ import annotations
@@ -28,16 +31,35 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Optional
 
 from ..backends import get_backend
-from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
-from . import _runtime
+from ..results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
+from . import _runtime, clocks
+from .sampling import (DEFAULTS, STOP_FIXED, STOP_NO_SAMPLES, ClockLog, ClockPolicy, Sampling, StopRule, merge,
+                       sample_until, statistic_of, summarize)
 
 _patched: Dict[str, Any] = {}
 
 
-def _note(timer_used: str, markers=(), reason: Optional[str] = None) -> None:
+def _note(timer_used: str, sampling: Sampling, markers=(), reason: Optional[str] = None) -> None:
+    """Record one timing call for the row it belongs to: the timer used, markers with their reason,
+    and its sampling facts (stop reason, samples, precision, clocks, modes)."""
+    facts = sampling.facts()
+    markers, reasons = list(markers), [reason] if reason else []
+    if facts.get("mode_lo_ms") is not None:
+        markers.append(MARKER_BIMODAL)
+    if sampling.throttled:
+        markers.append(MARKER_THROTTLED)
+        reasons.append(sampling.throttled)
     _runtime.timing_calls.append(
-        {"timer_used": timer_used, "markers": list(markers), "reason": reason}
+        {"timer_used": timer_used, "markers": markers, "reason": "; ".join(reasons) or None, "facts": facts}
     )
+
+
+def _one(result) -> int:
+    return 1
+
+
+class _NoSamples(Exception):
+    """The corpus' timer gave no per-sample times (it does not know return_mode="all")."""
 
 
 def _device_module():
@@ -207,10 +229,13 @@ def _resolve(dotted: str):
     return obj
 
 
-def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean",
-                          graph_class: str = "torch.cuda.CUDAGraph"):
-    """triton.testing.do_bench_cudagraph, ported to any vendor: stream, events and synchronize
-    come from Triton's device interface, the graph class from the backend."""
+@contextmanager
+def graph_replayer(fn, rep=20, grad_to_none=None, graph_class: str = "torch.cuda.CUDAGraph"):
+    """The set-up of triton.testing.do_bench_cudagraph, ported to any vendor (stream, events and
+    synchronize from Triton's device interface, the graph class from the backend): estimate an
+    eager call, capture int(rep / estimate) calls in one graph; yields replay(during=None), which
+    times one replay of it and returns the time per call (ms). `during` runs once the replay and its
+    end event are queued, before waiting for them (a clock reader's moment)."""
     import torch
     from triton.runtime import driver
 
@@ -229,15 +254,26 @@ def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_
             for _ in range(n_repeat):
                 fn()
         di.synchronize()
-        times = []
-        for _ in range(10):
+
+        def replay(during=None) -> float:
             start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
             start.record()
             g.replay()
             end.record()
+            if during is not None:
+                during()
             di.synchronize()
-            times.append(start.elapsed_time(end) / n_repeat)
+            return start.elapsed_time(end) / n_repeat
+
+        yield replay
     del torch
+
+
+def interface_bench_graph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean",
+                          graph_class: str = "torch.cuda.CUDAGraph"):
+    """triton.testing.do_bench_cudagraph, ported to any vendor: 10 replays of one capture."""
+    with graph_replayer(fn, rep, grad_to_none, graph_class) as replay:
+        times = [replay() for _ in range(10)]
     return _summarize(times, quantiles, return_mode)
 
 
@@ -291,7 +327,13 @@ class _rng_guard:
 class TimingPolicy:
     """The run's timer, in place of the corpus' do_bench (`__call__`) and do_bench_cudagraph
     (`graph_entry`). Settings are read once from the plugin config; each timing call records the
-    timer it actually used."""
+    timer it actually used and its sampling facts.
+
+    timer.stop=fixed takes the samples the timer's own budget gives (one call of the corpus' timer
+    or of upstream's graph timer, timer.repeat times), exactly as before; timer.stop=adaptive takes
+    batches (graph: replays of one capture; direct and host: calls of the timer asking for every
+    sample, warming up only before the first) until the StopRule says stop. Either way each batch
+    is bracketed by the device's clock reader, which may discard and retake it (ClockLog)."""
 
     def __init__(self, orig_bench: Callable, orig_graph: Optional[Callable]):
         cfg = _runtime.config()
@@ -301,6 +343,9 @@ class TimingPolicy:
         self.repeat = max(1, int(timer.get("repeat", 1)))
         self.fill_gaps = bool(timer.get("fill_gaps", True))
         self.min_window_ms = float(timer.get("min_window_ms") or 0)
+        self.rule = StopRule.from_timer(timer)
+        self.clock_policy = ClockPolicy.from_timer(timer)
+        self.clock_choice = str(timer.get("clock_reader") or DEFAULTS["clock_reader"])
         self.backend = get_backend(cfg.get("backend", "cpu"))
         self.capture_deny_ops = set(cfg.get("capture_deny_ops", []))
         self.timer = {"graph": self.graph, "direct": self.timed_direct, "host": self.timed_host}[self.name]
@@ -329,34 +374,72 @@ class TimingPolicy:
         return self(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                     return_mode=return_mode)
 
+    # -- clocks --------------------------------------------------------------------------------
+    def clock_log(self) -> ClockLog:
+        reader, _ = clocks.process_reader(self.backend, self.clock_choice)
+        return ClockLog(reader, self.clock_policy, on_error=self._reader_failed)
+
+    def _reader_failed(self, why: str) -> None:
+        clocks.disable(self.backend, self.clock_choice, why)
+        _runtime.emit("warning", message=why)
+
     # -- the three timers, recorded ------------------------------------------------------------
     def timed_direct(self, *a, **kw):
-        value = self.direct(*a, **kw)
-        _note("direct")
+        value, sampling = self.direct(*a, **kw)
+        _note("direct", sampling)
         return value
 
     def timed_host(self, *a, **kw):
-        value = self.host(*a, **kw)
-        _note("host")
+        value, sampling = self.host(*a, **kw)
+        _note("host", sampling)
         return value
 
     def graph(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
               **kw):
         op = _runtime.current_op
         if op in self.capture_deny_ops:
-            value = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
-            _note("direct", [MARKER_FALLBACK], f"capture not attempted: '{op}' is in capture_deny_ops")
+            value, sampling = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+            _note("direct", sampling, [MARKER_FALLBACK], f"capture not attempted: '{op}' is in capture_deny_ops")
             return value
         try:
-            value = self.captured(fn, rep, grad_to_none, quantiles, return_mode)
+            value, sampling = self.captured(fn, rep, grad_to_none, quantiles, return_mode)
         except Exception as e:
             # Only its kind is kept: the failed capture's frames are freed before the fallback runs.
             capture_error = (type(e), str(e))
         else:
-            _note("graph")
+            _note("graph", sampling)
             return value
         return self.after_failed_capture(capture_error, fn, warmup, rep, grad_to_none, quantiles,
                                          return_mode, **kw)
+
+    # -- adaptive sampling ---------------------------------------------------------------------
+    def adaptive(self, take, quantiles, return_mode, fixed=None):
+        """timer.repeat adaptive timings of take(first, during) -> samples; (value, Sampling).
+        A timer that gives no samples (an older corpus timer without return_mode="all") is timed
+        by fixed() instead, and says so."""
+        statistic = statistic_of(return_mode, quantiles)
+
+        def take_samples(first, during):
+            got = take(first, during)
+            if not isinstance(got, (list, tuple)):
+                raise _NoSamples()
+            return got
+
+        parts, values = [], []
+        for _ in range(1 if quantiles is not None else self.repeat):
+            log = self.clock_log()
+            try:
+                sampling = sample_until(take_samples, self.rule, log, statistic)
+            except _NoSamples:
+                value, sampling = fixed()
+                sampling.stop_reason = STOP_NO_SAMPLES
+                return value, sampling
+            parts.append(sampling)
+            values.append(summarize(sampling.samples, quantiles, return_mode))
+        return (values[0] if len(values) == 1 else statistics.median(values)), merge(parts)
+
+    def _fixed(self, log: ClockLog) -> Sampling:
+        return Sampling(STOP_FIXED, None, clocks=log.facts(), throttled=log.throttled_kept)
 
     # -- direct and host -----------------------------------------------------------------------
     def direct(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
@@ -368,29 +451,62 @@ class TimingPolicy:
             return self.plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
 
     def plain_direct(self, fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
+        if not self.rule.fixed:
+            def take(first, during):
+                return self.orig_bench(fn, warmup=warmup if first else 0, rep=rep, grad_to_none=grad_to_none,
+                                       return_mode="all", **kw)
+
+            return self.adaptive(take, quantiles, return_mode,
+                                 lambda: self.fixed_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw))
+        return self.fixed_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+
+    def fixed_direct(self, fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
+        """The corpus' timer with its own budget, timer.repeat times (median kept), as before."""
+        log = self.clock_log()
         if quantiles is not None or self.repeat == 1:
-            return self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
-                                   quantiles=quantiles, return_mode=return_mode, **kw)
-        return statistics.median(
-            self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
-                            return_mode=return_mode, **kw)
+            return log.take(lambda during: self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                                                           quantiles=quantiles, return_mode=return_mode, **kw),
+                            count=_one), self._fixed(log)
+        value = statistics.median(
+            log.take(lambda during: self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                                                    return_mode=return_mode, **kw), count=_one)
             for _ in range(self.repeat)
         )
+        return value, self._fixed(log)
 
     def host(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
              **kw):
-        values = [host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode)
+        if not self.rule.fixed:
+            return self.adaptive(
+                lambda first, during: host_bench(fn, warmup if first else 0, rep, grad_to_none, None, "all"),
+                quantiles, return_mode)
+        log = self.clock_log()
+        values = [log.take(lambda during: host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode),
+                           count=_one)
                   for _ in range(self.repeat)]
-        return values[0] if quantiles is not None else statistics.median(values)
+        return (values[0] if quantiles is not None else statistics.median(values)), self._fixed(log)
 
     # -- graph capture -------------------------------------------------------------------------
     def captured(self, fn, rep, grad_to_none, quantiles, return_mode):
-        """timer.repeat captures and replays (median kept); raises what a capture attempt raised."""
+        """Fixed: timer.repeat captures and replays (median kept). Adaptive: per repeat, one capture
+        replayed until the stop rule says stop. Raises what a capture attempt raised."""
         with _rng_guard(self.backend):
             graph_rep = self.window_rep(fn, rep)
-            values = [self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode)
+            if not self.rule.fixed:
+                parts, values = [], []
+                statistic = statistic_of(return_mode, quantiles)
+                for _ in range(1 if quantiles is not None else self.repeat):
+                    with graph_replayer(fn, graph_rep, grad_to_none, self.backend.graph_class) as replay:
+                        sampling = sample_until(lambda first, during: [replay(during)], self.rule,
+                                                self.clock_log(), statistic)
+                    parts.append(sampling)
+                    values.append(summarize(sampling.samples, quantiles, return_mode))
+                return (values[0] if len(values) == 1 else statistics.median(values)), merge(parts)
+            log = self.clock_log()
+            values = [log.take(lambda during: self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode),
+                               count=_one)
                       for _ in range(self.repeat)]
-        return values[0] if quantiles is not None else statistics.median(values)
+        return (values[0] if quantiles is not None else statistics.median(values)), self._fixed(log)
 
     def window_rep(self, fn, rep):
         """The rep for this call's captures: widened for a launch-bound call (measured once)."""
@@ -421,7 +537,7 @@ class TimingPolicy:
                 f"the device context unusable): {message}"
             )
         try:
-            value = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+            value, sampling = self.direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
         except Exception as e2:
             if (type(e2), str(e2)) == capture_error:
                 raise  # a broken op (e.g. NotImplementedError for a shape): the node fails with it
@@ -431,7 +547,7 @@ class TimingPolicy:
                 f"{MARKER_POISONED}: op '{op}' is capture-incompatible: capture failed ({message}) "
                 f"and the direct fallback then failed too ({type(e2).__name__}: {e2})"
             ) from e2
-        _note("direct", [MARKER_FALLBACK], f"capture refused: {message[:300]}")
+        _note("direct", sampling, [MARKER_FALLBACK], f"capture refused: {message[:300]}")
         return value
 
 

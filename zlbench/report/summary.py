@@ -8,7 +8,8 @@ from typing import Dict, Iterable, List, Optional
 
 from tabulate import tabulate
 
-from ..results.schema import MARKER_FALLBACK
+from ..results.records import SAMPLING_FIELDS
+from ..results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_THROTTLED
 from ..results.schema import short_dtype
 from ..results.schema import SEVERITY, STATUSES
 
@@ -101,6 +102,79 @@ def contention_warning(rows: List[dict]) -> Optional[str]:
             "before trusting them.")
 
 
+def _timing_calls(rows: Iterable[dict]):
+    """(row, timed side, sampling facts) of every timing call of ok rows that says how it sampled
+    (rows of older runs and result logs do not)."""
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        facts = {k: r.get(k) for k in SAMPLING_FIELDS}
+        if facts.get("stop_reason"):
+            yield r, "alternative", facts
+        base = r.get("timing_base") or {}
+        if base.get("stop_reason"):
+            yield r, "torch", base
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.2g}%"
+
+
+def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]:
+    """## Timing: why timing calls stopped, how precise they got, the clocks they saw, and the
+    rows whose samples fall into two clusters. Nothing for rows that do not say."""
+    calls = list(_timing_calls(rows))
+    if not calls:
+        return []
+    lines = ["## Timing", ""]
+    reasons = Counter(f["stop_reason"] for _, _, f in calls)
+    timer = (identity or {}).get("timer") or {}
+    rule = (f" (timer.stop={timer.get('stop')}, target +-{_pct(timer.get('target_rel'))})"
+            if timer.get("stop") else "")
+    lines.append(f"- {len(calls)} timing calls stopped: "
+                 + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + rule)
+    sampled = [f for _, _, f in calls if f.get("samples")]
+    if sampled:
+        n = sorted(f["samples"] for f in sampled)
+        cis = sorted(f["ci_rel"] for f in sampled if f.get("ci_rel") is not None)
+        worst = max((c for c in calls if c[2].get("ci_rel") is not None), key=lambda c: c[2]["ci_rel"], default=None)
+        text = f"- samples per call: median {statistics.median(n):g} ({n[0]}..{n[-1]})"
+        if cis:
+            text += f"; 95% CI half-width: median {_pct(statistics.median(cis))}, worst {_pct(cis[-1])}"
+            r = worst[0]
+            text += f" ({r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}, {worst[1]})"
+        lines.append(text)
+    lines.append("- " + _clock_line(calls, rows, identity))
+    bimodal = [(r, side, f) for r, side, f in calls if f.get("mode_lo_ms") is not None]
+    if bimodal:
+        lines += ["", f"### Bimodal rows ({MARKER_BIMODAL}): {len(bimodal)} timing call(s) whose samples fall "
+                  "into two clusters", ""]
+        lines.append(tabulate(
+            [[r["op"], short_dtype(r.get("dtype")), r.get("shape"), side, _fmt(f["mode_lo_ms"]),
+              _fmt(f["mode_hi_ms"]), _pct(f.get("mode_hi_share"))] for r, side, f in bimodal],
+            headers=["op", "dtype", "shape", "timed", "low mode ms", "high mode ms", "share high"],
+            tablefmt="github"))
+    return lines + [""]
+
+
+def _clock_line(calls, rows: List[dict], identity: Optional[dict]) -> str:
+    read = [f for _, _, f in calls if f.get("samples_discarded") is not None]
+    if not read:
+        reading = ((identity or {}).get("clocks") or {}).get("reading")
+        return f"clocks: not read ({reading or 'no clock reading in these rows'})"
+    sms = [f["sm_mhz"] for f in read if f.get("sm_mhz")]
+    mems = [f["mem_mhz"] for f in read if f.get("mem_mhz")]
+    discarded = [f["samples_discarded"] for f in read if f["samples_discarded"]]
+    text = "clocks over the kept samples: SM " + (f"{min(sms):g}..{max(sms):g} MHz" if sms else "not read")
+    text += ", memory " + (f"{min(mems):g}..{max(mems):g} MHz" if mems else "not read")
+    text += (f"; {sum(discarded)} sample(s) discarded for a low SM clock in {len(discarded)} call(s)" if discarded
+             else "; no sample discarded for a low clock")
+    throttled = sum(1 for r in rows if MARKER_THROTTLED in (r.get("markers") or []))
+    if throttled:
+        text += f"; {throttled} row(s) kept a throttled sample ({MARKER_THROTTLED})"
+    return text
+
+
 def _worst_per_node(status_rows: List[dict]) -> Dict[str, str]:
     """Per test node: its worst status over sides and rounds (status rows are per node and side)."""
     worst: Dict[str, str] = {}
@@ -116,7 +190,9 @@ def _identity_lines(identity: dict) -> List[str]:
         f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
         + ", ".join(f"{d['index']} ({d['name']})" for d in identity.get("devices", [])),
         f"- timer: **{identity.get('timer', {}).get('name')}** "
-        f"(repeat {identity.get('timer', {}).get('repeat')}), autotune (USE_FLAGTUNE): "
+        f"(repeat {identity.get('timer', {}).get('repeat')}"
+        + (f", stop {identity['timer']['stop']}" if identity.get("timer", {}).get("stop") else "")
+        + f"), autotune (USE_FLAGTUNE): "
         f"{identity.get('autotune')}",
         f"- corpus: {identity.get('corpus', {}).get('name')} at {identity.get('corpus', {}).get('root')}",
         f"- identity: `{identity.get('identity_hash', '')[:16]}`",
@@ -155,4 +231,7 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
     if fallback_rows:
         lines += ["", f"> {fallback_rows} row(s) were timed by the direct fallback "
                   f"({MARKER_FALLBACK}): their regime differs from graph replay."]
+    timing = timing_lines(rows, identity)
+    if timing:
+        lines += [""] + timing[:-1]
     return "\n".join(lines) + "\n"

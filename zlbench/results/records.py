@@ -112,6 +112,22 @@ class Row:
     device_bus_id: str = ""
     node: Optional[str] = None
     unit: Optional[str] = None
+    # How the alternative's latency was sampled (null where not known: rows of older runs, result
+    # logs, timing calls that could not be matched to shapes). timer.stop=fixed gives stop_reason
+    # "fixed" and no sample facts; see zlbench/plugins/sampling.py.
+    stop_reason: Optional[str] = None       # target, max_samples, max_time, fixed, no_samples
+    samples: Optional[int] = None           # samples kept
+    ci_rel: Optional[float] = None          # 95% CI half-width of the latency, relative
+    spread_rel: Optional[float] = None      # interquartile range of the samples over their median
+    min_ms: Optional[float] = None          # fastest sample
+    samples_discarded: Optional[int] = None  # retaken for a low SM clock (null: no clock reading)
+    sm_mhz: Optional[float] = None          # lowest SM clock read over the kept samples
+    mem_mhz: Optional[float] = None         # lowest memory clock read over the kept samples
+    mode_lo_ms: Optional[float] = None      # with BENCHMARK_BIMODAL: the two clusters' medians and
+    mode_hi_ms: Optional[float] = None      # the share of samples in the upper one
+    mode_hi_share: Optional[float] = None
+    # The same facts for the baseline's (latency_base) timing call, as one mapping.
+    timing_base: Optional[Dict[str, Any]] = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -135,10 +151,19 @@ class Row:
             timer_used=timing.get("timer_used"),
             timer_used_base=timing.get("timer_used_base"), markers=list(timing.get("markers") or []),
             marker_reason=timing.get("marker_reason"),
-            status="failed" if result.get("error_msg") else "ok", reason=result.get("error_msg"), **where)
+            status="failed" if result.get("error_msg") else "ok", reason=result.get("error_msg"),
+            **_sampling_fields(timing.get("facts")),
+            timing_base=dict(timing["facts_base"]) if timing.get("facts_base") else None, **where)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
 ROW_FIELDS = [f.name for f in fields(Row)]
+SAMPLING_FIELDS = ("stop_reason", "samples", "ci_rel", "spread_rel", "min_ms", "samples_discarded", "sm_mhz",
+                   "mem_mhz", "mode_lo_ms", "mode_hi_ms", "mode_hi_share")
+
+
+def _sampling_fields(facts: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The Row fields of a timing call's sampling facts (facts a newer plugin adds are ignored)."""
+    return {k: facts.get(k) for k in SAMPLING_FIELDS} if facts else {}

@@ -11,6 +11,11 @@ STATUSES = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal"
 MARKER_FALLBACK = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 MARKER_POISONED = "BENCHMARK_CAPTURE_POISONED"
 MARKER_FATAL = "BENCHMARK_DEVICE_FAULT"
+# A timing call's samples fall into two clusters (the row gives mode_lo_ms, mode_hi_ms, mode_hi_share).
+MARKER_BIMODAL = "BENCHMARK_BIMODAL"
+# A timing call kept a sample taken below timer.throttle_threshold of the device's maximum SM clock
+# after its retries ran out (marker_reason says the clock).
+MARKER_THROTTLED = "BENCHMARK_CLOCK_THROTTLED"
 # pytest's own marks: FlagGems takes a test's first other mark as its op id.
 BUILTIN_MARKS = frozenset({
     "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
