@@ -202,6 +202,8 @@ def test_the_binned_density_is_scipys_gaussian_kde():
 def plugin_config(tmp_path, monkeypatch):
     def make(backend="cpu", **timer):
         path = tmp_path / "plugin.json"
+        # Adaptive sampling and the backend's clock reader are opt-in (conf/timer): asked for here.
+        timer = {"stop": "adaptive", "clock_reader": "auto", **timer}
         path.write_text(json.dumps({"backend": backend, "timer": {"name": "direct", "fill_gaps": False, **timer}}))
         monkeypatch.setenv(_runtime.CONFIG_ENV, str(path))
         monkeypatch.setattr(_runtime, "_config", None)
@@ -493,7 +495,8 @@ def sides(row):
 
 @pytest.mark.slow
 def test_demo_rows_say_why_their_timing_stopped(run_zlbench):
-    res = run_zlbench("ops=[exp,mm]", "dtypes=[float32]", "timer.max_time_ms=300")
+    res = run_zlbench("ops=[exp,mm]", "dtypes=[float32]", "timer.stop=adaptive", "timer.clock_reader=auto",
+                      "timer.max_time_ms=300")
     assert res.returncode == 0, res.stderr[-3000:]
     rows = read_rows(res.run_dir)
     assert len(rows) == 6
@@ -516,7 +519,7 @@ def test_demo_rows_say_why_their_timing_stopped(run_zlbench):
 def test_fixed_stop_times_as_before(run_zlbench, tmp_path):
     args = (*ON_TIMING_CORPUS, "timer=direct", "ops=[steady]")
     fixed = run_zlbench(*args, "timer.stop=fixed", run_dir=tmp_path / "fixed")
-    adaptive = run_zlbench(*args, "timer.max_time_ms=300", run_dir=tmp_path / "adaptive")
+    adaptive = run_zlbench(*args, "timer.stop=adaptive", "timer.max_time_ms=300", run_dir=tmp_path / "adaptive")
     assert fixed.returncode == 0 and adaptive.returncode == 0, fixed.stderr[-2000:] + adaptive.stderr[-2000:]
     events = [json.loads(line) for p in (fixed.run_dir / "units").glob("*/events.jsonl")
               for line in p.read_text().splitlines()]
@@ -535,8 +538,7 @@ def test_fixed_stop_times_as_before(run_zlbench, tmp_path):
 
 @pytest.mark.slow
 def test_a_bimodal_row_is_marked_and_shown_in_the_summary(run_zlbench):
-    res = run_zlbench(*ON_TIMING_CORPUS, "ops=[bimodal]",
-                      "timer.max_time_ms=300")
+    res = run_zlbench(*ON_TIMING_CORPUS, "ops=[bimodal]", "timer.stop=adaptive", "timer.max_time_ms=300")
     assert res.returncode == 0, res.stderr[-3000:]
     rows = read_rows(res.run_dir)
     assert len(rows) == 2

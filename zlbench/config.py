@@ -70,7 +70,7 @@ class TimerConf:
     # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
     # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
     # after min_samples, up to max_samples or max_time_ms of sampling after the first batch.
-    stop: StopMode = StopMode.adaptive
+    stop: StopMode = StopMode.fixed
     target_rel: float = 0.005
     min_samples: int = 10
     max_samples: int = 1000
@@ -81,7 +81,7 @@ class TimerConf:
     throttle_threshold: float = 0.75
     throttle_retries: int = 3
     throttle_pause_ms: float = 20.0
-    clock_reader: ClockReaderChoice = ClockReaderChoice.auto
+    clock_reader: ClockReaderChoice = ClockReaderChoice.none
 
 
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 
 # -- defaults: the same values as conf/timer/*.yaml and config.TimerConf (tests/test_adaptive_timing.py)
 DEFAULTS: Dict[str, Any] = {
-    "stop": "adaptive",
+    "stop": "fixed",
     "target_rel": 0.005,
     "min_samples": 10,
     "max_samples": 1000,
@@ -31,7 +31,7 @@ DEFAULTS: Dict[str, Any] = {
     "throttle_threshold": 0.75,
     "throttle_retries": 3,
     "throttle_pause_ms": 20.0,
-    "clock_reader": "auto",
+    "clock_reader": "none",
 }
 STOP_MODES = ("adaptive", "fixed")
 
