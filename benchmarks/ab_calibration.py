@@ -1,10 +1,12 @@
-"""A/B calibration on the CPU demo corpus (issue: A/B experiments), three runs side by side:
+"""A/B calibration on the CPU demo corpus (issue: A/B experiments), three runs side by side per
+A/B schedule (--schedules node,round: node by node with resident side processes and sequential
+rounds, or whole passes per round), and an A/A node by node with ab.respawn_every=N (--respawn):
 
 1. the demo's real switch (DEMO_GEMS_FUSED_SOFTMAX) with 10 rounds: softmax rows should be found;
 2. an A/A run (same value on both sides): the share of rows flagged after BH (target <= 5%);
 3. a dead axis (a variable nothing reads): must come out unknown/inconclusive, never a difference.
 
-    python benchmarks/ab_calibration.py [--rounds 10] [--ops softmax,exp,add,layer_norm]
+    python benchmarks/ab_calibration.py [--rounds 10] [--ops softmax,exp,add,layer_norm] [--schedules node,round] [--respawn 1]
 
 --simulate: no runs; simulated rounds through the sequential rule (zlbench/report/sequential.py:
 repeated t intervals, Bonferroni over the looks min_rounds..max_rounds, BH across rows), looked at
@@ -38,8 +40,10 @@ THRESHOLD = 0.02
 
 
 def run(run_dir: Path, *args):
+    started = time.time()
     res = subprocess.run([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", "progress=none", *args],
                          capture_output=True, text=True)
+    wall = round(time.time() - started, 1)
     if res.returncode != 0:
         raise SystemExit(res.stderr[-3000:])
     ab = json.loads((run_dir / "ab.json").read_text())
@@ -52,6 +56,8 @@ def run(run_dir: Path, *args):
         "overall_pct": None if s["overall"]["geomean"] is None else round((s["overall"]["geomean"] - 1) * 100, 2),
         "softmax_flagged": sum(r["verdict"] in FLAGGED for r in rows if r["op"] == "softmax"),
         "softmax_rows": sum(r["op"] == "softmax" for r in rows),
+        "wall_s": wall, "rounds_mean": round(sum(r["rounds"] for r in rows) / max(1, len(rows)), 2),
+        "stops": s.get("stops"),
     }
 
 
@@ -174,6 +180,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--ops", default="softmax,exp,add,layer_norm")
+    p.add_argument("--schedules", default="node,round", help="A/B schedules to run side by side (ab.schedule)")
+    p.add_argument("--respawn", type=int, default=1, help="also an A/A node by node with ab.respawn_every=N (0: not)")
     p.add_argument("--simulate", action="store_true", help="simulate the sequential rule instead of running")
     p.add_argument("--plans", default="3:10,3:20,4:10,4:20,5:20", help="min_rounds:max_rounds,...")
     p.add_argument("--sds", default="0.005,0.01,0.02", help="round-to-round sd of ln(B/A)")
@@ -193,9 +201,16 @@ def main():
     out = {"rounds": args.rounds, "ops": args.ops,
            "machine": f"{os.cpu_count()} cores, python {platform.python_version()}", "date": time.strftime("%Y-%m-%d")}
     with tempfile.TemporaryDirectory() as tmp:
-        out["real_switch"] = run(Path(tmp) / "real", "ab=demo_fused_softmax", *common)
-        out["a_a"] = run(Path(tmp) / "aa", "ab=demo_fused_softmax", "ab.aa=true", *common)
-        out["dead_axis"] = run(Path(tmp) / "dead", "ab=env", "ab.var=ZL_NOTHING_READS_THIS", *common)
+        for schedule in args.schedules.split(","):
+            plan = [*common, f"ab.schedule={schedule}"]
+            out[schedule] = {
+                "real_switch": run(Path(tmp) / f"real_{schedule}", "ab=demo_fused_softmax", *plan),
+                "a_a": run(Path(tmp) / f"aa_{schedule}", "ab=demo_fused_softmax", "ab.aa=true", *plan),
+                "dead_axis": run(Path(tmp) / f"dead_{schedule}", "ab=env", "ab.var=ZL_NOTHING_READS_THIS", *plan),
+            }
+            if schedule == "node" and args.respawn:
+                out[schedule][f"a_a_respawn_every_{args.respawn}"] = run(
+                    Path(tmp) / "aa_respawn", "ab=demo_fused_softmax", "ab.aa=true", f"ab.respawn_every={args.respawn}", *plan)
     print(json.dumps(out, indent=1))
 
 
