@@ -26,8 +26,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .locks import DeviceLock
 from .results import events as ev
-from .worker import (POLL_S, Attempt, Terminated, _die_with_parent, _job_id, _kill_group, _process_env,
-                     _tail, outcome, pytest_argv, status_counts)
+from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
+from .worker import Attempt, Terminated, outcome, status_counts
 
 SERVE_PLUGIN = "zlbench.plugins.serve"
 QUIT_GRACE_S = 10.0
@@ -68,9 +68,9 @@ class SideProcess:
         with open(self.log, "a", encoding="utf-8") as out:
             out.write(f"\n==== zlbench: resident process {self.starts} of side {self.side}\n")
             out.flush()
-            self.proc = subprocess.Popen(argv, cwd=self.dir, env=_process_env(unit, dict(self.extra_env), cfg_path),
+            self.proc = subprocess.Popen(argv, cwd=self.dir, env=process_env(unit, dict(self.extra_env), cfg_path),
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         self.seq = 0
 
     @property
@@ -95,12 +95,12 @@ class SideProcess:
         try:
             self.proc.wait(QUIT_GRACE_S)
         except subprocess.TimeoutExpired:
-            _kill_group(self.proc)
+            kill_group(self.proc)
         self.proc = None
 
     def kill(self) -> None:
         if self.proc is not None:
-            _kill_group(self.proc)
+            kill_group(self.proc)
 
 
 def wait_served(proc: SideProcess, seq: int, events: Path, pos: int, node_timeout: float,
@@ -245,7 +245,7 @@ class DeviceAB:
             history = ev.read_events(path)
             pos = path.stat().st_size if path.exists() else 0
             fresh = not proc.alive()
-            ev.append(path, "launch", nodes=1, host=socket.gethostname(), job_id=_job_id(), resident=True)
+            ev.append(path, "launch", nodes=1, host=socket.gethostname(), job_id=job_id(), resident=True)
             if fresh:
                 proc.start(unit)
             seq = proc.send(unit, node)
@@ -255,7 +255,7 @@ class DeviceAB:
             proc.proc.wait()
             ev.append(path, "exited", returncode=proc.proc.returncode, killed_for=killed_for)
             new, _ = ev.read_new_events(path, pos)
-            attempt = Attempt([node], new, proc.proc.returncode, killed_for, _tail(proc.log))
+            attempt = Attempt([node], new, proc.proc.returncode, killed_for, log_tail(proc.log))
             result = outcome(attempt, [node], history, node_timeout=self.node_timeout,
                              crash_retries=self.crash_retries)
             for e in result.ends:
@@ -267,7 +267,7 @@ class DeviceAB:
                 # repeat that for every node of the side.
                 setup = next((e["reason"] for e in new if e.get("event") == "setup_error"), None)
                 proc.broken = setup or f"exited with code {proc.proc.returncode} before it was ready; " \
-                                       f"log tail: {_tail(proc.log)}"
+                                       f"log tail: {log_tail(proc.log)}"
             if not any(e.get("event") == "retry" for e in result.ends):
                 return
 
@@ -327,5 +327,5 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
 
 def run_device_ab(units: List[dict], run_dir: str, deadline: Optional[float] = None,
                   extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
-    """The job function of a device's node-level A/B (worker.run_queue hands it over)."""
+    """The job function of a device's node-level A/B (zlbench/jobs.py hands it over)."""
     return DeviceAB(units, run_dir, deadline, extra_env).run()

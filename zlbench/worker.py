@@ -11,7 +11,6 @@ they are produced.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,10 +20,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .locks import DeviceLock
+from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
 from .results import events as ev
 from .stealing import Ownership
 
-POLL_S = 0.2
 
 
 class Terminated(RuntimeError):
@@ -137,14 +136,6 @@ def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], 
                          **({"resumable": True} if attempt.killed_for == "deadline" else {}))])
 
 
-def _tail(path: Path, n: int = 6) -> str:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
-
-
 def _exit_reason(code: int) -> str:
     if code < 0:
         try:
@@ -169,7 +160,7 @@ class UnitRunner:
         self.owner = Ownership(unit)
         cfg_path = self.dir / "plugin_config.json"
         cfg_path.write_text(json.dumps({**unit["plugin_config"], "events": str(self.events)}, indent=1))
-        self.env = _process_env(unit, extra_env or {}, cfg_path)
+        self.env = process_env(unit, extra_env or {}, cfg_path)
 
     def run(self) -> Dict[str, int]:
         while True:
@@ -201,102 +192,25 @@ class UnitRunner:
         pos = self.events.stat().st_size if self.events.exists() else 0
         argv = pytest_argv(list(self.unit["argv"]) + [str(Path(self.unit["corpus_root"]) / n) for n in nodes],
                            self.dir)
-        ev.append(self.events, "launch", nodes=len(nodes), host=socket.gethostname(), job_id=_job_id())
+        ev.append(self.events, "launch", nodes=len(nodes), host=socket.gethostname(), job_id=job_id())
         waiting = lambda holder: ev.append(self.events, "warning", message=f"waiting for device lock "  # noqa: E731
                                            f"{self.unit.get('device_lock')} held by {holder}")
         with DeviceLock(self.unit.get("device_lock"), waiting), open(self.log, "a", encoding="utf-8") as out:
             out.write(f"\n==== zlbench: launching pytest over {len(nodes)} node(s)\n")
             out.flush()
             proc = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+                                    start_new_session=True, preexec_fn=die_with_parent)
             killed_for = _watch(proc, self.events, pos, self.node_timeout, self.deadline)
         # When the process was gone (after session_end: the interpreter's and device's teardown).
         ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)
         new, _ = ev.read_new_events(self.events, pos)
-        return Attempt(nodes, new, proc.returncode, killed_for, _tail(self.log))
+        return Attempt(nodes, new, proc.returncode, killed_for, log_tail(self.log))
 
 
 def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
              extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, int]:
     """Run one work unit to completion (every node gets a terminal status). Returns status counts."""
     return UnitRunner(unit, run_dir, deadline, extra_env).run()
-
-
-def _process_env(unit: dict, extra_env: Dict[str, Optional[str]], cfg_path: Path) -> Dict[str, str]:
-    env = dict(os.environ)
-    # The launcher may have set visibility keys of its own (submitit's local executor blanks
-    # CUDA_VISIBLE_DEVICES): restore the orchestrator's values (None = unset), then pin the unit.
-    for key, value in extra_env.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    inherited_path = env.get("PYTHONPATH")
-    env.update(unit["env"])
-    if inherited_path and "PYTHONPATH" in unit["env"]:
-        # The corpus' paths first, then whatever made zlbench itself importable here.
-        env["PYTHONPATH"] = unit["env"]["PYTHONPATH"] + os.pathsep + inherited_path
-    env[ev.CONFIG_ENV] = str(cfg_path)
-    return env
-
-
-def _job_id() -> str:
-    """The submitit job running this worker: Slurm array task, Slurm job, or local job."""
-    try:
-        import submitit
-
-        return str(submitit.JobEnvironment().job_id)
-    except RuntimeError:  # not inside a submitit job (a worker run by hand)
-        return ""
-
-
-def _die_with_parent() -> None:
-    """In the benchmark process, before exec: get SIGKILL when the worker dies (Linux), so a killed
-    run leaves no orphan measuring on a device that a resumed run is about to use."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def _args_file_supported() -> bool:
-    try:
-        from importlib.metadata import version
-
-        major, minor = (int(x) for x in version("pytest").split(".")[:2])
-    except Exception:
-        return False
-    return (major, minor) >= (8, 2)
-
-
-def pytest_argv(argv: List[str], unit_dir: Path) -> List[str]:
-    """Keep `python -m pytest -p ...` on the command line and put the rest (paths, options, node
-    ids) into an @args file. FlagGems names its result log after the command-line arguments, and
-    hundreds of absolute node ids overflow a file name (OSError: File name too long)."""
-    if not _args_file_supported():
-        return argv
-    head, rest = argv[:3], argv[3:]
-    keep, spill = [], []
-    i = 0
-    while i < len(rest):
-        if rest[i] == "-p" and i + 1 < len(rest):
-            keep += rest[i:i + 2]
-            i += 2
-        else:
-            spill.append(rest[i])
-            i += 1
-    (unit_dir / "pytest_args.txt").write_text("\n".join(spill) + "\n", encoding="utf-8")
-    return head + keep + ["@pytest_args.txt"]
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
@@ -319,7 +233,7 @@ def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
         elif deadline is not None and now > deadline:
             reason = "deadline"
         if reason:
-            _kill_group(proc)
+            kill_group(proc)
             return reason
     return None
 
@@ -331,14 +245,3 @@ def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int
         s = done.get(n, {}).get("status", "missing")
         counts[s] = counts.get(s, 0) + 1
     return counts
-
-
-def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
-              extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
-    """The job function both launchers run: a device's units, in order (a node-level A/B's units
-    all at once, by zlbench/resident.py)."""
-    if units and units[0].get("schedule"):
-        from .resident import run_device_ab
-
-        return run_device_ab(units, run_dir, deadline, extra_env)
-    return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}

@@ -1,4 +1,4 @@
-"""Launchers decide where work units run; the job function (zlbench.worker.run_queue) decides what.
+"""Launchers decide where work units run; the job function (zlbench.jobs.run_queue) decides what.
 
 Each launcher (zlbench.launchers.base.Launcher) takes per-device queues of units, and the
 orchestrator waits on it, cancels it, and reads how each job ended.

@@ -12,7 +12,7 @@ from typing import List
 
 import submitit
 
-from ..worker import run_queue
+from ..jobs import run_queue
 from .base import LaunchContext, Launcher
 
 # submitit's local executor kills a job at its timeout_min: far beyond any run.

@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
-from ..worker import Terminated, run_queue
+from ..jobs import run_queue
+from ..worker import Terminated
 from .base import LaunchContext, Launcher
 
 # Longer than any sane Slurm KillWait (default 30 s).

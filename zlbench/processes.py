@@ -1,0 +1,100 @@
+"""The benchmark processes zlbench starts (plain units and resident A/B sides alike): their
+environment and command line, their tie to the worker, how they are killed, what their log says."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .results import events as ev
+
+# How often a watcher reads the events a benchmark process appends (s).
+POLL_S = 0.2
+
+
+def process_env(unit: dict, extra_env: Dict[str, Optional[str]], cfg_path: Path) -> Dict[str, str]:
+    env = dict(os.environ)
+    # The launcher may have set visibility keys of its own (submitit's local executor blanks
+    # CUDA_VISIBLE_DEVICES): restore the orchestrator's values (None = unset), then pin the unit.
+    for key, value in extra_env.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    inherited_path = env.get("PYTHONPATH")
+    env.update(unit["env"])
+    if inherited_path and "PYTHONPATH" in unit["env"]:
+        # The corpus' paths first, then whatever made zlbench itself importable here.
+        env["PYTHONPATH"] = unit["env"]["PYTHONPATH"] + os.pathsep + inherited_path
+    env[ev.CONFIG_ENV] = str(cfg_path)
+    return env
+
+
+def job_id() -> str:
+    """The submitit job running this worker: Slurm array task, Slurm job, or local job."""
+    try:
+        import submitit
+
+        return str(submitit.JobEnvironment().job_id)
+    except RuntimeError:  # not inside a submitit job (a worker run by hand)
+        return ""
+
+
+def die_with_parent() -> None:
+    """In the benchmark process, before exec: get SIGKILL when the worker dies (Linux), so a killed
+    run leaves no orphan measuring on a device that a resumed run is about to use."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _args_file_supported() -> bool:
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(x) for x in version("pytest").split(".")[:2])
+    except Exception:
+        return False
+    return (major, minor) >= (8, 2)
+
+
+def pytest_argv(argv: List[str], unit_dir: Path) -> List[str]:
+    """Keep `python -m pytest -p ...` on the command line and put the rest (paths, options, node
+    ids) into an @args file. FlagGems names its result log after the command-line arguments, and
+    hundreds of absolute node ids overflow a file name (OSError: File name too long)."""
+    if not _args_file_supported():
+        return argv
+    head, rest = argv[:3], argv[3:]
+    keep, spill = [], []
+    i = 0
+    while i < len(rest):
+        if rest[i] == "-p" and i + 1 < len(rest):
+            keep += rest[i:i + 2]
+            i += 2
+        else:
+            spill.append(rest[i])
+            i += 1
+    (unit_dir / "pytest_args.txt").write_text("\n".join(spill) + "\n", encoding="utf-8")
+    return head + keep + ["@pytest_args.txt"]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def log_tail(path: Path, n: int = 6) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
