@@ -156,3 +156,11 @@ def test_on_two_devices_both_sides_of_a_node_run_on_its_device(run_zlbench):
         assert len({device_of[(r[2], r[3], r[4])] for r in runs if r[4] == node}) == 1
     # One resident process per side and device.
     assert len({r[5] for r in runs}) == 4
+
+
+def test_tuning_replay_runs_round_by_round_and_says_so(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op]", "ab.tuning=replay", "dry_run=true")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "note: ab.tuning=replay runs round by round (ab.schedule=round)" in res.stdout
+    res = run_zlbench(*CORPUS, "ops=[live_op]", "ab.min_rounds=1")
+    assert res.returncode == 2 and "ab.min_rounds=1" in res.stderr and "Fix: ab.min_rounds=4" in res.stderr

@@ -141,6 +141,8 @@ def print_plan(plan: Plan, identity: Mapping[str, Any]) -> None:
         print(f"  {u.unit_id}: {len(u.nodes)} node(s) on device {u.device}; {env}")
     if plan.units:
         print("argv: " + " ".join(plan.units[0].argv))
+    for note in plan.notes:
+        print(f"note: {note}")
 
 
 def queues_of(plan: Plan) -> Dict[int, List[dict]]:

@@ -57,7 +57,7 @@ RULES: List[Rule] = [
          "timer.throttle_pause_ms=20"),
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
     Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
-         "ab.min_rounds=3"),
+         "ab.min_rounds=4"),
     Rule("ab.respawn_every", _integer(lambda v: v >= 0), "an integer >= 0 (0: never)", "ab.respawn_every=0"),
     Rule("ab.threshold", _number(lambda v: 0 < v < 1), "a relative change between 0 and 1, exclusive",
          "ab.threshold=0.02"),
