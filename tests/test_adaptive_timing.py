@@ -1,7 +1,6 @@
 """Adaptive stopping, clock screening and bimodal rows (issue 13, items 1-3): the statistics, the
 timing policy driven through simulated device interfaces (events, graphs, NVML), and real runs."""
 
-import contextlib
 import itertools
 import json
 import math
@@ -19,6 +18,7 @@ from zlbench.plugins.sampling import ClockLog, ClockPolicy, StopRule, sample_unt
 from zlbench.results.records import ROW_FIELDS, SAMPLING_FIELDS, Row
 from zlbench.results.schema import MARKER_BIMODAL, MARKER_THROTTLED
 
+from .sim_device import sim_graphs, sim_interface
 from .conftest import FIXTURES, REPO
 
 TIMING_CORPUS = FIXTURES / "timing_corpus"
@@ -278,37 +278,9 @@ def sim_graph_device(monkeypatch):
     log = []
 
     def install(replay_ms):
-        elapsed = iter([1.0] + list(replay_ms))  # 5 eager calls take 1 ms: 100 calls per graph at rep 20
-
-        class Event:
-            def __init__(self, enable_timing=False):
-                pass
-
-            def record(self):
-                pass
-
-            def elapsed_time(self, other):
-                return next(elapsed)
-
-        interface = types.SimpleNamespace(Stream=lambda: "side stream", Event=Event, synchronize=lambda: None,
-                                          stream=lambda s: contextlib.nullcontext())
-        runtime = types.ModuleType("triton.runtime")
-        runtime.driver = types.SimpleNamespace(active=types.SimpleNamespace(get_device_interface=lambda: interface))
-        monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
-        monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
-        graphs = types.ModuleType("simgraph")
-
-        class Graph:
-            def replay(self):
-                log.append("replay")
-
-        @contextlib.contextmanager
-        def graph(g):
-            log.append("capture")
-            yield
-
-        graphs.Graph, graphs.graph = Graph, graph
-        monkeypatch.setitem(sys.modules, "simgraph", graphs)
+        # 5 eager calls take 1 ms: 100 calls per graph at rep 20; then the scripted replays.
+        sim_interface(monkeypatch, iter([1.0] + list(replay_ms)))
+        sim_graphs(monkeypatch, log)
         from zlbench.backends import get_backend
 
         monkeypatch.setattr(type(get_backend("musa")), "graph_class", "simgraph.Graph")

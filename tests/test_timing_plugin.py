@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from .sim_device import scripted_events, sim_graphs, sim_interface
+
 from zlbench.plugins import _runtime, timing
 
 
@@ -49,22 +51,6 @@ def test_host_timer_measures_wall_clock(plugin_config):
     policy, _ = timing.make_policy(lambda fn, **kw: -1.0, None)
     assert policy(lambda: sum(range(1000)), warmup=1, rep=2) > 0
     assert _runtime.timing_calls[0]["timer_used"] == "host"
-
-
-def scripted_events(elapsed):
-    """An event class whose elapsed times (ms) come from `elapsed`, in the order they are read."""
-
-    class Event:
-        def __init__(self, enable_timing=False):
-            pass
-
-        def record(self):
-            pass
-
-        def elapsed_time(self, other):
-            return next(elapsed)
-
-    return Event
 
 
 class FakeDevice:
@@ -196,35 +182,10 @@ def test_process_facts_say_whether_the_device_can_spin(monkeypatch):
 def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
     """interface_bench_graph (the port for vendors where upstream's torch.cuda timer cannot run),
     driven through a simulated Triton device interface and a simulated graph class."""
-    import contextlib
-    import sys
-    import types
 
     log = []
-    Event = scripted_events(iter([1.0] + [10.0] * 10))  # 5 eager calls take 1 ms; each replay 10 ms
-    interface = types.SimpleNamespace(
-        Stream=lambda: "side stream", Event=Event, synchronize=lambda: log.append("sync"),
-        stream=lambda s: contextlib.nullcontext())
-    runtime = types.ModuleType("triton.runtime")
-    runtime.driver = types.SimpleNamespace(
-        active=types.SimpleNamespace(get_device_interface=lambda: interface))
-    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
-    monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
-
-    graphs = types.ModuleType("simgraph")
-
-    class Graph:
-        def replay(self):
-            log.append("replay")
-
-    @contextlib.contextmanager
-    def graph(g):
-        log.append("capture")
-        yield
-        log.append("captured")
-
-    graphs.Graph, graphs.graph = Graph, graph
-    monkeypatch.setitem(sys.modules, "simgraph", graphs)
+    sim_interface(monkeypatch, iter([1.0] + [10.0] * 10), log)  # 5 eager calls take 1 ms; each replay 10 ms
+    sim_graphs(monkeypatch, log)
 
     value = timing.interface_bench_graph(lambda: log.append("fn"), rep=20, graph_class="simgraph.Graph")
     captured = log[log.index("capture") + 1:log.index("captured")]
