@@ -5,8 +5,9 @@ then runs them one command at a time (plugins/serve.py). Sides alternate per nod
 round (A n1, B n1, B n2, A n2, ...; node order shuffled per round by the planner), so both sides of
 a row are timed seconds apart, and only one process runs a node on the device at a time.
 
-After round 1 the kernels both sides compiled are compared per op: a node whose op compiled
-identical kernels is not timed again ("not live"). From `min_rounds` on, a node whose live rows all
+Liveness first: in round 1 the second side of each node compiles it without timing it (a probe)
+and its kernels are compared with the first side's; a node whose kernels are identical is not timed
+again ("not live"). From `min_rounds` on, a node whose live rows all
 have a settled verdict (report/sequential.py, valid although it looks after every round) stops.
 Both decisions are written as `stopped` events into the rounds left out, so a resume makes the same
 ones and nothing reads as cut. A node that crashes or hangs gets crashed / timeout as in a plain
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .locks import DeviceLock
+from .report.liveness import compare_kernels
 from .results import events as ev
 from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
 from .worker import Attempt, Terminated, outcome, status_counts
@@ -39,7 +41,7 @@ class SideProcess:
 
     def __init__(self, side: str, template: Mapping, run_dir: Path, nodes: Sequence[str],
                  extra_env: Mapping[str, Optional[str]]):
-        self.side, self.template, self.nodes, self.extra_env = side, template, list(nodes), extra_env
+        self.side, self.nodes, self.extra_env = side, list(nodes), extra_env
         self.dir = Path(run_dir) / "resident" / f"d{template['device']}.{side}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "pytest.log"
@@ -153,8 +155,7 @@ class DeviceAB:
         return ev.read_events(ev.events_path(self.run_dir, unit["unit_id"]))
 
     def _done(self, unit: Mapping) -> set:
-        events = self._events(unit)
-        return set(ev.final_ends(events)) | set(ev.stopped(events))
+        return ev.done_nodes(self._events(unit))
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Dict[str, Dict[str, int]]:
@@ -223,8 +224,6 @@ class DeviceAB:
             ev.append(ev.events_path(self.run_dir, probed["unit_id"]), "artifacts", node=node,
                       op=next((e.get("op") for e in new if e.get("event") == "start"), None),
                       kernels=sorted(theirs), probe=True)
-        from .report.liveness import compare_kernels
-
         return compare_kernels(mine, theirs)
 
     def _stop(self, node: str, why: str, from_round: int, sides: Optional[Sequence[str]] = None) -> None:
@@ -276,7 +275,7 @@ class DeviceAB:
         for unit in self.units.values():
             path = ev.events_path(self.run_dir, unit["unit_id"])
             events = self._events(unit)
-            done = set(ev.final_ends(events)) | set(ev.stopped(events)) | set(ev.placeholders(events))
+            done = ev.done_nodes(events) | set(ev.placeholders(events))
             for n in unit["nodes"]:
                 if n not in done:
                     ev.append(path, "end", node=n, status="timeout", resumable=True,
@@ -285,7 +284,7 @@ class DeviceAB:
     # -- stopping --------------------------------------------------------------------------------
     def _stop_decided(self, r: int) -> None:
         """Before round r: nodes whose rows have all settled stop (rounds r.. get `stopped`)."""
-        if not r < self.rounds or r < int(self.schedule.get("min_rounds") or self.rounds):
+        if r < int(self.schedule["min_rounds"]):
             return
         nodes = self.units[(self.sides[0], r)]["nodes"]
         stopped = set(ev.stopped(self._events(self.units[(self.sides[0], r)])))

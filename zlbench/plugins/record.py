@@ -102,7 +102,7 @@ def pytest_sessionstart(session):
 
 def pytest_collectreport(report):
     if report.failed:
-        _runtime.emit("collect_error", nodeid=report.nodeid, reason=_reason(report))
+        _runtime.emit("collect_error", nodeid=report.nodeid, reason=report_reason(report))
 
 
 def _taken_elsewhere(item) -> bool:
@@ -249,7 +249,7 @@ def pytest_unconfigure(config):
     os._exit(_exitstatus)
 
 
-def _reason(report) -> str:
+def report_reason(report) -> str:
     longrepr = report.longrepr
     if longrepr is None:
         return ""
@@ -265,13 +265,13 @@ def _status(reports):
     """Typed status of one test item from its phase reports."""
     for rep in reports:
         if rep.failed:
-            text = getattr(rep, "longreprtext", "") or _reason(rep)
+            text = getattr(rep, "longreprtext", "") or report_reason(rep)
             if MARKER_POISONED in text:
-                return "poisoned", _reason(rep)
+                return "poisoned", report_reason(rep)
             if MARKER_FATAL in text:
-                return "fatal", _reason(rep)
-            return "failed", _reason(rep)
+                return "fatal", report_reason(rep)
+            return "failed", report_reason(rep)
     for rep in reports:
         if rep.skipped:
-            return "skipped", _reason(rep)
+            return "skipped", report_reason(rep)
     return "ok", ""

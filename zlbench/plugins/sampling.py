@@ -192,6 +192,11 @@ def bimodal(samples: Sequence[float]) -> Optional[Dict[str, float]]:
 
 
 # -- the stopping rule -----------------------------------------------------------------------------
+def setting(timer: Mapping[str, Any], key: str) -> Any:
+    """A timer setting of the plugin config, or its default when unset."""
+    return DEFAULTS[key] if timer.get(key) is None else timer[key]
+
+
 @dataclass(frozen=True)
 class StopRule:
     mode: str = DEFAULTS["stop"]
@@ -202,7 +207,7 @@ class StopRule:
 
     @classmethod
     def from_timer(cls, timer: Mapping[str, Any]) -> "StopRule":
-        get = lambda k: DEFAULTS[k] if timer.get(k) is None else timer[k]  # noqa: E731
+        get = lambda k: setting(timer, k)  # noqa: E731
         mode = str(get("stop"))
         if mode not in STOP_MODES:
             raise ValueError(f"timer.stop={mode}: valid are {', '.join(STOP_MODES)}")
@@ -247,7 +252,7 @@ class ClockPolicy:
 
     @classmethod
     def from_timer(cls, timer: Mapping[str, Any]) -> "ClockPolicy":
-        get = lambda k: DEFAULTS[k] if timer.get(k) is None else timer[k]  # noqa: E731
+        get = lambda k: setting(timer, k)  # noqa: E731
         return cls(float(get("throttle_threshold")), max(0, int(get("throttle_retries"))),
                    float(get("throttle_pause_ms")))
 

@@ -17,6 +17,7 @@ import pytest
 
 from ..results.events import base_node
 from . import _runtime
+from .record import report_reason
 
 POLL_S = 0.002
 _collect_errors: List[dict] = []
@@ -24,7 +25,7 @@ _collect_errors: List[dict] = []
 
 def pytest_collectreport(report):
     if report.failed:
-        _collect_errors.append({"nodeid": report.nodeid, "reason": str(report.longrepr).strip().splitlines()[-1:]})
+        _collect_errors.append({"nodeid": report.nodeid, "reason": report_reason(report)})
 
 
 def commands(path: str) -> Iterator[dict]:
@@ -47,7 +48,7 @@ def commands(path: str) -> Iterator[dict]:
 
 def _not_collected(node: str) -> None:
     err = next((e for e in _collect_errors if node.startswith(e["nodeid"] or "\0")), None)
-    reason = (f"collection error: {' '.join(err['reason'])}" if err
+    reason = (f"collection error: {err['reason']}" if err
               else "not collected by pytest (deselected or missing)")
     _runtime.emit("end", node=node, status="failed", reason=reason, wall_s=0.0)
 

@@ -13,6 +13,7 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
+from ..results.events import base_node
 from ..results.schema import short_dtype
 from ..results.schema import MARKER_FALLBACK
 from ..results.pairing import pair, row_key
@@ -49,10 +50,11 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
     fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish."""
     pairing = pair(rows_a, rows_b, "latency")
-    # Rows of nodes found not live in round 1 (liveness first): timed on one side only.
-    first_round_dead = {n for n, e in (stops or {}).items() if e.get("why") == "not live" and e.get("after_rounds") == 1}
+    # Rows of nodes liveness first found not live in round 1: timed on one side only.
+    dead = {n for n, e in (stops or {}).items() if e.get("why") == "not live"}
     one_sided = {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
-                 if (r.get("node") or "").split("[")[0] in first_round_dead and r.get("status") == "ok"}
+                 if base_node(r.get("node") or "") in dead and r.get("status") == "ok"}
+    unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
     artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
     row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
     # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
@@ -63,34 +65,34 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
     for p, t in zip(pairing.rows, table):
         t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut)
-    summary = _summary(pairing, table, live, aa)
+    not_live = [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
+    table += not_live
+    summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=dict(rounds) if rounds else (
                        {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None),
-                   stops=dict(Counter(t["stop"] for t in table if t["stop"])))
-    unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
-    table += [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
-    summary["not_live_rows"] += len(pairing.unpaired) - len(unpaired)
-    summary["unpaired_rows"] = len(unpaired)
-    if summary["not_live_rows"] and summary["liveness"] == "unknown":
-        summary["liveness"] = "not live"
-    summary["verdicts"] = dict(Counter(t["verdict"] for t in table))
-    summary["stops"] = dict(Counter(t["stop"] for t in table if t["stop"]))
-    cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"] or ([0] if cut else [])
-    summary["cut"] = {"rows": sum(1 for t in table if t["stop"] == "cut") + len(unpaired) * bool(cut),
-                      "rounds_done": [min(cut_rounds), max(cut_rounds)],
-                      "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)")} if cut_rounds else None
+                   stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}
     result["markdown"] = render_markdown(result)
     return result
 
 
+def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optional[Dict]:
+    """Rows the run's end cut before their planned rounds (None: nothing was cut)."""
+    cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"] or ([0] if cut else [])
+    if not cut_rounds:
+        return None
+    return {"rows": sum(1 for t in table if t["stop"] == "cut") + len(unpaired) * bool(cut),
+            "rounds_done": [min(cut_rounds), max(cut_rounds)],
+            "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)")}
+
+
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
                 cut: Collection[str]) -> str:
     """Why a row has the rounds it has: settled, not live (the scheduler stopped its node), max
     rounds, or cut (the run ended first)."""
-    base = (node or "").split("[")[0]
+    base = base_node(node or "")
     if base in stops:
         return str(stops[base].get("why"))
     if base in cut or (rounds and done < rounds["max"]):
@@ -98,7 +100,7 @@ def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], ro
     return "max rounds" if rounds else ""
 
 
-def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool) -> Dict:
+def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
     drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base)) for p in pairing.rows if p.a_base]
@@ -106,7 +108,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "aa": aa, "liveness": _axis_liveness(live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
         "unknown_liveness_rows": sum(1 for lv in live if lv is None),
-        "paired_rows": len(pairing.rows), "unpaired_rows": len(pairing.unpaired),
+        "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": stats.overall([t["ratio"] for t in considered]),

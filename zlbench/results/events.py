@@ -111,6 +111,12 @@ def stopped(events: Iterable[dict]) -> Dict[str, dict]:
     return {base_node(e["node"]): e for e in events if e.get("event") == "stopped"}
 
 
+def done_nodes(events: Iterable[dict]) -> set:
+    """base node ids with nothing left to measure in a unit: a final end, or stopped by the A/B."""
+    events = list(events)
+    return set(final_ends(events)) | set(stopped(events))
+
+
 def placeholders(events: Sequence[dict]) -> Dict[str, dict]:
     """base node id -> its resumable placeholder, for nodes that have no final end."""
     final = final_ends(events)

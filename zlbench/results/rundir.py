@@ -102,7 +102,7 @@ def measured_nodes(run_dir: Path, plan: Mapping, events: Optional[Mapping[str, L
     done: Dict[tuple, set] = {}
     for u in plan["units"]:
         unit_events = events[u["unit_id"]] if events is not None else ev.read_events(ev.events_path(run_dir, u["unit_id"]))
-        done.setdefault((u["side"], u["round"]), set()).update(ev.final_ends(unit_events), ev.stopped(unit_events))
+        done.setdefault((u["side"], u["round"]), set()).update(ev.done_nodes(unit_events))
     return done
 
 
