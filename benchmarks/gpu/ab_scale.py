@@ -1,5 +1,6 @@
 """Analysis of ab_scale.sh (issue 12's benchmark): wall per step, the dead axis' cost in plain passes,
-A/A false positives and paired noise per design, live-axis agreement and time to settle.
+A/A false positives and paired noise per design, live-axis agreement and time to settle; for
+node-level runs, wall per round and round 1's timed runs against the compile-only probes.
 
     python benchmarks/gpu/ab_scale.py RUNS_DIR [--wall WALL_TXT] [--json OUT.json]
 
@@ -71,6 +72,32 @@ def ab_facts(run: Path) -> Dict:
     }
 
 
+def node_walls(run: Path) -> Dict:
+    """Where a node-level run's time went: wall per round (first start to last end, both sides) and,
+    per node of round 1, the first side's timed run against the second side's compile-only probe."""
+    plan = json.loads((run / "plan.json").read_text())
+    spans: Dict[int, List[float]] = defaultdict(list)
+    timed: Dict[str, float] = {}
+    probed: Dict[str, float] = {}
+    for u in plan["units"]:
+        for name, into in (("events.jsonl", timed), ("probe.jsonl", probed)):
+            path = run / "units" / u["unit_id"] / name
+            if not path.is_file():
+                continue
+            starts = {}
+            for line in path.read_text().splitlines():
+                e = json.loads(line)
+                if e["event"] == "start":
+                    starts[e["node"]] = e["t"]
+                    spans[u["round"]].append(e["t"])
+                elif e["event"] == "end" and e["node"] in starts:
+                    spans[u["round"]].append(e["t"])
+                    if u["round"] == 0 and (name == "probe.jsonl" or e["node"] not in into):
+                        into[e["node"].split("::")[-1]] = round(e["t"] - starts[e["node"]], 2)
+    return {"round_wall_s": {r: round(max(t) - min(t), 1) for r, t in sorted(spans.items())},
+            "round1_timed_vs_probe_s": {n: [timed.get(n), p] for n, p in sorted(probed.items())}}
+
+
 def agreement(a: Path, b: Path) -> Dict:
     ra = {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in json.loads((a / "ab.json").read_text())["rows"]}
     rb = {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in json.loads((b / "ab.json").read_text())["rows"]}
@@ -89,6 +116,8 @@ def main() -> None:
     out: Dict = {"wall_s": wall, "runs": {}}
     for run in sorted(x for x in args.runs.iterdir() if (x / "plan.json").is_file()):
         out["runs"][run.name] = ab_facts(run)
+        if (json.loads((run / "plan.json").read_text())["units"] or [{}])[0].get("schedule"):
+            out["runs"][run.name]["where_the_time_went"] = node_walls(run)
     if "plain" in wall:
         out["wall_over_plain"] = {k: round(v / wall["plain"], 2) for k, v in wall.items()}
     for a, b in (("live_node", "live_round"), ("aa_node", "aa_round")):
