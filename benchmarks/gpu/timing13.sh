@@ -7,10 +7,10 @@
 #   clocks   ~45 s  every clock reader against a device spin (clock_check.py), and one zlbench
 #                   run through the kernel-timer reader (timer.clock_reader=kernel_timer)
 #   fixed    ~160 s timer=graph timer.stop=fixed, twice (the first also compiles into the caches)
-#   graph    ~150 s timer=graph (adaptive, the default), three runs
-#   direct   ~130 s timer=direct (adaptive), warmup 25 ms, rep 50 ms, three runs
+#   graph    ~150 s timer=graph timer.stop=adaptive timer.clock_reader=auto, three runs
+#   direct   ~130 s timer=direct, adaptive with clocks as graph, warmup 25 ms, rep 50 ms, three runs
 #   native   ~110 s FlagGems' own runner, --mode cudagraph (its default 100 ms), one run
-#   targets  ~120 s timer=graph with timer.target_rel=0.003 and =0.01, two runs each, on 4 of the files
+#   targets  ~120 s timer=graph, adaptive with clocks, with timer.target_rel=0.003 and =0.01, two runs each, on 4 of the files
 #   analyze  ~5 s   timing13_analysis.py over what is there -> timing13.md, timing13.json
 # Two calls of at most 9 minutes each:
 #   OUT=... STEPS="clocks fixed graph" bash benchmarks/gpu/timing13.sh
@@ -44,7 +44,9 @@ FILES="test_exp.py test_gelu.py test_sum.py test_softmax.py test_layer_norm.py t
 MARKS="exp or gelu or sum or softmax or layer_norm or bmm or cumsum or topk"
 zl() { local name=$1; shift; timed "$name" python3 -m zlbench corpus=flaggems backend=cuda dtypes=[float16] \
   isolate_caches=false progress=plain store.url=none hydra.run.dir=$R/$name "$@"; }
-export -f zl timed; export R WALL WORK
+# The adaptive steps ask for it (the defaults are timer.stop=fixed, timer.clock_reader=none).
+ADAPT="timer.stop=adaptive timer.clock_reader=auto"
+export -f zl timed; export R WALL WORK ADAPT
 
 clocks_step() {
   python3 benchmarks/gpu/clock_check.py > "$WORK/clocks.json"; echo "clock_check rc=$?"
@@ -52,9 +54,9 @@ clocks_step() {
 }
 export -f clocks_step
 step clocks 120 bash -c clocks_step
-step fixed 330 bash -c 'for i in 1 2; do zl fixed_$i timer=graph timer.stop=fixed "ops=$0" launcher.run_timeout_s=160; done' "$OPS"
-step graph 320 bash -c 'for i in 1 2 3; do zl graph_$i timer=graph "ops=$0" launcher.run_timeout_s=100; done' "$OPS"
-step direct 300 bash -c 'for i in 1 2 3; do zl direct_$i timer=direct timer.warmup_ms=25 timer.rep_ms=50 "ops=$0" launcher.run_timeout_s=95; done' "$OPS"
+step fixed 330 bash -c 'for i in 1 2; do zl fixed_$i timer=graph timer.stop=fixed timer.clock_reader=none "ops=$0" launcher.run_timeout_s=160; done' "$OPS"
+step graph 320 bash -c 'for i in 1 2 3; do zl graph_$i timer=graph $ADAPT "ops=$0" launcher.run_timeout_s=100; done' "$OPS"
+step direct 300 bash -c 'for i in 1 2 3; do zl direct_$i timer=direct $ADAPT timer.warmup_ms=25 timer.rep_ms=50 "ops=$0" launcher.run_timeout_s=95; done' "$OPS"
 native_step() { # FlagGems' runner over the same files and marks; its log is named after argv.
   local files=""; for f in $FILES; do files="$files benchmark/$f"; done
   (cd "$FLAGGEMS_ROOT" && rm -f result*.log
@@ -62,7 +64,7 @@ native_step() { # FlagGems' runner over the same files and marks; its log is nam
    mv result*.log "$R/native_cudagraph.log"); }
 export -f native_step; export FILES MARKS
 step native 200 bash -c native_step
-step targets 260 bash -c 'for t in 0.003 0.01; do for i in 1 2; do zl target_${t}_$i timer=graph timer.target_rel=$t "ops=$0" launcher.run_timeout_s=60; done; done' "$OPS_SUB"
+step targets 260 bash -c 'for t in 0.003 0.01; do for i in 1 2; do zl target_${t}_$i timer=graph $ADAPT timer.target_rel=$t "ops=$0" launcher.run_timeout_s=60; done; done' "$OPS_SUB"
 step analyze 60 python3 benchmarks/gpu/timing13_analysis.py "$R" --json "$OUT/timing13.json" --md "$OUT/timing13.md"
 [ -f "$OUT/timing13.md" ] && cat "$OUT/timing13.md"
 log done
