@@ -3,14 +3,15 @@
 # FlagGems: 8 op files of 4 families (pointwise exp gelu; reductions sum softmax layer_norm; blas
 # bmm; others cumsum topk), float16, core shapes. Set-up: setup.sh (wheels in .whl/ incl.
 # nvidia-ml-py, FlagGems in .fg/). Analysis: timing13_analysis.py (run by the analyze step, or
-# later on the fetched runs.tgz). Steps, in order, with their device time on a warm H200:
-#   clocks   ~45 s  every clock reader against a device spin (clock_check.py), and one zlbench
+# later on the fetched runs.tgz). Steps, in order, with their device time on a warm H200 (measured
+# 2026-11-30c; native not yet: its first try failed on the log's name, fixed in native_step):
+#   clocks   ~25 s  every clock reader against a device spin (clock_check.py), and one zlbench
 #                   run through the kernel-timer reader (timer.clock_reader=kernel_timer)
-#   fixed    ~160 s timer=graph timer.stop=fixed, twice (the first also compiles into the caches)
+#   fixed    ~130 s timer=graph timer.stop=fixed, twice (the first also compiles into the caches)
 #   graph    ~150 s timer=graph timer.stop=adaptive timer.clock_reader=auto, three runs
-#   direct   ~130 s timer=direct, adaptive with clocks as graph, warmup 25 ms, rep 50 ms, three runs
-#   native   ~110 s FlagGems' own runner, --mode cudagraph (its default 100 ms), one run
-#   targets  ~120 s timer=graph, adaptive with clocks, with timer.target_rel=0.003 and =0.01, two runs each, on 4 of the files
+#   direct   ~145 s timer=direct, adaptive with clocks as graph, warmup 25 ms, rep 50 ms, three runs
+#   native   ? s    FlagGems' own runner, --mode cudagraph (its default 100 ms), one run
+#   targets  ~155 s timer=graph, adaptive with clocks, with timer.target_rel=0.003 and =0.01, two runs each, on 4 of the files
 #   analyze  ~5 s   timing13_analysis.py over what is there -> timing13.md, timing13.json
 # Two calls of at most 9 minutes each:
 #   OUT=... STEPS="clocks fixed graph" bash benchmarks/gpu/timing13.sh
@@ -57,14 +58,17 @@ step clocks 120 bash -c clocks_step
 step fixed 330 bash -c 'for i in 1 2; do zl fixed_$i timer=graph timer.stop=fixed timer.clock_reader=none "ops=$0" launcher.run_timeout_s=160; done' "$OPS"
 step graph 320 bash -c 'for i in 1 2 3; do zl graph_$i timer=graph $ADAPT "ops=$0" launcher.run_timeout_s=100; done' "$OPS"
 step direct 300 bash -c 'for i in 1 2 3; do zl direct_$i timer=direct $ADAPT timer.warmup_ms=25 timer.rep_ms=50 "ops=$0" launcher.run_timeout_s=95; done' "$OPS"
-native_step() { # FlagGems' runner over the same files and marks; its log is named after argv.
-  local files=""; for f in $FILES; do files="$files benchmark/$f"; done
-  (cd "$FLAGGEMS_ROOT" && rm -f result*.log
-   timed native_cudagraph python3 -m pytest -q $files -m "$MARKS" --level core --dtypes float16 --mode cudagraph --record log
+native_step() { # FlagGems' runner over the same files and marks. Its conftest names the log after
+  # argv (all of it joined: 2026-11-30c, ENAMETOOLONG with the 8 files and the marks on argv), so it
+  # runs in benchmark/ with the marks, level and dtypes in PYTEST_ADDOPTS, which argv does not hold.
+  (cd "$FLAGGEMS_ROOT/benchmark" && rm -f result*.log
+   PYTEST_ADDOPTS="-m '$MARKS' --level core --dtypes float16" \
+     timed native_cudagraph python3 -m pytest -q $FILES --mode cudagraph --record log
    mv result*.log "$R/native_cudagraph.log"); }
 export -f native_step; export FILES MARKS
 step native 200 bash -c native_step
 step targets 260 bash -c 'for t in 0.003 0.01; do for i in 1 2; do zl target_${t}_$i timer=graph $ADAPT timer.target_rel=$t "ops=$0" launcher.run_timeout_s=60; done; done' "$OPS_SUB"
-step analyze 60 python3 benchmarks/gpu/timing13_analysis.py "$R" --json "$OUT/timing13.json" --md "$OUT/timing13.md"
+step analyze 60 python3 benchmarks/gpu/timing13_analysis.py "$R" --json "$OUT/timing13.json" --md "$OUT/timing13.md" \
+  --rows "$OUT/timing13_rows.txt"
 [ -f "$OUT/timing13.md" ] && cat "$OUT/timing13.md"
 log done

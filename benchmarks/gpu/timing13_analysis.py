@@ -1,7 +1,7 @@
 """Analysis of benchmarks/gpu/timing13.sh (issue 13 items 1-3) from the run dirs it leaves (RUNS/<name>/)
 and FlagGems' own log (RUNS/native_cudagraph.log). Missing runs are skipped and said so.
 
-    python benchmarks/gpu/timing13_analysis.py RUNS [RUNS ...] [--json out.json] [--md out.md]
+    python benchmarks/gpu/timing13_analysis.py RUNS [RUNS ...] [--json out.json] [--md out.md] [--rows out.txt]
 
 RUNS: the runs/ folder of runs.tgz (several: the calls' archives extracted side by side, each with
 its wall.txt and clocks.json beside its runs/).
@@ -278,11 +278,40 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def row_table(roots: List[Path]) -> str:
+    """Per FlagGems row: the largest pairwise |b/a - 1| of fixed, graph and direct (FlagGems and torch
+    side), with graph's and direct's SM clock per run: which rows make the tails."""
+    def find(name: str) -> Path:
+        return next((r / name for r in roots if (r / name).exists()), roots[0] / name)
+
+    groups = {g: [x for x in (load_run(find(GROUPS[g].format(i))) for i in (1, 2, 3)) if x]
+              for g in ("fixed", "graph", "direct")}
+    base = next((g[0] for g in groups.values() if g), {})
+
+    def worst(runs, k, field):
+        vals = [r[k][field] for r in runs if k in r and r[k].get(field)]
+        return max((abs(b / a - 1) for a, b in itertools.combinations(vals, 2)), default=None)
+
+    def f(x):
+        return "     -" if x is None else f"{100 * x:6.2f}"
+
+    head = (f"{'op':10s} {'shape':38s} {'us':>8s}  max pairwise %: FG fixed graph direct | torch fixed graph direct"
+            " | SM MHz graph / direct")
+    lines = [head]
+    for k, r in base.items():
+        lines.append(f"{k[0]:10s} {k[2][:38]:38s} {1000 * r['latency']:8.2f}  "
+                     + " ".join(f(worst(groups[g], k, "latency")) for g in groups) + " | "
+                     + " ".join(f(worst(groups[g], k, "latency_base")) for g in groups) + " | "
+                     + " / ".join(str([x[k].get("sm_mhz") for x in groups[g] if k in x]) for g in ("graph", "direct")))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", type=Path, nargs="+")
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path)
+    p.add_argument("--rows", type=Path, help="per-row table of the largest run-to-run differences")
     args = p.parse_args(argv)
     res = analyze(args.runs)
     if args.json:
@@ -290,6 +319,8 @@ def main(argv=None):
     text = markdown(res)
     if args.md:
         args.md.write_text(text)
+    if args.rows:
+        args.rows.write_text(row_table(args.runs))
     sys.stdout.write(text)
     return 0
 
