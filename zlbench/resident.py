@@ -166,7 +166,7 @@ class DeviceAB:
         self.liveness = not self.schedule.get("aa")
         second = self.sides[1]
         self.prober = SideProcess(second, self.units[(second, 0)], self.run_dir, first["nodes"], extra_env or {},
-                                  prober=True)
+                                  prober=True) if self.liveness else None
         self.node_timeout = float(first["node_timeout_s"])
         self.crash_retries = int(first.get("crash_retries") or 0)
         self.lock = first.get("device_lock")
@@ -189,7 +189,7 @@ class DeviceAB:
                     if not self._round(r):
                         break
             finally:
-                for p in [*self.procs.values(), self.prober]:
+                for p in [*self.procs.values(), *([self.prober] if self.prober else [])]:
                     p.stop()
         return {u["unit_id"]: status_counts(self._events(u), u["nodes"]) for u in self.units.values()}
 
