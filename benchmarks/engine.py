@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.run_phases import measuring_span, phases  # noqa: E402
+
 WAIT = REPO / "tests" / "fixtures" / "wait_corpus"
 
 
@@ -61,20 +64,6 @@ def overhead(args):
            "zlbench_overhead_per_node_s": round((t_zl - t_bare) / args.nodes, 4),
            "one_process_per_node_cost_per_node_s": round(t_per / args.nodes, 4)}
     return out
-
-
-def measuring_span(run_dir: Path) -> float:
-    """First node start to last node end, from the events: the devices' measuring time, without
-    zlbench's and the interpreters' start-up (CPU work these 2 cores serialize)."""
-    starts, ends = [], []
-    for path in run_dir.glob("units/*/events.jsonl"):
-        for line in path.read_text().splitlines():
-            e = json.loads(line)
-            if e.get("event") == "start":
-                starts.append(e["t"])
-            elif e.get("event") == "end":
-                ends.append(e["t"])
-    return max(ends) - min(starts)
 
 
 def scaling(args):
@@ -119,9 +108,6 @@ def teardown(args):
     """An interleaved A/B of the demo corpus (one pytest process per side and round), with the
     benchmark processes' interpreter teardown (corpus.fast_exit=false) and without it (true),
     alternated --repeat times; process start and teardown per process from the events."""
-    sys.path.insert(0, str(REPO))
-    from benchmarks.multi_gpu import phases
-
     out = {"rounds": args.rounds, "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.engine import measuring_span  # noqa: E402
+from benchmarks.run_phases import measuring_span, phases  # noqa: E402
 from zlbench.results.rundir import load_plan, load_rows, load_status, run_pinning_problems  # noqa: E402
 from zlbench.results.schema import shape_key  # noqa: E402
 
@@ -57,24 +57,6 @@ def throughput(run_dir: Path, nodes: set, wall: float | None) -> dict:
     if wall:
         out.update(wall_s=wall, wall_nodes_per_s=round(len(status) / wall, 4))
     return out
-
-
-def phases(run_dir: Path) -> dict:
-    """Where a run's fixed time goes, per benchmark process: start (launch to session_start:
-    interpreter, corpus import, collection) and teardown (session_end to the process gone)."""
-    import json
-
-    start, teardown = [], []
-    for path in sorted(run_dir.glob("units/*/events.jsonl")):
-        t = {}
-        for line in path.read_text().splitlines():
-            e = json.loads(line)
-            t[e.get("event")] = e["t"]
-            if e.get("event") == "exited" and "session_end" in t:
-                teardown.append(round(e["t"] - t["session_end"], 2))
-            if e.get("event") == "session_start" and "launch" in t:
-                start.append(round(e["t"] - t["launch"], 2))
-    return {"process_start_s": start, "process_teardown_s": teardown}
 
 
 def ok_nodes(run_dir: Path) -> set:

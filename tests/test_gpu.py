@@ -46,3 +46,44 @@ def test_deny_list_skips_the_attempt(run_zlbench):
     rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     assert rows and all(r["status"] == "ok" and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in r["markers"] for r in rows)
     assert "capture_deny_ops" in rows[0]["marker_reason"]
+
+
+UNTIMED_TUNING = r'''
+import json, os, sys, time
+import torch, triton, triton.language as tl
+from zlbench.plugins import untimed_tuning
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (128, 256, 512, 1024)], key=["n"],
+                 cache_results=True)
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+assert untimed_tuning.install()
+x = torch.zeros(4096, device="cuda")
+t0 = time.perf_counter()
+add_one[lambda m: (triton.cdiv(4096, m["BLOCK"]),)](x, 4096)
+torch.cuda.synchronize()
+print(json.dumps({"timings": [list(map(float, v)) for v in add_one.configs_timings.values()],
+                  "launches": float(x.max()), "s": time.perf_counter() - t0,
+                  "autotune_files": [f for _, _, fs in os.walk(os.environ["TRITON_CACHE_DIR"])
+                                     for f in fs if f.endswith(".autotune.json")]}))
+'''
+
+
+def test_untimed_tuning_compiles_and_launches_every_config_once_and_caches_no_pick(tmp_path):
+    """A node-level A/B's prober (plugins/untimed_tuning.py): every config of an autotuned kernel is
+    compiled and launched once with a dummy time, and Triton's on-disk autotuning cache, which the
+    side's timed runs share, gets nothing."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    out = subprocess.run([sys.executable, "-c", UNTIMED_TUNING], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["timings"] == [[1.0, 1.0, 1.0]] * 4  # four configs, none timed
+    assert got["launches"] == 5.0  # once per config, then the pick's own call
+    assert got["autotune_files"] == []

@@ -5,9 +5,9 @@ then runs them one command at a time (plugins/serve.py). Sides alternate per nod
 round (A n1, B n1, B n2, A n2, ...; node order shuffled per round by the planner), so both sides of
 a row are timed seconds apart, and only one process runs a node on the device at a time.
 
-Liveness first: in round 1 the second side of each node compiles it without timing it (a probe)
-and its kernels are compared with the first side's; a node whose kernels are identical is not timed
-again ("not live"). From `min_rounds` on, a node whose live rows all
+Liveness first: in round 1 the first side times each node and the second side's prober (a resident
+process of its own, with untimed autotuning and a scratch tuning cache: plugins/untimed_tuning.py)
+compiles it; a node whose kernels are identical on both sides is not timed again ("not live"). From `min_rounds` on, a node whose live rows all
 have a settled verdict (report/sequential.py, valid although it looks after every round) stops.
 Both decisions are written as `stopped` events into the rounds left out, so a resume makes the same
 ones and nothing reads as cut. A node that crashes or hangs gets crashed / timeout as in a plain
@@ -40,9 +40,9 @@ class SideProcess:
     crash, a timeout or a respawn)."""
 
     def __init__(self, side: str, template: Mapping, run_dir: Path, nodes: Sequence[str],
-                 extra_env: Mapping[str, Optional[str]]):
-        self.side, self.nodes, self.extra_env = side, list(nodes), extra_env
-        self.dir = Path(run_dir) / "resident" / f"d{template['device']}.{side}"
+                 extra_env: Mapping[str, Optional[str]], prober: bool = False):
+        self.side, self.nodes, self.extra_env, self.prober = side, list(nodes), extra_env, prober
+        self.dir = Path(run_dir) / "resident" / f"d{template['device']}.{side}{'.probe' if prober else ''}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "pytest.log"
         self.proc: Optional[subprocess.Popen] = None
@@ -54,26 +54,40 @@ class SideProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, unit: Mapping) -> None:
+    def start(self, unit: Mapping, events: Optional[Path] = None) -> None:
         """A fresh process whose start-up events (session_start, process facts, collection errors)
-        go to `unit`, the first one it serves."""
+        go to `unit`, the first one it serves (a prober's to `events`, its probe file)."""
         self.starts += 1
         self.commands = self.dir / f"commands.{self.starts}.jsonl"
         self.commands.write_text("", encoding="utf-8")
         cfg_path = self.dir / f"plugin_config.{self.starts}.json"
-        cfg_path.write_text(json.dumps({**unit["plugin_config"], "unit": unit["unit_id"],
-                                        "events": str(ev.events_path(self._run_dir, unit["unit_id"])),
-                                        "serve": str(self.commands)}, indent=1))
+        plugin_cfg = {**unit["plugin_config"], "unit": unit["unit_id"],
+                      "events": str(events or ev.events_path(self._run_dir, unit["unit_id"])),
+                      "serve": str(self.commands)}
+        if self.prober:
+            plugin_cfg["probe_process"] = True
+            unit = {**unit, "env": {**unit["env"], "FLAGGEMS_CACHE_DIR": str(self.scratch_tuning_dir(unit))}}
+        cfg_path.write_text(json.dumps(plugin_cfg, indent=1))
         root = Path(unit["corpus_root"])
         argv = list(unit["argv"]) + ["-p", SERVE_PLUGIN] + [str(root / n) for n in self.nodes]
         argv = pytest_argv(argv, self.dir)
         with open(self.log, "a", encoding="utf-8") as out:
-            out.write(f"\n==== zlbench: resident process {self.starts} of side {self.side}\n")
+            out.write(f"\n==== zlbench: resident {'prober' if self.prober else 'process'} {self.starts} of side {self.side}\n")
             out.flush()
             self.proc = subprocess.Popen(argv, cwd=self.dir, env=process_env(unit, dict(self.extra_env), cfg_path),
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                          preexec_fn=die_with_parent)
         self.seq = 0
+
+    def scratch_tuning_dir(self, unit: Mapping) -> Path:
+        """A prober's FlagGems cache (its untimed tuning picks stay there): beside the side's own,
+        with a name of the same length, since liveness masks the cache path in kernels' debug
+        info by length (plugins/liveness.py)."""
+        own = unit["env"].get("FLAGGEMS_CACHE_DIR")
+        if not own:
+            return self.dir / "flaggems"
+        name = Path(own).name
+        return Path(own).parent / ("probe" + "_" * len(name))[:len(name)]
 
     @property
     def _run_dir(self) -> Path:
@@ -146,6 +160,13 @@ class DeviceAB:
             ev.events_path(self.run_dir, u["unit_id"]).parent.mkdir(parents=True, exist_ok=True)
         self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, first["nodes"], extra_env or {})
                       for s in self.sides}
+        # Liveness first: round 1 runs the first side first on every node and the second side's
+        # prober compiles each node without timing it (plugins/untimed_tuning.py), in a process of
+        # its own so that its untimed tuning picks never reach the side's timed runs.
+        self.liveness = not self.schedule.get("aa")
+        second = self.sides[1]
+        self.prober = SideProcess(second, self.units[(second, 0)], self.run_dir, first["nodes"], extra_env or {},
+                                  prober=True) if self.liveness else None
         self.node_timeout = float(first["node_timeout_s"])
         self.crash_retries = int(first.get("crash_retries") or 0)
         self.lock = first.get("device_lock")
@@ -168,7 +189,7 @@ class DeviceAB:
                     if not self._round(r):
                         break
             finally:
-                for p in self.procs.values():
+                for p in [*self.procs.values(), *([self.prober] if self.prober else [])]:
                     p.stop()
         return {u["unit_id"]: status_counts(self._events(u), u["nodes"]) for u in self.units.values()}
 
@@ -182,21 +203,34 @@ class DeviceAB:
             self._stop_decided(r)
         order = self.units[(self.sides[0], r)]["nodes"]
         done = {s: self._done(self.units[(s, r)]) for s in self.sides}
+        probing = r == 0 and self.liveness
+        if probing and any(n not in done[self.sides[1]] for n in order):
+            # Started now, it collects while the first node is timed: its start-up costs no wall.
+            self._start_prober()
         for i, node in enumerate(order):
-            first, second = self.sides if (i + r) % 2 == 0 else self.sides[::-1]
+            first, second = self.sides if probing or (i + r) % 2 == 0 else self.sides[::-1]
             for side in (first, second):
                 if node in done[side]:
                     continue
                 if self.deadline is not None and time.time() >= self.deadline:
                     self._cut_by_deadline()
                     return False
-                if r == 0 and side == second and not self.schedule.get("aa") and \
+                if probing and side == second and \
                         self._probe_liveness(self.units[(first, 0)], self.units[(second, 0)], node) is False:
                     self._stop(node, "not live", 0, sides=[second])
                     self._stop(node, "not live", 1)
                     continue
                 self._run_node(side, self.units[(side, r)], node)
+        if probing:
+            self.prober.stop()  # its GPU memory back before round 2
         return True
+
+    def _probe_file(self) -> Path:
+        return ev.events_path(self.run_dir, self.units[(self.sides[1], 0)]["unit_id"]).with_name("probe.jsonl")
+
+    def _start_prober(self) -> None:
+        if not self.prober.alive() and not self.prober.broken:
+            self.prober.start(self.units[(self.sides[1], 0)], events=self._probe_file())
 
     def _probe_liveness(self, timed: Mapping, probed: Mapping, node: str) -> Optional[bool]:
         """Liveness first: the second side compiles the node without timing it (a probe), and its
@@ -206,17 +240,20 @@ class DeviceAB:
         mine = node_kernels(self._events(timed), node)
         if not mine:
             return None
-        proc = self.procs[probed["side"]]
+        proc = self.prober
         if proc.broken:
             return None
-        probe_file = ev.events_path(self.run_dir, probed["unit_id"]).with_name("probe.jsonl")
+        probe_file = self._probe_file()
         pos = probe_file.stat().st_size if probe_file.exists() else 0
-        if not proc.alive():
-            proc.start(probed)
+        self._start_prober()
         seq = proc.send(probed, node, events=probe_file, probe=True)
         served, _ = wait_served(proc, seq, probe_file, pos, self.node_timeout, self.deadline)
         if not served:
+            pid = proc.proc.pid
             proc.kill()
+            if not any(e.get("event") == "ready" and e.get("pid") == pid for e in ev.read_events(probe_file)):
+                # Starting it again per node would only repeat that: the rest are timed unprobed.
+                proc.broken = f"the prober exited before it was ready; log tail: {log_tail(proc.log)}"
             return None
         new, _ = ev.read_new_events(probe_file, pos)
         theirs = node_kernels(new, node)

@@ -27,10 +27,13 @@ R=$OUT/runs; mkdir -p "$R"
 WALL=$OUT/wall.txt; touch "$WALL"
 { date -u; nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
-  echo "ops=$OPS max_rounds=$MAX dead_rounds=$DEAD_ROUNDS"; } > "$OUT/env.txt" 2>&1
+  echo "ops=$OPS max_rounds=$MAX dead_rounds=$DEAD_ROUNDS"; env | grep -E '^(OPS_|LIMIT_|CHAIN)' | sort
+} > "$OUT/env.txt" 2>&1
 
+# Per step, optionally: LIMIT_<step> (its time limit, s) and OPS_<step> (its ops), e.g. OPS_aa_node=[exp,sum].
 zl() { local name=$1 dev=$2 limit=$LIMIT; shift 2; [ "$dev" = 1 ] && limit=$LIMIT1
-  timeout "$limit" python3 -m zlbench corpus=flaggems backend=cuda "ops=$OPS" dtypes=[float16] devices=[$dev] \
+  local lv="LIMIT_$name" ov="OPS_$name"; limit=${!lv:-$limit}; local ops=${!ov:-$OPS}
+  timeout "$limit" python3 -m zlbench corpus=flaggems backend=cuda "ops=$ops" dtypes=[float16] devices=[$dev] \
     progress=plain launcher.run_timeout_s=$((limit - 30)) hydra.run.dir=$R/$name "$@"; }
 run_step() { local name=$1 dev=$2; case $name in
   plain) zl "$name" "$dev";;

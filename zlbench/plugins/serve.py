@@ -10,13 +10,14 @@ stdin (pytest's capture owns stdin); "quit" ends the session normally.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Dict, Iterator, List
 
 import pytest
 
 from ..results.events import base_node
-from . import _runtime
+from . import _runtime, untimed_tuning
 from .record import report_reason
 
 POLL_S = 0.002
@@ -58,6 +59,10 @@ def pytest_runtestloop(session):
     path = _runtime.config().get("serve")
     if not path:
         return None
+    if _runtime.config().get("probe_process"):
+        # Only liveness probes run here: autotuners compile every config without timing it.
+        _runtime.emit("probe_process", untimed_tuning=untimed_tuning.install(),
+                      tuning_cache=os.environ.get("FLAGGEMS_CACHE_DIR"))
     by_node: Dict[str, list] = {}
     for item in session.items:
         by_node.setdefault(base_node(item.nodeid), []).append(item)
