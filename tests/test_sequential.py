@@ -1,5 +1,7 @@
 """Sequential rounds (report/sequential.py): rows looked at after every round and stopped once their
-verdict is settled keep their error rates; effects are found; settled rows stop early."""
+verdict is settled keep their error rates; effects are found; settled rows stop early; a row more
+rounds are unlikely to settle stops as futile, and its node with it, without costing error control
+or power at changes past the threshold."""
 
 import math
 
@@ -16,19 +18,21 @@ def rowstat(d):
     return stats.row_stat(np.ones(len(d)), np.exp(d))
 
 
-def run_nodes(rng, n_nodes, node_rows, effect, sd, min_rounds, max_rounds, family_size):
-    """Simulate rounds node by node: after each round from min_rounds on, ask node_settled and stop
-    the node when it says so. Returns each row's log ratios as measured, and its true sign."""
+def run_nodes(rng, n_nodes, node_rows, effect, sd, min_rounds, max_rounds, family_size, futility=False):
+    """Simulate rounds node by node: after each round from min_rounds on, ask node_done (without
+    futility: node_settled) and stop the node when it says so. sd: one for every row, or one per row
+    of the node. Returns each row's log ratios as measured, and its true sign."""
+    sds = sd if isinstance(sd, (list, tuple)) else [sd] * node_rows
     measured, signs = [], []
     for _ in range(n_nodes):
         sign = 1 if rng.random() < 0.5 else -1
         mu = math.log1p(sign * effect) if effect else 0.0
         rows = {i: [] for i in range(node_rows)}
         for k in range(1, max_rounds + 1):
-            for d in rows.values():
-                d.append(mu + rng.normal(0, sd))
-            if k >= min_rounds and sequential.node_settled(rows, THR, min_rounds=min_rounds, max_rounds=max_rounds,
-                                                           family_size=family_size):
+            for i, d in rows.items():
+                d.append(mu + rng.normal(0, sds[i]))
+            if k >= min_rounds and sequential.node_done(rows, THR, min_rounds=min_rounds, max_rounds=max_rounds,
+                                                        family_size=family_size, futility=futility):
                 break
         measured += list(rows.values())
         signs += [sign] * node_rows
@@ -62,7 +66,7 @@ def test_aa_looking_after_every_round_keeps_the_false_positive_rate_below_alpha(
     for sd in (0.01, 0.02, 0.04, 0.08):
         measured, _ = run_nodes(rng, 500, 1, 0.0, sd, 3, 10, family_size=1)
         for d in measured:
-            r = sequential.row_decision(d, THR, min_rounds=3, max_rounds=10)
+            r = sequential.row_decision(d, THR, min_rounds=3, max_rounds=10, futility=False)
             assert r.settled or len(d) == 10
             flagged += r.verdict in FLAGGED
         total += len(measured)
@@ -152,12 +156,16 @@ def test_settled_states_and_max_rounds():
     # max rounds the verdict is today's (significant, point estimate past the threshold).
     rng = np.random.default_rng(1)
     edge = list(math.log(1.022) + rng.normal(0, 0.01, 10))
-    r = sequential.row_decision(edge, THR, min_rounds=3, max_rounds=10)
+    r = sequential.row_decision(edge, THR, min_rounds=3, max_rounds=10, futility=False)
     assert not r.settled and r.stop == "max rounds" and r.look == 10 and r.verdict == "slower"
     assert r.lo > 1 and r.lo < 1 + THR
-    assert sequential.row_decision(edge[:7], THR, min_rounds=3, max_rounds=10).stop is None
+    assert sequential.row_decision(edge[:7], THR, min_rounds=3, max_rounds=10, futility=False).stop is None
+    # With futility the change is known (BH-safe for a family of 1) by round 5 and more rounds are
+    # unlikely to tell its size against 2%: futile there, with the verdict max rounds gives.
+    f = sequential.row_decision(edge, THR, min_rounds=3, max_rounds=10)
+    assert (f.settled, f.stop, f.look, f.verdict) == (False, "futile", 5, "slower") and f.lo > 1
     # Rounds past max_rounds are not planned looks: ignored.
-    longer = sequential.row_decision(edge + [0.5, 0.5], THR, min_rounds=3, max_rounds=10)
+    longer = sequential.row_decision(edge + [0.5, 0.5], THR, min_rounds=3, max_rounds=10, futility=False)
     assert (longer.n, longer.look, longer.ratio, longer.stop) == (12, 10, r.ratio, "max rounds")
 
 
@@ -201,3 +209,120 @@ def test_plan_is_checked_and_fixed_analysis_is_unchanged():
     stats.analyse([a], [None], THR)
     stats.analyse([b], [None], THR, min_rounds=None, max_rounds=None)
     assert (a.verdict, a.lo, a.p, a.look, a.stop) == (b.verdict, b.lo, b.p, None, None)
+
+
+# -- futility -----------------------------------------------------------------------------------------
+
+QUIET, NOISY = [0.003] * 4, [0.025]  # a FlagGems node: four quiet shapes and one noisy microsecond row
+
+
+def test_a_noisy_row_in_a_node_of_quiet_rows_is_futile_and_the_node_stops_early():
+    """A/A nodes of five rows, one of them noisy (sd 2.5%: its interval cannot get inside the 2% band
+    by round 10). Without futility it holds its node to max_rounds nearly always; with futility it
+    stops as futile (verdict inconclusive) from round 4 and the node with it, while the quiet rows
+    still settle as no difference."""
+    rng = np.random.default_rng(7)
+    before, _ = run_nodes(rng, 150, 5, 0.0, QUIET + NOISY, 3, 10, family_size=100)
+    after, _ = run_nodes(rng, 150, 5, 0.0, QUIET + NOISY, 3, 10, family_size=100, futility=True)
+    assert np.mean([len(d) for d in before[::5]]) >= 9.5  # 9.85 over 100 nodes of seed 1
+    rounds_after = [len(d) for d in after[::5]]
+    assert np.mean(rounds_after) <= 5.5 and np.median(rounds_after) <= 5  # ~4.9 (benchmarks/README.md)
+    decisions = [sequential.row_decision(d, THR, min_rounds=3, max_rounds=10, family_size=100) for d in after]
+    noisy, quiet = decisions[4::5], [r for i, r in enumerate(decisions) if i % 5 != 4]
+    assert sum(r.stop == "futile" for r in noisy) / len(noisy) >= 0.7
+    assert all(r.verdict == "inconclusive" and r.look >= sequential.FUTILE_FROM for r in noisy if r.stop == "futile")
+    assert all(r.stop == "settled" and r.verdict == "no difference beyond threshold" for r in quiet)
+
+
+def test_futility_waits_for_four_rounds_and_the_node_stops_with_it():
+    quiet = [0.001, -0.001, 0.0005, 0.0, -0.0005]
+    noisy = [0.03, -0.03, 0.025, -0.02, 0.0]
+    node = {i: quiet for i in range(4)} | {"noisy": noisy}
+    plan = dict(min_rounds=3, max_rounds=10, family_size=5)
+    cut = lambda k: {i: d[:k] for i, d in node.items()}  # noqa: E731
+    # Round 3: the quiet rows are settled, the noisy one is not, and no row is futile before 4 rounds.
+    assert sequential.row_settled(quiet[:3], THR, **plan) and not sequential.node_done(cut(3), THR, **plan)
+    assert sequential.node_done(cut(4), THR, **plan) and not sequential.node_settled(cut(5), THR, **plan)
+    r = sequential.row_decision(noisy, THR, **plan)
+    assert (r.settled, r.stop, r.look, r.verdict) == (False, "futile", 4, "inconclusive")
+    # The verdict rests on the futile look (frozen, as a settled row's): more rounds do not move it.
+    later = sequential.row_decision(noisy + [0.0] * 5, THR, **plan)
+    assert (later.n, later.look, later.stop, later.verdict, later.lo) == (10, 4, "futile", "inconclusive", r.lo)
+    assert sequential.row_decision(noisy, THR, **plan, futility=False).stop is None
+
+
+def test_a_change_well_beyond_the_threshold_is_never_futile_before_it_settles():
+    """5-10% changes (2.5-5x the threshold) with sd 0.5-1%, 8-10% with sd 2%: every row's first
+    stop is settled (or max rounds), never futile, at plans 3..10 and 4..10 and a 100-row family."""
+    rng = np.random.default_rng(3)
+    for effect, sd in ((0.05, 0.005), (0.05, 0.01), (0.10, 0.01), (0.08, 0.02), (0.10, 0.02)):
+        for min_rounds in (3, 4):
+            for _ in range(300):
+                sign = 1 if rng.random() < 0.5 else -1
+                d = math.log1p(sign * effect) + rng.normal(0, sd, 10)
+                r = sequential.row_decision(d, THR, min_rounds=min_rounds, max_rounds=10, family_size=100)
+                assert r.stop in ("settled", "max rounds"), (effect, sd, list(d))
+                assert r.stop == "max rounds" or r.verdict == ("slower" if sign > 0 else "faster")
+
+
+def test_futility_keeps_the_aa_false_positive_rate_and_the_power_at_changes_past_the_threshold():
+    """A/A nodes of five rows (sd 0.5% to 8%, and quiet rows with a noisy one) stopped when every row
+    is settled or futile: the rows' own verdicts flag at most 3% (alpha 5%), and after BH across
+    100-row runs at most 1% of rows. Changes of 3% (sd 1%) and 5% (sd 2%): futility takes no more
+    than 3 points of power off the rule without it (benchmarks/README.md: none at all over 800 rows)."""
+    rng = np.random.default_rng(20261201)
+    own = bh = total = 0
+    for sd in (0.005, 0.01, 0.02, 0.04, 0.08, QUIET + NOISY):
+        for _ in range(2):
+            measured, _ = run_nodes(rng, 20, 5, 0.0, sd, 3, 10, family_size=100, futility=True)
+            row_stats = [rowstat(d) for d in measured]
+            stats.analyse(row_stats, [None] * 100, THR, min_rounds=3, max_rounds=10, family_size=100)
+            bh += sum(s.verdict in FLAGGED for s in row_stats)
+            for s in row_stats:
+                s.q = s.p  # the row's own verdict: no BH
+                own += stats.decide(s, THR, None, 3, 10) in FLAGGED
+            total += len(row_stats)
+    assert own / total <= 0.03 and bh / total <= 0.01
+    for effect, sd in ((0.03, 0.01), (0.05, 0.02)):
+        power = {}
+        for futility in (False, True):
+            measured, signs = run_nodes(np.random.default_rng(11), 60, 5, effect, sd, 3, 10, family_size=300,
+                                        futility=futility)
+            row_stats = [rowstat(d) for d in measured]
+            stats.analyse(row_stats, [None] * 300, THR, min_rounds=3, max_rounds=10, family_size=300,
+                          futility=futility)
+            power[futility] = np.mean([s.verdict == ("slower" if g > 0 else "faster")
+                                       for s, g in zip(row_stats, signs)])
+        assert power[True] >= power[False] - 0.03, (effect, sd, power)
+
+
+def test_the_ab_report_says_which_rows_were_futile(tmp_path):
+    import csv
+
+    from zlbench.report.ab import compare, stop_reason, write
+
+    quiet = [0.001, -0.001, 0.0005, 0.0, -0.0005]
+    noisy = [0.03, -0.03, 0.025, -0.02, 0.0]
+    node = "benchmark/test_unary.py::test_exp"
+
+    def side(b):
+        return [{"op": "exp", "dtype": "torch.float16", "shape": shape, "latency": math.exp(x) if b else 1.0,
+                 "round": r, "status": "ok", "node": node, "markers": []}
+                for shape, d in (("[[64]]", noisy), *((f"[[{n}]]", quiet) for n in (1024, 2048, 4096, 8192)))
+                for r, x in enumerate(d)]
+
+    res = compare(side(False), side(True), "off", "on", stops={node: {"why": "settled", "round": 5}},
+                  rounds={"min": 3, "max": 10})
+    by_shape = {t["shape"]: t for t in res["rows"]}
+    assert by_shape["[[64]]"]["stop"] == "futile" and by_shape["[[64]]"]["verdict"] == "inconclusive"
+    assert {t["stop"] for s, t in by_shape.items() if s != "[[64]]"} == {"settled"}
+    assert res["summary"]["stops"] == {"futile": 1, "settled": 4}
+    assert "rows by why they stopped: futile: 1, settled: 4" in res["markdown"]
+    assert "| 5 (futile at 4) " in res["markdown"]
+    write(res, tmp_path)
+    assert {r["shape"]: r["stop"] for r in csv.DictReader(open(tmp_path / "ab.csv"))}["[[64]]"] == "futile"
+    # A futile row of a node that ran on to max rounds for another row; a cut or dead node keeps its reason.
+    assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), "futile") == "futile"
+    assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), None) == "max rounds"
+    assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "futile") == "cut"
+    assert stop_reason(node, 1, {node: {"why": "not live"}}, {"min": 3, "max": 10}, (), "futile") == "not live"

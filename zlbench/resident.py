@@ -342,8 +342,10 @@ def node_kernels(events: Sequence[dict], node: str) -> set:
 
 
 def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping) -> List[str]:
-    """Nodes all of whose paired rows have a settled sequential verdict after the rounds so far."""
-    from .report.sequential import node_settled
+    """Nodes all of whose paired rows are done after the rounds so far: a settled sequential verdict,
+    or futile (more rounds are unlikely to settle the row; report/sequential.py). The report says
+    which rows were futile; the node's `stopped` event says "settled"."""
+    from .report.sequential import node_done
     from .results.pairing import pair
 
     sides = list(schedule["sides"])
@@ -356,7 +358,7 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
     # run's row count is not known on one device yet, so this device's rows times the devices
     # bound it (an upper bound only makes stopping more careful; the final BH is the report's).
     family = max(1, len(pairing.rows) * int(schedule.get("devices") or 1))
-    return [n for n in nodes if by_node.get(n) and node_settled(
+    return [n for n in nodes if by_node.get(n) and node_done(
         by_node[n], float(schedule["threshold"]), min_rounds=int(schedule["min_rounds"]),
         max_rounds=int(schedule["max_rounds"]), family_size=family)]
 

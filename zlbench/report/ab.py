@@ -19,6 +19,7 @@ from ..results.schema import MARKER_FALLBACK
 from ..results.pairing import pair, row_key
 from . import stats
 from .liveness import compare_kernels
+from .sequential import FUTILE, SETTLED
 
 AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
              "p", "q", "mde_pct", "live", "fallback", "verdict", "stop"]
@@ -63,8 +64,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
     stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
-    for p, t in zip(pairing.rows, table):
-        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut)
+    for p, t, s in zip(pairing.rows, table, row_stats):
+        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop)
+        t["look"] = s.look
     not_live = [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
     table += not_live
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
@@ -89,14 +91,19 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optiona
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
-                cut: Collection[str]) -> str:
-    """Why a row has the rounds it has: settled, not live (the scheduler stopped its node), max
-    rounds, or cut (the run ended first)."""
+                cut: Collection[str], row_stop: Optional[str] = None) -> str:
+    """Why a row has the rounds it has: settled, futile (more rounds were unlikely to settle it; its
+    node stopped once every row was settled or futile, or ran on for another row), not live (the
+    scheduler stopped its node), max rounds, or cut (the run ended first). row_stop: the row's own
+    sequential stop (stats.RowStat.stop)."""
     base = base_node(node or "")
     if base in stops:
-        return str(stops[base].get("why"))
+        why = str(stops[base].get("why"))
+        return FUTILE if why == SETTLED and row_stop == FUTILE else why
     if base in cut or (rounds and done < rounds["max"]):
         return "cut"
+    if rounds and row_stop == FUTILE:
+        return FUTILE
     return "max rounds" if rounds else ""
 
 
@@ -212,6 +219,16 @@ def _fmt_pct(ratio: Optional[float]) -> str:
     return "-" if ratio is None else f"{(ratio - 1) * 100:+.2f}%"
 
 
+def _rounds_cell(t: Mapping) -> str:
+    """Rounds done and why they stopped; a futile row's verdict rests on an earlier look when its node
+    ran on for another row: "6 (futile at 4)"."""
+    if not t.get("stop"):
+        return f"{t['rounds']}"
+    look = t.get("look")
+    at = f" at {look}" if t["stop"] == FUTILE and look and look != t["rounds"] else ""
+    return f"{t['rounds']} ({t['stop']}{at})"
+
+
 def render_markdown(result: Mapping) -> str:
     s = result["summary"]
     out = [f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
@@ -220,7 +237,7 @@ def render_markdown(result: Mapping) -> str:
     rows = []
     for t in result["rows"]:
         ci = (f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-")
-        rows.append([t["op"], t["dtype"], t["shape"], f"{t['rounds']}" + (f" ({t['stop']})" if t.get("stop") else ""),
+        rows.append([t["op"], t["dtype"], t["shape"], _rounds_cell(t),
                      fmt_ms(t["a_ms"]), fmt_ms(t["b_ms"]), "-" if t["change_pct"] is None else f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
                      t["verdict"] + (" (fallback)" if t["fallback"] else "")
                      + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])

@@ -40,7 +40,7 @@ class RowStat:
     verdict: str = "inconclusive"
     d: Optional[Tuple[float, ...]] = field(default=None, repr=False, compare=False)  # ln(B/A) per round
     look: Optional[int] = None  # sequential: the rounds the verdict rests on (n = rounds done)
-    stop: Optional[str] = None  # sequential: "settled", "max rounds", or None
+    stop: Optional[str] = None  # sequential: "settled", "futile", "max rounds", or None
 
 
 def row_stat(a: Sequence[float], b: Sequence[float]) -> RowStat:
@@ -95,7 +95,7 @@ def decide(s: RowStat, threshold: float, live: Optional[bool], min_rounds: Optio
 
 def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold: float,
             min_rounds: Optional[int] = None, max_rounds: Optional[int] = None,
-            family_size: Optional[int] = None) -> None:
+            family_size: Optional[int] = None, futility: bool = True) -> None:
     """Fill q (BH across rows that may be live: not-live rows are excluded) and verdicts in place.
 
     With min_rounds and max_rounds (a sequential run) each row's ratio, interval, sd, p and mde are
@@ -103,13 +103,15 @@ def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold
     with look and stop set; a row cut below min_rounds keeps its point estimate, loses its interval
     and p (none is valid there, so it is left out of BH) and is "inconclusive (cut)". family_size
     is the one the run's stopping rule used (sequential.row_decision); None: the rows this BH
-    adjusts over (not-live and cut rows left out), which is what a scheduler passing that count used."""
+    adjusts over (not-live and cut rows left out), which is what a scheduler passing that count used.
+    futility: as the run's stopping rule (sequential.row_decision; False only to calibrate the rule
+    without it)."""
     if (min_rounds is None) != (max_rounds is None):
         raise ValueError("a sequential analysis needs both min_rounds and max_rounds")
     if min_rounds is not None:
         if family_size is None:
             family_size = sum(1 for s, live in zip(stats_rows, liveness) if live is not False and s.n >= min_rounds)
-        _sequential_looks(stats_rows, threshold, min_rounds, max_rounds, max(1, family_size))
+        _sequential_looks(stats_rows, threshold, min_rounds, max_rounds, max(1, family_size), futility)
     idx = [i for i, s in enumerate(stats_rows) if s.p is not None and liveness[i] is not False]
     for i, q in zip(idx, bh([stats_rows[i].p for i in idx])):
         stats_rows[i].q = q
@@ -118,14 +120,14 @@ def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold
 
 
 def _sequential_looks(stats_rows: List[RowStat], threshold: float, min_rounds: int, max_rounds: int,
-                      family_size: int) -> None:
+                      family_size: int, futility: bool = True) -> None:
     from .sequential import row_decision
 
     for s in stats_rows:
         if s.d is None:
             raise ValueError("a sequential analysis needs each row's log ratios: make RowStats with row_stat()")
         r = row_decision(s.d, threshold, min_rounds=min_rounds, max_rounds=max_rounds, alpha=ALPHA,
-                         family_size=family_size)
+                         family_size=family_size, futility=futility)
         s.n, s.look, s.stop = r.n, r.look, r.stop
         s.ratio = r.ratio
         s.lo, s.hi, s.sd, s.p, s.mde, s.q = r.lo, r.hi, r.sd, r.p, r.mde, None
