@@ -47,7 +47,7 @@ zl() { local name=$1; shift; timed "$name" python3 -m zlbench corpus=flaggems ba
   isolate_caches=false progress=plain store.url=none hydra.run.dir=$R/$name "$@"; }
 # The adaptive steps ask for it (the defaults are timer.stop=fixed, timer.clock_reader=none).
 ADAPT="timer.stop=adaptive timer.clock_reader=auto"
-export -f zl timed; export R WALL WORK ADAPT
+export -f zl timed; export R WALL WORK ADAPT FIXED_RUNS
 
 clocks_step() {
   python3 benchmarks/gpu/clock_check.py > "$WORK/clocks.json"; echo "clock_check rc=$?"
@@ -55,7 +55,9 @@ clocks_step() {
 }
 export -f clocks_step
 step clocks 120 bash -c clocks_step
-step fixed 330 bash -c 'for i in 1 2; do zl fixed_$i timer=graph timer.stop=fixed timer.clock_reader=none "ops=$0" launcher.run_timeout_s=160; done' "$OPS"
+# FIXED_RUNS: the fixed runs' numbers (fixed_0 is not analysed: on a fresh machine, a cold run that
+# fills the caches, e.g. FIXED_RUNS="0 1 2 3" for three warm runs).
+step fixed 330 bash -c 'for i in ${FIXED_RUNS:-1 2}; do zl fixed_$i timer=graph timer.stop=fixed timer.clock_reader=none "ops=$0" launcher.run_timeout_s=160; done' "$OPS"
 step graph 320 bash -c 'for i in 1 2 3; do zl graph_$i timer=graph $ADAPT "ops=$0" launcher.run_timeout_s=100; done' "$OPS"
 step direct 300 bash -c 'for i in 1 2 3; do zl direct_$i timer=direct $ADAPT timer.warmup_ms=25 timer.rep_ms=50 "ops=$0" launcher.run_timeout_s=95; done' "$OPS"
 native_step() { # FlagGems' runner over the same files and marks. Its conftest names the log after

@@ -226,12 +226,15 @@ def analyze(roots: List[Path]) -> dict:
         out["graph_on_target_files"] = {"run_to_run_flaggems": run_to_run(sub, "latency"),
                                         "sampling": sampling_summary(sub)}
     native = find("native_cudagraph.log")
-    if native.is_file() and "graph" in loaded:
-        out["agreement_graph_vs_native_cudagraph_from_20us"] = agreement(loaded["graph"], native)
-        nat_wall = w.get("native_cudagraph")
-        graph_walls = [x for x in (w.get(f"graph_{i}") for i in (1, 2, 3)) if x]
-        if nat_wall and graph_walls:
-            out["wall_graph_pass_over_native_cudagraph"] = round(statistics.median(graph_walls) / nat_wall, 3)
+    nat_wall = w.get("native_cudagraph")
+    for group in ("graph", "fixed"):  # adaptive graph timing, and the default (fixed)
+        if not native.is_file() or group not in loaded:
+            continue
+        key = "" if group == "graph" else "_fixed"
+        out[f"agreement_graph{key}_vs_native_cudagraph_from_20us"] = agreement(loaded[group], native)
+        walls_ = [x for x in (w.get(GROUPS[group].format(i)) for i in (1, 2, 3)) if x]
+        if nat_wall and walls_:
+            out[f"wall_graph{key}_pass_over_native_cudagraph"] = round(statistics.median(walls_) / nat_wall, 3)
     clocks = next((r.parent / "clocks.json" for r in roots if (r.parent / "clocks.json").is_file()), None)
     if clocks is not None:
         try:
@@ -264,6 +267,7 @@ def markdown(res: dict) -> str:
             f"{s['bimodal_calls']['flaggems']}/{s['bimodal_calls']['torch']}"]) + " |")
     lines.append("")
     for k in ("agreement_graph_vs_native_cudagraph_from_20us", "wall_graph_pass_over_native_cudagraph",
+              "agreement_graph_fixed_vs_native_cudagraph_from_20us", "wall_graph_fixed_pass_over_native_cudagraph",
               "graph_on_target_files", "kernel_timer_run", "missing"):
         if k in res:
             lines += [f"- **{k}**: `{json.dumps(res[k])}`"]
