@@ -253,9 +253,10 @@ def simulate(args) -> dict:
 # (the interval at max_rounds around today's mean with today's sd, no chance involved).
 VARIANTS = {
     "chosen": {},
+    "settle < 0.1": {"FUTILE_SETTLE": 0.1},
+    "settle < 0.2": {"FUTILE_SETTLE": 0.2},
     "settle < 0.4": {"FUTILE_SETTLE": 0.4},
     "settle < 0.5": {"FUTILE_SETTLE": 0.5},
-    "change < 0.02": {"FUTILE_CHANGE": 0.02},
     "change < 0.10": {"FUTILE_CHANGE": 0.10},
     "from round 3": {"FUTILE_FROM": 3},
     "two looks in a row": {"rule": "two looks"},
@@ -315,9 +316,11 @@ def _with_variant(name: str):
 
 
 def variants(args) -> dict:
-    """Each futility variant on SCENARIOS (plan --replay-plan, nodes of 5 rows, BH over --run-rows)
-    and on the --replay csv: rounds per node, 'no difference' (A/A) or flagged (changes)."""
-    mn, mx = (int(x) for x in args.replay_plan.split(":"))
+    """Each futility variant on SCENARIOS (plan --variant-plan, nodes of 5 rows, BH over --run-rows)
+    and on the --replay csv (at its plan, --replay-plan): rounds per node, 'no difference' (A/A) or
+    flagged (changes)."""
+    mn, mx = (int(x) for x in args.variant_plan.split(":"))
+    rmn, rmx = (int(x) for x in args.replay_plan.split(":"))
     out = {"plan": f"{mn}:{mx}", "nodes": args.variant_nodes, "variants": {}}
     t0 = time.time()
     for name in ["without"] + list(VARIANTS):
@@ -329,7 +332,7 @@ def variants(args) -> dict:
                 res[scen] = {"node_rounds": r["mean_node_rounds"],
                              "share": r["no_difference"] if eff == 0 else r["flagged"]}
             if args.replay:
-                rp = simulate_replay(np.random.default_rng(args.seed), args.replay, mn, mx, replays=100)
+                rp = simulate_replay(np.random.default_rng(args.seed), args.replay, rmn, rmx, replays=100)
                 res["replay"] = rp["futility" if name != "without" else "without"]["mean_node_rounds"]
         out["variants"][name] = res
         print(f"variant {name}: {time.time() - t0:.0f} s", file=sys.stderr)
@@ -419,6 +422,7 @@ def main():
     p.add_argument("--variants", action="store_true",
                    help="the futility rules weighed (VARIANTS) on a few node mixes and the --replay csv")
     p.add_argument("--variant-nodes", type=int, default=400, help="nodes per variant and mix")
+    p.add_argument("--variant-plan", default="3:10", help="min:max rounds of --variants' node mixes")
     p.add_argument("--aa-rows", type=int, default=4000, help="A/A rows per plan and sd")
     p.add_argument("--effect-rows", type=int, default=800, help="rows per effect, plan and sd")
     p.add_argument("--seed", type=int, default=1)

@@ -326,3 +326,24 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), None) == "max rounds"
     assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "futile") == "cut"
     assert stop_reason(node, 1, {node: {"why": "not live"}}, {"min": 3, "max": 10}, (), "futile") == "not live"
+
+
+def test_the_scheduler_stops_a_node_whose_last_open_row_is_futile():
+    """resident.settled_nodes, what the node-level A/B asks before each round: the node of four quiet
+    shapes and a noisy one stops at round 4 (its noisy row futile); without futility it would not."""
+    from zlbench.resident import settled_nodes
+
+    quiet = [0.001, -0.001, 0.0005, 0.0, -0.0005]
+    noisy = [0.03, -0.03, 0.025, -0.02, 0.0]
+    node = "benchmark/test_unary.py::test_exp"
+    shapes = (("[[64]]", noisy), *((f"[[{n}]]", quiet) for n in (1024, 2048, 4096, 8192)))
+
+    def rows(k):
+        return {side: [{"op": "exp", "dtype": "torch.float16", "shape": shape, "status": "ok", "round": r,
+                        "node": f"{node}[{shape}]", "latency": math.exp(d[r]) if side == "on" else 1.0}
+                       for shape, d in shapes for r in range(k)] for side in ("off", "on")}
+
+    schedule = {"sides": ["off", "on"], "threshold": THR, "min_rounds": 3, "max_rounds": 10, "devices": 1}
+    assert settled_nodes(rows(3), [node], schedule) == []
+    assert settled_nodes(rows(4), [node], schedule) == [node]
+    assert not sequential.node_settled({s: d[:4] for s, d in shapes}, THR, min_rounds=3, max_rounds=10)

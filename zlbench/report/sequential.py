@@ -18,8 +18,8 @@ settled", a time limit - the interval at the look where the row stopped covers w
 >= 1 - alpha, and every verdict read off it (faster, slower, changed below threshold, no
 difference beyond threshold) is wrong with probability <= alpha per row. The union bound is
 conservative: a null row looked at through all K looks is flagged with probability ~2.7% (K=8) or
-~2.1% (K=18), and in simulated A/A runs, where most rows settle as "no difference" first, 0.2-1.1%
-of rows are flagged (benchmarks/README.md, ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
+~2.1% (K=18), and in simulated A/A runs, where most rows settle as "no difference" first, 0.2-1.4%
+of rows are flagged, with futility or without (benchmarks/README.md, ab_calibration.py --simulate). Alternatives weighed: a Pocock-type constant calibrated
 to exactly alpha narrows the final interval by ~12% but needs a simulated calibration (and
 simulated tails for the p-values BH uses); anytime-valid confidence sequences (Howard, Ramdas et
 al. 2021; the t confidence sequence of Wang & Ramdas 2023) spend alpha over an unbounded horizon
@@ -41,46 +41,48 @@ An interval that excludes 1 but straddles the band's edge (the sign is known, th
 threshold is not) or that contains 1 and leaves the band is not settled: more rounds can tell.
 At max_rounds such a row gets today's fixed-horizon verdict from the same interval and p-value.
 
-Futility (non-binding): a row that more rounds are unlikely to settle stops as "futile", so that
-one noisy microsecond row, or a change straddling the band's edge, does not hold its node (a node
-stops when every row is settled or futile) to max_rounds. At a look k with FUTILE_FROM <= k <
-N = max_rounds the row's mean log ratio at N is predicted from its first k rounds (normal rounds
-with sd = sd_k, flat prior on the mean: mean_N ~ N(mean_k, sd_k^2 (N - k) / (N k)), the predictive
-power of Spiegelhalter, Freedman & Blackburn, Controlled Clinical Trials 7, 1986), its interval at
-N taken as mean_N +- t(1 - alpha/(2K), N - 1) * sd_k / sqrt(N). The row is futile when
+A row's verdict rests on its *first* settled or futile look (frozen: the rounds it gets afterwards
+while its node waits for other rows do not change it), else on look min(n, max_rounds); rounds
+past max_rounds are not planned looks and are ignored. Its anytime p-value is min(1, K * p_t) with
+p_t the two-sided t p-value at that look: under no effect P(p <= a) <= P(some look's p_t <= a/K)
+<= a at any stopping time, and p <= alpha exactly when that look's interval excludes 1.
+
+Futility (non-binding stochastic curtailment): a row that more rounds are unlikely to settle stops
+as "futile", so that one noisy microsecond row, or a change straddling the band's edge, does not
+hold its node to max_rounds (a node stops when every row is settled or futile). At a look k with
+FUTILE_FROM <= k < N = max_rounds the row's mean log ratio at N is predicted from its first k rounds
+(normal rounds with sd = sd_k, flat prior on the mean: mean_N ~ N(mean_k, sd_k^2 (N - k) / (N k)),
+the predictive power of Spiegelhalter, Freedman & Blackburn, Controlled Clinical Trials 7, 1986),
+and its interval at N taken as mean_N +- t(1 - alpha/(2K), N - 1) * sd_k / sqrt(N). It is futile when
 
 - the chance that this interval is settled (inside the band, or beyond it with a BH-safe p-value)
   is below FUTILE_SETTLE (30%), and
-- it already has a BH-safe change (its size against the threshold is what more rounds would not
-  tell), or the chance that at N it shows a change past the threshold (interval excluding 1, mean
-  beyond the band's edge: what the report calls faster/slower at max_rounds) is below
+- it already has a BH-safe change (its size against the threshold is what more rounds are unlikely
+  to tell), or the chance that at N it shows a change past the threshold (interval excluding 1,
+  mean beyond the band's edge: what the report calls faster/slower at max_rounds) is below
   FUTILE_CHANGE (5%).
 
-The second condition keeps a row with a real change near or past the threshold running, so power
-at 3-5% changes is what it was without futility; a bare projection (interval at N around mean_k
-straddles an edge) stopped such rows and lost up to half of them at sd 2%. No row is futile before
-FUTILE_FROM = 4 rounds: an sd on 2 degrees of freedom is too rough to give up on (one time in ten
-it overstates sd by 1.5x). Calibration: benchmarks/README.md (ab_calibration.py --simulate).
+The second condition keeps a row with a real change near or past the threshold running: without
+it, a bare projection of the interval to N around mean_k (which also ignores that mean_N is still
+uncertain) stopped rows with 3-5% changes at sd 1-2% as futile and lost 42-92% of their flags. No row is futile before FUTILE_FROM = 4 rounds: an sd on 2 degrees of freedom is
+too rough to give up on (one time in ten it overstates sd by 1.5x). The rules weighed and the
+settings' calibration: benchmarks/README.md (ab_calibration.py --simulate, --variants).
 
-A row's verdict rests on its *first* settled or futile look (frozen: the rounds it gets afterwards
-while its node waits for other rows do not change it), else on look min(n, max_rounds); rounds
-past max_rounds are not planned looks and are ignored. A futile row gets the verdict a row gets at
-max_rounds, from its look's interval and p-value: normally "inconclusive"; a change only where the
-interval excludes 1 and BH accepts it, as anywhere else. Futility adds no way to reject: the
-repeated intervals cover at all looks at once and the anytime p-values are valid at any stopping
-time, so every error bound above holds whichever look a row stops at. In group-sequential terms
-the futility boundary is non-binding: the error rates are computed as if futility never stopped a
-row, and they hold whether the scheduler follows it, ignores it (a node waiting for another row)
-or stops elsewhere (Jennison & Turnbull, Group Sequential Methods with Applications to Clinical
-Trials, 2000, ch. 10 and 9: repeated confidence intervals). Its anytime p-value is min(1, K * p_t) with p_t
-the two-sided t p-value at that look: under no effect P(p <= a) <= P(some look's p_t <= a/K) <= a
-at any stopping time, and p <= alpha exactly when that look's interval excludes 1.
+A futile row gets the verdict a row gets at max_rounds, from its look's interval and p-value:
+normally "inconclusive"; a change only where the interval excludes 1 and BH accepts it, as
+anywhere else. Futility adds no way to reject: the repeated intervals cover at all looks at once
+and the anytime p-values are valid at any stopping time, so every error bound above holds
+whichever look a row stops at. In group-sequential terms the futility boundary is non-binding:
+the error rates are computed as if futility never stopped a row, and they hold whether the
+scheduler follows it, ignores it (a node running on for another row) or stops elsewhere
+(Jennison & Turnbull, Group Sequential Methods with Applications to Clinical Trials, 2000: ch. 10,
+stochastic curtailment, and ch. 9, repeated confidence intervals).
 
 Across rows, stats.analyse() applies Benjamini-Hochberg to these p-values. BH's FDR guarantee needs
 p-values that are valid (above) and independent across rows: a row's decision look depends only on
 its own rounds (first settled or futile look, else max_rounds; only a cut, which is set by time,
-not by the data, ends a row elsewhere), so rows measured independently give independent p-values although the
-node's stopping time couples the rows' round counts (Benjamini & Hochberg 1995: FDR <= alpha *
+not by the data, ends a row elsewhere), so rows measured independently give independent p-values
+although the node's stopping time couples the rows' round counts (Benjamini & Hochberg 1995: FDR <= alpha *
 m0 / m for independent p-values). Rows correlated through the machine (drift) are not covered by
 that theorem; Benjamini-Yekutieli would be, at a factor ~ln(m) in power.
 """
