@@ -88,6 +88,11 @@ def test_respawn_restarts_both_sides_every_k_rounds(run_zlbench):
     # Rounds 0-1 in one process per side, rounds 2-3 in another.
     assert all(len(v) == 1 for v in pids.values()), pids
     assert len({p for v in pids.values() for p in v}) == 4
+    # Each of them tuned afresh: a FlagGems tuning cache of its own (picks drawn again per respawn).
+    caches = {e["pid"]: e["facts"]["tuning_cache"] for path in res.run_dir.glob("units/*/events.jsonl")
+              for e in map(json.loads, path.read_text().splitlines()) if e["event"] == "process"}
+    assert set(caches) == {p for v in pids.values() for p in v}
+    assert len(set(caches.values())) == 4 and all(c.endswith(("tune0001", "tune0002")) for c in caches.values())
 
 
 def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate(run_zlbench):

@@ -40,8 +40,9 @@ class SideProcess:
     crash, a timeout or a respawn)."""
 
     def __init__(self, side: str, template: Mapping, run_dir: Path, nodes: Sequence[str],
-                 extra_env: Mapping[str, Optional[str]], prober: bool = False):
+                 extra_env: Mapping[str, Optional[str]], prober: bool = False, retune: bool = False):
         self.side, self.nodes, self.extra_env, self.prober = side, list(nodes), extra_env, prober
+        self.retune = retune  # every start tunes afresh (a FlagGems tuning cache of its own)
         self.dir = Path(run_dir) / "resident" / f"d{template['device']}.{side}{'.probe' if prober else ''}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "pytest.log"
@@ -67,12 +68,18 @@ class SideProcess:
         if self.prober:
             plugin_cfg["probe_process"] = True
             unit = {**unit, "env": {**unit["env"], "FLAGGEMS_CACHE_DIR": str(self.scratch_tuning_dir(unit))}}
+        elif self.retune and unit["env"].get("FLAGGEMS_CACHE_DIR"):
+            # FlagGems keeps its tuning picks on disk: a respawned process would only read them back.
+            # 8 characters, as 'flaggems' (liveness masks the path by length).
+            unit = {**unit, "env": {**unit["env"], "FLAGGEMS_CACHE_DIR":
+                                    str(Path(unit["env"]["FLAGGEMS_CACHE_DIR"]).parent / f"tune{self.starts:04d}")}}
         cfg_path.write_text(json.dumps(plugin_cfg, indent=1))
         root = Path(unit["corpus_root"])
         argv = list(unit["argv"]) + ["-p", SERVE_PLUGIN] + [str(root / n) for n in self.nodes]
         argv = pytest_argv(argv, self.dir)
         with open(self.log, "a", encoding="utf-8") as out:
-            out.write(f"\n==== zlbench: resident {'prober' if self.prober else 'process'} {self.starts} of side {self.side}\n")
+            out.write(f"\n==== zlbench: resident {'prober' if self.prober else 'process'} {self.starts} of side "
+                      f"{self.side} (tuning cache {unit['env'].get('FLAGGEMS_CACHE_DIR')})\n")
             out.flush()
             self.proc = subprocess.Popen(argv, cwd=self.dir, env=process_env(unit, dict(self.extra_env), cfg_path),
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -158,7 +165,10 @@ class DeviceAB:
         first = self.units[(self.sides[0], 0)]
         for u in units:
             ev.events_path(self.run_dir, u["unit_id"]).parent.mkdir(parents=True, exist_ok=True)
-        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, first["nodes"], extra_env or {})
+        # With respawns, each side process tunes afresh, so autotune picks are drawn again per
+        # respawn instead of being baked into one side (Triton's kernel cache, code only, is kept).
+        retune = bool(self.schedule.get("respawn_every"))
+        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, first["nodes"], extra_env or {}, retune=retune)
                       for s in self.sides}
         # Liveness first: round 1 runs the first side first on every node and the second side's
         # prober compiles each node without timing it (plugins/untimed_tuning.py), in a process of

@@ -46,6 +46,8 @@ def process_facts():
         "torch": dist_version("torch"),
         "triton": _version("triton") if _backend.torch_device != "cpu" else None,
         "visibility": {k: os.environ.get(k) for k in _backend.visibility([0])},
+        # Where FlagGems keeps its tuning picks (an A/B's respawned side process gets a fresh one).
+        "tuning_cache": os.environ.get("FLAGGEMS_CACHE_DIR"),
     }
     # The clock reader this process times with (or why none): the timing plugin uses the same one.
     from .clocks import process_reader
