@@ -1,0 +1,66 @@
+"""Node-level A/B (zlbench/resident.py) under faults of its liveness prober, cuts and resumes while
+it probes, A/A, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
+ZL_FIXTURE_FAULT / ZL_FIXTURE_PROBER_BROKEN hit one process of the run (the prober, side on/off)."""
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from .test_resident import CORPUS, DEAD, LIVE, ab_rows, node_runs
+
+pytestmark = pytest.mark.slow
+
+
+def events_of(run_dir, name="events.jsonl"):
+    out = []
+    for path in sorted(Path(run_dir).glob(f"units/*/{name}")):
+        out += [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return out
+
+
+def probe_events(run_dir):
+    return events_of(run_dir, "probe.jsonl")
+
+
+def assert_no_process_left(run_dir):
+    """Every benchmark process (timed sides and the prober) has ended with the run."""
+    pids = {e["pid"] for e in events_of(run_dir) + probe_events(run_dir) if e.get("event") == "session_start"}
+    assert pids
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    assert not alive, alive
+
+
+def summary_of(rows):
+    return {k[0]: (v["rounds"], v["stop"], v["verdict"]) for k, v in rows.items()}
+
+
+def test_a_prober_that_crashes_mid_probe_costs_only_that_probe(run_zlbench):
+    # The prober dies while probing live_op, after its kernel reached the Triton cache it shares
+    # with side B: the node is timed on both sides as usual, dead_op is still probed (a fresh prober).
+    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3",
+                      env={"ZL_FIXTURE_FAULT": "prober:live_kernel:crash"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    runs = node_runs(d)
+    assert sorted((r[2], r[3]) for r in runs if r[4] == LIVE and r[6] == "ok") == \
+        [("off", 0), ("off", 1), ("off", 2), ("on", 0), ("on", 1), ("on", 2)]
+    assert [r[2] for r in runs if r[4] == DEAD] == ["off"]
+    probes = probe_events(d)
+    assert len({e["pid"] for e in probes if e["event"] == "probe_process"}) == 2
+    assert summary_of(ab_rows(d)) == {"live_op": ("3", "max rounds", "slower"),
+                                      "dead_op": ("1", "not live", "not live")}
+    # The crash lost the probe's evidence, not liveness: side B's kernels of live_op are known, the
+    # row is live, and the axis is not called dead while a live row is measured slower.
+    ab = json.loads((d / "ab.json").read_text())
+    assert {r["op"]: r["live"] for r in ab["rows"]} == {"live_op": "live", "dead_op": "not live"}
+    assert "AXIS NOT LIVE" not in (d / "ab.md").read_text()
+    assert_no_process_left(d)
