@@ -55,7 +55,11 @@ def test_a_prober_that_crashes_mid_probe_costs_only_that_probe(run_zlbench):
         [("off", 0), ("off", 1), ("off", 2), ("on", 0), ("on", 1), ("on", 2)]
     assert [r[2] for r in runs if r[4] == DEAD] == ["off"]
     probes = probe_events(d)
-    assert len({e["pid"] for e in probes if e["event"] == "probe_process"}) == 2
+    plan = json.loads((d / "plan.json").read_text())
+    order = next(u["nodes"] for u in plan["units"] if u["round"] == 0 and u["side"] == "off")
+    # A fresh prober for dead_op when live_op's probe killed the first one.
+    assert len({e["pid"] for e in probes if e["event"] == "probe_process"}) == 1 + (order.index(LIVE) < order.index(DEAD))
+    assert sorted(e["node"] for e in probes if e["event"] == "served") == [DEAD]
     assert summary_of(ab_rows(d)) == {"live_op": ("3", "max rounds", "slower"),
                                       "dead_op": ("1", "not live", "not live")}
     # The crash lost the probe's evidence, not liveness: side B's kernels of live_op are known, the

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import socket
 import subprocess
 import time
@@ -255,12 +257,19 @@ class DeviceAB:
             return None
         probe_file = self._probe_file()
         pos = probe_file.stat().st_size if probe_file.exists() else 0
+        triton = probed["env"].get("TRITON_CACHE_DIR")
+        cached = _entries(triton)
         self._start_prober()
         seq = proc.send(probed, node, events=probe_file, probe=True)
         served, _ = wait_served(proc, seq, probe_file, pos, self.node_timeout, self.deadline)
         if not served:
             pid = proc.proc.pid
             proc.kill()
+            # What it compiled before it died sits in the Triton cache it shares with its side, and
+            # its `artifacts` event never came: the side's timed run would compile nothing and
+            # leave the node's liveness unknown (or a resume's probe find nothing new). Gone, the
+            # timed run (or the next probe) compiles them again and says which they are.
+            _forget(triton, _entries(triton) - cached)
             if not any(e.get("event") == "ready" and e.get("pid") == pid for e in ev.read_events(probe_file)):
                 # Starting it again per node would only repeat that: the rest are timed unprobed.
                 proc.broken = f"the prober exited before it was ready; log tail: {log_tail(proc.log)}"
@@ -343,6 +352,18 @@ class DeviceAB:
 
         return {s: [row for rr in range(r) for row in unit_rows(self.units[(s, rr)], self._events(self.units[(s, rr)]))]
                 for s in self.sides}
+
+
+def _entries(folder: Optional[str]) -> set:
+    try:
+        return set(os.listdir(folder)) if folder else set()
+    except OSError:
+        return set()
+
+
+def _forget(folder: Optional[str], entries: set) -> None:
+    for name in entries:
+        shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
 def node_kernels(events: Sequence[dict], node: str) -> set:
