@@ -68,3 +68,24 @@ def test_a_prober_that_crashes_mid_probe_costs_only_that_probe(run_zlbench):
     assert {r["op"]: r["live"] for r in ab["rows"]} == {"live_op": "live", "dead_op": "not live"}
     assert "AXIS NOT LIVE" not in (d / "ab.md").read_text()
     assert_no_process_left(d)
+
+
+def test_a_prober_that_cannot_start_leaves_every_node_timed_on_both_sides(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3",
+                      "launcher.node_timeout_s=30", env={"ZL_FIXTURE_PROBER_BROKEN": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    runs = node_runs(d)
+    for node in (LIVE, DEAD):
+        assert sorted((r[2], r[3]) for r in runs if r[4] == node and r[6] == "ok") == \
+            [("off", 0), ("off", 1), ("off", 2), ("on", 0), ("on", 1), ("on", 2)], node
+    # No node timeout waited for it, and it was started once: a second start would only fail again.
+    assert runs[-1][1] - min(e["t"] for e in events_of(d)) < 30
+    assert (d / "resident" / "d0.on.probe" / "pytest.log").read_text().count("==== zlbench: resident prober") == 1
+    # Liveness comes from the timed runs: both sides compiled both ops.
+    ab = json.loads((d / "ab.json").read_text())
+    assert {r["op"]: r["live"] for r in ab["rows"]} == {"live_op": "live", "dead_op": "not live"}
+    # And the run says why liveness first did not stop dead_op after round 1.
+    warnings = [e["message"] for e in events_of(d) if e["event"] == "warning"]
+    assert any("prober" in w and "ZL_FIXTURE_PROBER_BROKEN" in w for w in warnings), warnings
+    assert_no_process_left(d)
