@@ -241,8 +241,21 @@ class DeviceAB:
         return ev.events_path(self.run_dir, self.units[(self.sides[1], 0)]["unit_id"]).with_name("probe.jsonl")
 
     def _start_prober(self) -> None:
+        if self.prober.proc is not None and not self.prober.alive():
+            self._check_prober(self.prober.proc.pid)  # the eager start may have failed already
         if not self.prober.alive() and not self.prober.broken:
             self.prober.start(self.units[(self.sides[1], 0)], events=self._probe_file())
+
+    def _check_prober(self, pid: int) -> None:
+        """A prober process that ended before it was ready: starting it again per node would only
+        repeat that, so the rest are timed unprobed, and the run says why."""
+        if self.prober.broken or any(e.get("event") == "ready" and e.get("pid") == pid
+                                     for e in ev.read_events(self._probe_file())):
+            return
+        self.prober.broken = f"the prober exited before it was ready; log tail: {log_tail(self.prober.log)}"
+        ev.append(ev.events_path(self.run_dir, self.units[(self.sides[1], 0)]["unit_id"]), "warning",
+                  message=f"liveness first: side {self.sides[1]}'s prober cannot start, so every node left "
+                          f"is timed on both sides ({self.prober.broken})")
 
     def _probe_liveness(self, timed: Mapping, probed: Mapping, node: str) -> Optional[bool]:
         """Liveness first: the second side compiles the node without timing it (a probe), and its
@@ -263,16 +276,13 @@ class DeviceAB:
         seq = proc.send(probed, node, events=probe_file, probe=True)
         served, _ = wait_served(proc, seq, probe_file, pos, self.node_timeout, self.deadline)
         if not served:
-            pid = proc.proc.pid
             proc.kill()
             # What it compiled before it died sits in the Triton cache it shares with its side, and
             # its `artifacts` event never came: the side's timed run would compile nothing and
             # leave the node's liveness unknown (or a resume's probe find nothing new). Gone, the
             # timed run (or the next probe) compiles them again and says which they are.
             _forget(triton, _entries(triton) - cached)
-            if not any(e.get("event") == "ready" and e.get("pid") == pid for e in ev.read_events(probe_file)):
-                # Starting it again per node would only repeat that: the rest are timed unprobed.
-                proc.broken = f"the prober exited before it was ready; log tail: {log_tail(proc.log)}"
+            self._check_prober(proc.proc.pid)
             return None
         new, _ = ev.read_new_events(probe_file, pos)
         theirs = node_kernels(new, node)
