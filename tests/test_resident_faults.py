@@ -89,3 +89,44 @@ def test_a_prober_that_cannot_start_leaves_every_node_timed_on_both_sides(run_zl
     warnings = [e["message"] for e in events_of(d) if e["event"] == "warning"]
     assert any("prober" in w and "ZL_FIXTURE_PROBER_BROKEN" in w for w in warnings), warnings
     assert_no_process_left(d)
+
+
+def test_a_run_cut_while_the_prober_probes_resumes_to_the_verdicts_of_an_uncut_run(run_zlbench, tmp_path):
+    # The time limit kills the prober in the middle of dead_op's probe (its kernel already in the
+    # Triton cache it shares with side B): the resume probes it again and finds it not live.
+    args = [*CORPUS, "ops=[dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.allow_dead=true"]
+    env = {"ZL_FIXTURE_FAULT": "prober:dead_kernel:60", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "stalled")}
+    cut = run_zlbench(*args, "launcher.run_timeout_s=8", env=env)
+    assert cut.returncode == 4, cut.stderr[-3000:]
+    d = cut.run_dir
+    probes = probe_events(d)
+    assert [e["node"] for e in probes if e["event"] == "start"] == [DEAD + "[64]"] or \
+        [e["node"] for e in probes if e["event"] == "start"][:1] == [DEAD], probes
+    assert not [e for e in probes if e["event"] == "served"]
+    assert_no_process_left(d)
+    done = run_zlbench(*args, f"resume={d}", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary_of(ab_rows(d)) == {"dead_op": ("1", "not live", "not live")}
+    assert [r[2] for r in node_runs(d) if r[6] == "ok"] == ["off"]
+    assert_no_process_left(d)
+
+
+def test_a_resume_does_not_probe_again_what_the_cut_run_probed(run_zlbench, tmp_path):
+    # Cut while side B times live_op in round 1, after the prober found it live.
+    args = [*CORPUS, "ops=[live_op]", "ab.rounds=3", "ab.min_rounds=3"]
+    env = {"ZL_FIXTURE_FAULT": "on:live_kernel:60", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "stalled")}
+    cut = run_zlbench(*args, "launcher.run_timeout_s=8", env=env)
+    assert cut.returncode == 4, cut.stderr[-3000:]
+    d = cut.run_dir
+    assert [e["node"] for e in probe_events(d) if e["event"] == "served"] == [LIVE]
+    assert [(r[2], r[6]) for r in node_runs(d)] == [("off", "ok"), ("on", "timeout")]
+    done = run_zlbench(*args, f"resume={d}", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # No second probe, no prober started at all by the resume.
+    probes = probe_events(d)
+    assert [e["node"] for e in probes if e["event"] == "served"] == [LIVE]
+    assert len([e for e in probes if e["event"] == "probe_process"]) == 1
+    assert summary_of(ab_rows(d)) == {"live_op": ("3", "max rounds", "slower")}
+    ab = json.loads((d / "ab.json").read_text())
+    assert {r["live"] for r in ab["rows"]} == {"live"}
+    assert_no_process_left(d)
