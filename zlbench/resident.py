@@ -216,7 +216,7 @@ class DeviceAB:
         order = self.units[(self.sides[0], r)]["nodes"]
         done = {s: self._done(self.units[(s, r)]) for s in self.sides}
         probing = r == 0 and self.liveness
-        if probing and any(n not in done[self.sides[1]] for n in order):
+        if probing and any(n not in done[self.sides[1]] and not self._probed(n) for n in order):
             # Started now, it collects while the first node is timed: its start-up costs no wall.
             self._start_prober()
         for i, node in enumerate(order):
@@ -239,6 +239,10 @@ class DeviceAB:
 
     def _probe_file(self) -> Path:
         return ev.events_path(self.run_dir, self.units[(self.sides[1], 0)]["unit_id"]).with_name("probe.jsonl")
+
+    def _probed(self, node: str) -> set:
+        """The kernels an earlier probe of the node found (its `artifacts` in side B's round-1 unit)."""
+        return node_kernels([e for e in self._events(self.units[(self.sides[1], 0)]) if e.get("probe")], node)
 
     def _start_prober(self) -> None:
         if self.prober.proc is not None and not self.prober.alive():
@@ -265,6 +269,9 @@ class DeviceAB:
         mine = node_kernels(self._events(timed), node)
         if not mine:
             return None
+        earlier = self._probed(node)
+        if earlier:  # probed by the run a resume goes on with (cut before side B timed it)
+            return compare_kernels(mine, earlier)
         proc = self.prober
         if proc.broken:
             return None
