@@ -130,3 +130,32 @@ def test_a_resume_does_not_probe_again_what_the_cut_run_probed(run_zlbench, tmp_
     ab = json.loads((d / "ab.json").read_text())
     assert {r["live"] for r in ab["rows"]} == {"live"}
     assert_no_process_left(d)
+
+
+def test_aa_starts_no_prober_and_alternates_from_round_one(run_zlbench):
+    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true")
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    assert not list((d / "resident").glob("*.probe")) and not list((d / "units").glob("*/probe.jsonl"))
+    plan = json.loads((d / "plan.json").read_text())
+    sides = plan["units"][0]["schedule"]["sides"]
+    runs = node_runs(d)
+    for rnd in range(3):
+        order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == sides[0])
+        for i, node in enumerate(order):
+            got = [r[2] for r in runs if r[3] == rnd and r[4] == node]
+            assert got == (sides if (i + rnd) % 2 == 0 else sides[::-1]), (rnd, i, got)
+
+
+def test_a_crash_in_a_respawned_process_restarts_it_with_a_tuning_cache_of_its_own(run_zlbench, tmp_path):
+    # Decided: a process started again after a crash tunes afresh too (a crash in tuning, or a pick
+    # that crashes, would otherwise be read back and repeat); no two processes share a cache.
+    res = run_zlbench(*CORPUS, "ops=[flaky_op,live_op]", "ab.rounds=4", "ab.min_rounds=4", "ab.respawn_every=2",
+                      "fail_on=[]", env={"ZL_FIXTURE_CRASH_ONCE": str(tmp_path / "crashed")})
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = node_runs(res.run_dir)
+    assert sorted(r[6] for r in runs if r[4].endswith("flaky_op")) == ["crashed"] + ["ok"] * 7
+    caches = {e["pid"]: e["facts"]["tuning_cache"] for e in events_of(res.run_dir) if e["event"] == "process"}
+    assert set(caches) == {r[5] for r in runs}
+    assert len(caches) == 5 and len(set(caches.values())) == 5
+    assert_no_process_left(res.run_dir)
