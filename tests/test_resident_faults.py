@@ -159,3 +159,19 @@ def test_a_crash_in_a_respawned_process_restarts_it_with_a_tuning_cache_of_its_o
     assert set(caches) == {r[5] for r in runs}
     assert len(caches) == 5 and len(set(caches.values())) == 5
     assert_no_process_left(res.run_dir)
+
+
+def test_a_timed_side_that_crashes_after_compiling_still_gets_its_liveness_known(run_zlbench, tmp_path):
+    # Side off dies on dead_op in round 1 once its kernel is in its Triton cache; the retry (a fresh
+    # process) must compile it again and record it, so liveness first still finds dead_op not live.
+    env = {"ZL_FIXTURE_FAULT": "off:dead_kernel:crash", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "crashed")}
+    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3",
+                      "launcher.crash_retries=1", env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp_path / "crashed").exists()  # the fault did fire
+    d = res.run_dir
+    assert [(r[2], r[6]) for r in node_runs(d) if r[4] == DEAD] == [("off", "ok")]
+    rows = ab_rows(d)
+    assert summary_of(rows)["dead_op"] == ("1", "not live", "not live")
+    assert summary_of(rows)["live_op"] == ("3", "max rounds", "slower")
+    assert_no_process_left(d)

@@ -318,6 +318,8 @@ class DeviceAB:
             pos = path.stat().st_size if path.exists() else 0
             fresh = not proc.alive()
             ev.append(path, "launch", nodes=1, host=socket.gethostname(), job_id=job_id(), resident=True)
+            triton = unit["env"].get("TRITON_CACHE_DIR")
+            cached = _entries(triton)
             if fresh:
                 proc.start(unit)
             seq = proc.send(unit, node)
@@ -325,6 +327,10 @@ class DeviceAB:
             if served:
                 return
             proc.proc.wait()
+            # As for a probe that dies: what the node compiled before its process ended has no
+            # `artifacts` event, so its retry (or a resume) would compile nothing and leave its
+            # liveness unknown; gone, the next run of the node compiles them again and says so.
+            _forget(triton, _entries(triton) - cached)
             ev.append(path, "exited", returncode=proc.proc.returncode, killed_for=killed_for)
             new, _ = ev.read_new_events(path, pos)
             attempt = Attempt([node], new, proc.proc.returncode, killed_for, log_tail(proc.log))
