@@ -11,8 +11,9 @@ compiles it; a node whose kernels are identical on both sides is not timed again
 have a settled verdict (report/sequential.py, valid although it looks after every round) stops.
 Both decisions are written as `stopped` events into the rounds left out, so a resume makes the same
 ones and nothing reads as cut. A node that crashes or hangs gets crashed / timeout as in a plain
-run (worker.outcome) and its side a fresh process; `respawn_every` rounds both sides restart, so
-process-level luck (allocation addresses, autotune picks) is not baked into one side.
+run (worker.outcome) and its side a fresh process; `respawn_every` rounds both sides restart, each
+start with a FlagGems tuning cache of its own, so process-level luck (allocation addresses,
+autotune picks) is drawn again rather than baked into one side.
 """
 
 from __future__ import annotations
