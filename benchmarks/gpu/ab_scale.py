@@ -120,6 +120,9 @@ def main() -> None:
             out["runs"][run.name]["where_the_time_went"] = node_walls(run)
     if "plain" in wall:
         out["wall_over_plain"] = {k: round(v / wall["plain"], 2) for k, v in wall.items()}
+    # CHAIN01's steps on both GPUs against their 1-GPU runs: end-to-end scaling (1.0 = linear).
+    for name in [k for k in wall if k.endswith("_2gpu") and k[:-5] in wall]:
+        out.setdefault("two_gpu_scaling", {})[name[:-5]] = round(wall[name[:-5]] / (2 * wall[name]), 3)
     for a, b in (("live_node", "live_round"), ("aa_node", "aa_round")):
         if (args.runs / a / "ab.json").is_file() and (args.runs / b / "ab.json").is_file():
             out[f"{a}_vs_{b}"] = agreement(args.runs / a, args.runs / b)

@@ -5,6 +5,9 @@
 # FlagGems op files, float16. Set-up: setup.sh. Analysis: ab_scale.py $OUT/runs (wall from wall.txt).
 #   CHAIN0 / CHAIN1: the steps GPU 0 / GPU 1 run, each chain in order, both chains at the same time
 #   (a machine with two GPUs: both designs under the same conditions; CHAIN1 empty on one GPU).
+#   CHAIN01: steps run on both GPUs at once (devices=[0,1]), before the two chains, e.g.
+#   CHAIN01="plain live_node": a plain pass and an A/B over two GPUs (each node's sides on one GPU);
+#   their run dirs are named <step>_2gpu. The 1-GPU yardsticks come from CHAIN0.
 #   plain        one plain zlbench pass of the ops (the dead axis' yardstick)
 #   dead_node    ab=musa_rlc (not read on NVIDIA: a dead axis), node-level, ab.rounds=$MAX
 #   dead_round   the same, round-level, ab.rounds=$DEAD_ROUNDS (it costs 2 x rounds passes)
@@ -23,6 +26,7 @@ LIMIT=${LIMIT:-560}  # per step on GPU 0; LIMIT1 on GPU 1
 LIMIT1=${LIMIT1:-$LIMIT}
 CHAIN0=${CHAIN0:-plain dead_node aa_node live_node}
 CHAIN1=${CHAIN1:-aa_round live_round}
+CHAIN01=${CHAIN01:-}
 R=$OUT/runs; mkdir -p "$R"
 WALL=$OUT/wall.txt; touch "$WALL"
 { date -u; nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
@@ -31,8 +35,10 @@ WALL=$OUT/wall.txt; touch "$WALL"
 } > "$OUT/env.txt" 2>&1
 
 # Per step, optionally: LIMIT_<step> (its time limit, s) and OPS_<step> (its ops), e.g. OPS_aa_node=[exp,sum].
+label() { [ "$2" = "0,1" ] && echo "${1}_2gpu" || echo "$1"; }
 zl() { local name=$1 dev=$2 limit=$LIMIT; shift 2; [ "$dev" = 1 ] && limit=$LIMIT1
   local lv="LIMIT_$name" ov="OPS_$name"; limit=${!lv:-$limit}; local ops=${!ov:-$OPS}
+  name=$(label "$name" "$dev")  # OPS_/LIMIT_ of the step hold for its 2-GPU run too
   timeout "$limit" python3 -m zlbench corpus=flaggems backend=cuda "ops=$ops" dtypes=[float16] devices=[$dev] \
     progress=plain launcher.run_timeout_s=$((limit - 30)) hydra.run.dir=$R/$name "$@"; }
 run_step() { local name=$1 dev=$2; case $name in
@@ -47,12 +53,13 @@ run_step() { local name=$1 dev=$2; case $name in
   *) echo "unknown step $name"; return 2;;
   esac; }
 timed() { local name=$1 dev=$2 t0 rc; t0=$(date +%s.%N)
-  run_step "$name" "$dev" > "$R/$name.txt" 2>&1; rc=$?
-  echo "$name $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") rc=$rc gpu=$dev" >> "$WALL"; }
+  run_step "$name" "$dev" > "$R/$(label "$name" "$dev").txt" 2>&1; rc=$?
+  echo "$(label "$name" "$dev") $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") rc=$rc gpu=$dev" >> "$WALL"; }
 pack() { tar czf "$OUT/runs.tgz" --exclude=cache --exclude=submitit --exclude=resident --exclude='*.pyc' -C "$OUT" runs; }
 
 chain() { local dev=$1 step; shift
   for step in "$@"; do echo "== $(date +%T) gpu $dev $step" | tee -a "$OUT/log.txt"; timed "$step" "$dev"; pack; done; }
+[ -n "$CHAIN01" ] && chain 0,1 $CHAIN01
 chain 0 $CHAIN0 & chain 1 $CHAIN1 & wait
 pack
 cat "$WALL"
