@@ -155,5 +155,5 @@ def test_a_dead_axis_headline_counts_rows_whose_liveness_is_unknown():
     a = rows([1.0, 1.01, 0.99]) + rows([2.0, 2.0, 2.0], op="torch_only")
     b = rows([1.0, 0.99, 1.01]) + rows([2.0, 2.01, 1.99], op="torch_only")
     res = compare(a, b, "off", "on", artifacts_a={"exp": ["k.cubin:h1"]}, artifacts_b={"exp": ["k.cubin:h1"]})
-    assert res["summary"]["liveness"] == "not live" and res["summary"]["unknown_rows"] == 1
+    assert res["summary"]["liveness"] == "not live" and res["summary"]["unknown_liveness_rows"] == 1
     assert "1 row(s) had no kernels to compare (liveness unknown)" in res["markdown"]

@@ -114,7 +114,6 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     return {
         "aa": aa, "liveness": _axis_liveness(live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
-        "unknown_rows": sum(1 for lv in live if lv is None),
         "unknown_liveness_rows": sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
@@ -165,7 +164,7 @@ def headline(summary: Mapping) -> List[str]:
         lines.append("A/A: both sides ran the same value, so their kernels are identical by construction; "
                      "every row is measured and any verdict other than 'no difference' is a false positive.")
     elif summary["liveness"] == "not live":
-        unknown = summary.get("unknown_rows") or 0
+        unknown = summary.get("unknown_liveness_rows") or 0
         lines.append("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
                      "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
                      "noise check, not an effect." +
