@@ -2,7 +2,6 @@
 it probes, A/A, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
 ZL_FIXTURE_FAULT / ZL_FIXTURE_PROBER_BROKEN hit one process of the run (the prober, side on/off)."""
 
-import csv
 import json
 import os
 from pathlib import Path

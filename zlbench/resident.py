@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .locks import DeviceLock
+from .plugins.liveness import cache_entries
 from .report.liveness import compare_kernels
 from .results import events as ev
 from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
@@ -70,12 +71,9 @@ class SideProcess:
                       "serve": str(self.commands)}
         if self.prober:
             plugin_cfg["probe_process"] = True
-            unit = {**unit, "env": {**unit["env"], "FLAGGEMS_CACHE_DIR": str(self.scratch_tuning_dir(unit))}}
-        elif self.retune and unit["env"].get("FLAGGEMS_CACHE_DIR"):
-            # FlagGems keeps its tuning picks on disk: a respawned process would only read them back.
-            # 8 characters, as 'flaggems' (liveness masks the path by length).
-            unit = {**unit, "env": {**unit["env"], "FLAGGEMS_CACHE_DIR":
-                                    str(Path(unit["env"]["FLAGGEMS_CACHE_DIR"]).parent / f"tune{self.starts:04d}")}}
+        tuning = self.tuning_cache(unit)
+        if tuning is not None:
+            unit = {**unit, "env": {**unit["env"], "FLAGGEMS_CACHE_DIR": str(tuning)}}
         cfg_path.write_text(json.dumps(plugin_cfg, indent=1))
         root = Path(unit["corpus_root"])
         argv = list(unit["argv"]) + ["-p", SERVE_PLUGIN] + [str(root / n) for n in self.nodes]
@@ -89,15 +87,21 @@ class SideProcess:
                                          preexec_fn=die_with_parent)
         self.seq = 0
 
-    def scratch_tuning_dir(self, unit: Mapping) -> Path:
-        """A prober's FlagGems cache (its untimed tuning picks stay there): beside the side's own,
-        with a name of the same length, since liveness masks the cache path in kernels' debug
-        info by length (plugins/liveness.py)."""
+    def tuning_cache(self, unit: Mapping) -> Optional[Path]:
+        """This start's FlagGems cache where it is not the side's own (None): a prober's scratch one
+        (its untimed tuning picks stay there), or with `retune` a fresh one per start (FlagGems keeps
+        its picks on disk: a respawned process would only read them back). Beside the side's own,
+        named as long, since liveness masks the cache path in kernels' debug info by length
+        (plugins/liveness.py)."""
         own = unit["env"].get("FLAGGEMS_CACHE_DIR")
-        if not own:
-            return self.dir / "flaggems"
-        name = Path(own).name
-        return Path(own).parent / ("probe" + "_" * len(name))[:len(name)]
+        if self.prober:
+            if not own:
+                return self.dir / "flaggems"
+            name = Path(own).name
+            return Path(own).parent / ("probe" + "_" * len(name))[:len(name)]
+        if self.retune and own:
+            return Path(own).parent / f"tune{self.starts:04d}"  # 8 characters, as 'flaggems'
+        return None
 
     @property
     def _run_dir(self) -> Path:
@@ -279,7 +283,7 @@ class DeviceAB:
         probe_file = self._probe_file()
         pos = probe_file.stat().st_size if probe_file.exists() else 0
         triton = probed["env"].get("TRITON_CACHE_DIR")
-        cached = _entries(triton)
+        cached = cache_entries(triton)
         self._start_prober()
         seq = proc.send(probed, node, events=probe_file, probe=True)
         served, _ = wait_served(proc, seq, probe_file, pos, self.node_timeout, self.deadline)
@@ -289,7 +293,7 @@ class DeviceAB:
             # its `artifacts` event never came: the side's timed run would compile nothing and
             # leave the node's liveness unknown (or a resume's probe find nothing new). Gone, the
             # timed run (or the next probe) compiles them again and says which they are.
-            _forget(triton, _entries(triton) - cached)
+            _forget(triton, cache_entries(triton) - cached)
             self._check_prober(proc.proc.pid)
             return None
         new, _ = ev.read_new_events(probe_file, pos)
@@ -320,7 +324,7 @@ class DeviceAB:
             fresh = not proc.alive()
             ev.append(path, "launch", nodes=1, host=socket.gethostname(), job_id=job_id(), resident=True)
             triton = unit["env"].get("TRITON_CACHE_DIR")
-            cached = _entries(triton)
+            cached = cache_entries(triton)
             if fresh:
                 proc.start(unit)
             seq = proc.send(unit, node)
@@ -331,7 +335,7 @@ class DeviceAB:
             # As for a probe that dies: what the node compiled before its process ended has no
             # `artifacts` event, so its retry (or a resume) would compile nothing and leave its
             # liveness unknown; gone, the next run of the node compiles them again and says so.
-            _forget(triton, _entries(triton) - cached)
+            _forget(triton, cache_entries(triton) - cached)
             ev.append(path, "exited", returncode=proc.proc.returncode, killed_for=killed_for)
             new, _ = ev.read_new_events(path, pos)
             attempt = Attempt([node], new, proc.proc.returncode, killed_for, log_tail(proc.log))
@@ -376,13 +380,6 @@ class DeviceAB:
 
         return {s: [row for rr in range(r) for row in unit_rows(self.units[(s, rr)], self._events(self.units[(s, rr)]))]
                 for s in self.sides}
-
-
-def _entries(folder: Optional[str]) -> set:
-    try:
-        return set(os.listdir(folder)) if folder else set()
-    except OSError:
-        return set()
 
 
 def _forget(folder: Optional[str], entries: set) -> None:

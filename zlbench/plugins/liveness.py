@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import Iterable, List, Set
+from typing import Iterable, List, Optional, Set
 
 # What identifies a compiled kernel, best first: text IR with debug locations stripped (the paths
 # of generated sources differ per A/B side and end up in debug info), then binaries, masked.
@@ -23,9 +23,10 @@ def _cache_dir():
     return os.environ.get("TRITON_CACHE_DIR")
 
 
-def cache_entries() -> Set[str]:
-    """The Triton cache entries present now (taken before a node runs)."""
-    path = _cache_dir()
+def cache_entries(path: Optional[str] = None) -> Set[str]:
+    """The Triton cache entries present now (taken before a node runs): this process' cache, or the
+    one at `path` (the A/B scheduler, for a benchmark process' cache)."""
+    path = path or _cache_dir()
     try:
         return set(os.listdir(path)) if path else set()
     except OSError:
