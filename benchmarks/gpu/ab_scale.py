@@ -3,6 +3,8 @@ A/A false positives and paired noise per design, live-axis agreement and time to
 node-level runs, wall per round and round 1's timed runs against the compile-only probes.
 
     python benchmarks/gpu/ab_scale.py RUNS_DIR [--wall WALL_TXT] [--json OUT.json]
+    python benchmarks/gpu/ab_scale.py --agree A B    # two runs' verdicts (run dirs or ab.csv files,
+                                                     # e.g. across calls)
 
 Paired noise: per row and round, |ln(B/A)| of the row's latencies (rows >= 5 us on both sides),
 then its median and p90 over all (row, round) pairs of the run.
@@ -11,6 +13,7 @@ then its median and p90 over all (row, round) pairs of the run.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 from collections import defaultdict
@@ -19,6 +22,9 @@ from typing import Dict, List, Optional
 
 SETTLED = {"faster", "slower", "no difference beyond threshold", "changed below threshold"}
 FLAGGED = {"faster", "slower", "changed below threshold"}
+# A verdict's side of the threshold band: what two runs must agree on when both settled.
+BAND = {"faster": "faster", "slower": "slower", "no difference beyond threshold": "within",
+        "changed below threshold": "within"}
 
 
 def quantile(xs: List[float], q: float) -> Optional[float]:
@@ -98,20 +104,37 @@ def node_walls(run: Path) -> Dict:
             "round1_timed_vs_probe_s": {n: [timed.get(n), p] for n, p in sorted(probed.items())}}
 
 
+def verdicts(run: Path) -> Dict[tuple, str]:
+    """A run's verdict per row, from its run dir's ab.json or from an ab.csv file."""
+    if run.is_dir():
+        rows = json.loads((run / "ab.json").read_text())["rows"]
+    else:
+        with open(run, newline="") as f:
+            rows = list(csv.DictReader(f))
+    return {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in rows}
+
+
 def agreement(a: Path, b: Path) -> Dict:
-    ra = {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in json.loads((a / "ab.json").read_text())["rows"]}
-    rb = {(r["op"], r["dtype"], r["shape"]): r["verdict"] for r in json.loads((b / "ab.json").read_text())["rows"]}
+    """Rows settled in both runs: how many have the same verdict, and the same side of the band."""
+    ra, rb = verdicts(a), verdicts(b)
     both = [k for k in ra if k in rb and ra[k] in SETTLED and rb[k] in SETTLED]
     return {"both_settled": len(both), "agree": sum(ra[k] == rb[k] for k in both),
+            "agree_band": sum(BAND[ra[k]] == BAND[rb[k]] for k in both),
             "disagree": sorted(f"{k[0]} {k[2]}: {ra[k]} vs {rb[k]}" for k in both if ra[k] != rb[k])[:20]}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", type=Path)
+    p.add_argument("runs", type=Path, nargs="?")
     p.add_argument("--wall", type=Path)
     p.add_argument("--json", type=Path)
+    p.add_argument("--agree", type=Path, nargs=2, metavar=("A", "B"))
     args = p.parse_args()
+    if args.agree:
+        print(json.dumps(agreement(*args.agree), indent=1))
+        return
+    if args.runs is None:
+        p.error("RUNS_DIR or --agree A B")
     wall = walls(args.wall or args.runs.parent / "wall.txt")
     out: Dict = {"wall_s": wall, "runs": {}}
     for run in sorted(x for x in args.runs.iterdir() if (x / "plan.json").is_file()):
