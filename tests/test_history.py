@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, func, inspect, select, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from zlbench.errors import UsageError
 from zlbench.history.__main__ import main as history_main
@@ -62,8 +63,18 @@ def _fresh_pg_database():
     url = make_url(normalize_url(PG_URL)).set(database=name).render_as_string(hide_password=False)
 
     def drop():
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        # FORCE ends the database's other connections; one the server itself has there for a moment
+        # (seen once in CI: InsufficientPrivilege on a process of another role) makes it fail, so
+        # the drop is tried again for a few seconds before it counts as an error.
+        for attempt in range(20):
+            try:
+                with admin.connect() as conn:
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                break
+            except DBAPIError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.25)
         admin.dispose()
 
     return url, drop
