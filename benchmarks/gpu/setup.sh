@@ -15,5 +15,6 @@ export FLAGGEMS_ROOT=${FLAGGEMS_ROOT:-$PWD/.fg} PYTHONUNBUFFERED=1
 # imported modules costs every benchmark process ~6 s (FlagGems' own runner as much as zlbench).
 [ -f /tmp/.zl_compiled ] || { python3 -m compileall -q -j 0 "$FLAGGEMS_ROOT/src" "$FLAGGEMS_ROOT/benchmark" >/dev/null 2>&1
   touch /tmp/.zl_compiled; }
-# One Triton/FlagGems cache for every run that does not isolate its own (warm after the first).
-export TRITON_CACHE_DIR=/tmp/zl_triton FLAGGEMS_CACHE_DIR=/tmp/zl_flaggems
+# One Triton/FlagGems cache for every run that does not isolate its own (warm after the first),
+# unless the caller names its own.
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/zl_triton} FLAGGEMS_CACHE_DIR=${FLAGGEMS_CACHE_DIR:-/tmp/zl_flaggems}
