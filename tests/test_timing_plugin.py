@@ -399,3 +399,73 @@ def test_an_op_on_the_deny_list_is_timed_directly_without_a_capture(sim_capture)
     assert "capture" not in device.log
     [call] = _runtime.timing_calls
     assert call["markers"] == [timing.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]
+
+
+# -- memory placements (timer.placements) ---------------------------------------------------------
+
+def _closure_over(*args, **kwargs):
+    """The corpus' timed call, as FlagGems writes it: a closure over its inputs."""
+    seen = []
+
+    def op(*a, **kw):
+        seen.append([t.data_ptr() for t in a if hasattr(t, "data_ptr")])
+    return (lambda: op(*args, **kwargs)), seen
+
+
+def test_relocated_copies_the_closure_tensors_and_puts_them_back():
+    import torch
+
+    from zlbench.plugins import placement
+
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # a strided view
+    w = torch.ones(4)
+    fn, seen = _closure_over(x, [w, w], 5, eps=1e-5)
+    keep = []
+    with placement.relocated(fn, "node:0:1", keep) as moved:
+        args = moved.__closure__[0].cell_contents  # (x, [w, w], 5)
+        assert args[0].data_ptr() != x.data_ptr() and torch.equal(args[0], x)
+        assert args[0].stride() == x.stride() and args[2] == 5
+        assert args[1][0] is args[1][1], "a tensor held twice is copied once"
+        moved()
+    fn()
+    assert seen[0] != seen[1] and seen[1] == [x.data_ptr()], "the originals are back after"
+    assert len(keep) == 4  # a pad and a copy per distinct tensor, alive until the call ends
+
+
+def test_placements_are_refused_with_a_reason():
+    import torch
+
+    from zlbench.plugins import placement
+
+    assert placement.why_not(lambda: None, 2**30) == "the timed call holds no tensors"
+    x = torch.ones(4, requires_grad=True)
+    assert "gradients" in placement.why_not(_closure_over(x)[0], 2**30)
+    assert "placement_max_mb" in placement.why_not(_closure_over(torch.ones(1024))[0], 1000)
+    assert placement.why_not(_closure_over(torch.ones(4))[0], 2**30) is None
+
+
+def test_graph_timer_times_each_placement_and_keeps_the_median(plugin_config):
+    import torch
+
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 3})
+    x = torch.ones(8)
+    fn, seen = _closure_over(x)
+    reps, values = [], iter([1.0, 3.0, 2.0])
+
+    def upstream_graph(f, rep=20, **kw):
+        reps.append(rep)
+        f()
+        return next(values)
+
+    policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
+    assert policy(fn, rep=30) == 2.0
+    assert reps == [10.0] * 3, "the replay budget is split between the placements"
+    assert seen[0] == [x.data_ptr()] and len({p[0] for p in seen}) == 3, "the first is the corpus' own"
+    facts = _runtime.timing_calls[-1]["facts"]
+    assert facts["placements"] == 3 and facts["placement_spread_rel"] == 1.0
+
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 3})
+    policy, _ = timing.make_policy(fake_do_bench, lambda f, rep=20, **kw: 4.0)
+    assert policy(lambda: None, rep=30) == 4.0
+    facts = _runtime.timing_calls[-1]["facts"]
+    assert facts["placements"] == 1 and facts["placement_note"] == "the timed call holds no tensors"

@@ -67,6 +67,11 @@ class TimerConf:
     fill_gaps: bool = True
     # Graph timing: widen the replay of launch-bound calls to at least this much device time.
     min_window_ms: float = 2.0
+    # Graph timing, timer.stop=fixed: time each call at this many memory placements of its inputs
+    # (the replay budget split between them; the median kept), inputs up to placement_max_mb
+    # (zlbench/plugins/placement.py). 1: the corpus' own placement only.
+    placements: int = 1
+    placement_max_mb: float = 256.0
     # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
     # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
     # after min_samples, up to max_samples or max_time_ms of sampling after the first batch.

@@ -13,6 +13,7 @@
 #   native   ? s    FlagGems' own runner, --mode cudagraph (its default 100 ms), one run
 #   targets  ~155 s timer=graph, adaptive with clocks, with timer.target_rel=0.003 and =0.01, two runs each, on 4 of the files
 #   analyze  ~5 s   timing13_analysis.py over what is there -> timing13.md, timing13.json
+# ZL_EXTRA: overrides added to every zlbench run (e.g. timer.placements=5; placements13.sh).
 # Two calls of at most 9 minutes each:
 #   OUT=... STEPS="clocks fixed graph" bash benchmarks/gpu/timing13.sh
 #   OUT=... STEPS="direct native targets analyze" bash benchmarks/gpu/timing13.sh
@@ -44,10 +45,10 @@ OPS_SUB='[exp,softmax,bmm,topk]'
 FILES="test_exp.py test_gelu.py test_sum.py test_softmax.py test_layer_norm.py test_bmm.py test_cumsum.py test_topk.py"
 MARKS="exp or gelu or sum or softmax or layer_norm or bmm or cumsum or topk"
 zl() { local name=$1; shift; timed "$name" python3 -m zlbench corpus=flaggems backend=cuda dtypes=[float16] \
-  isolate_caches=false progress=plain store.url=none hydra.run.dir=$R/$name "$@"; }
+  isolate_caches=false progress=plain store.url=none hydra.run.dir=$R/$name "$@" ${ZL_EXTRA:-}; }
 # The adaptive steps ask for it (the defaults are timer.stop=fixed, timer.clock_reader=none).
 ADAPT="timer.stop=adaptive timer.clock_reader=auto"
-export -f zl timed; export R WALL WORK ADAPT FIXED_RUNS
+export -f zl timed; export R WALL WORK ADAPT FIXED_RUNS ZL_EXTRA
 
 clocks_step() {
   python3 benchmarks/gpu/clock_check.py > "$WORK/clocks.json"; echo "clock_check rc=$?"

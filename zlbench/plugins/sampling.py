@@ -341,6 +341,11 @@ class Sampling:
     statistic: str = "median"
     clocks: Dict[str, Any] = field(default_factory=dict)
     throttled: Optional[str] = None
+    # timer.placements: how many memory placements of the inputs were timed, the spread of their
+    # values ((max - min) / median), and why there was one only where more were asked for.
+    placements: Optional[int] = None
+    placement_spread_rel: Optional[float] = None
+    placement_note: Optional[str] = None
 
     def facts(self) -> Dict[str, Any]:
         s = self.samples
@@ -352,6 +357,8 @@ class Sampling:
             "min_ms": min(s) if s else None,
             "samples_discarded": None, "sm_mhz": None, "mem_mhz": None,
             "mode_lo_ms": None, "mode_hi_ms": None, "mode_hi_share": None,
+            "placements": self.placements, "placement_spread_rel": _round(self.placement_spread_rel),
+            "placement_note": self.placement_note,
         }
         out.update(self.clocks)
         if s:

@@ -27,12 +27,12 @@ import math
 import statistics
 import sys
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Optional
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..backends import get_backend
 from ..results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
-from . import _runtime, clocks
+from . import _runtime, clocks, placement
 from .sampling import (DEFAULTS, STOP_FIXED, STOP_NO_SAMPLES, ClockLog, ClockPolicy, Sampling, StopRule, merge,
                        sample_until, statistic_of, summarize)
 
@@ -343,6 +343,8 @@ class TimingPolicy:
         self.repeat = max(1, int(timer.get("repeat", 1)))
         self.fill_gaps = bool(timer.get("fill_gaps", True))
         self.min_window_ms = float(timer.get("min_window_ms") or 0)
+        self.placements = max(1, int(timer.get("placements") or 1))
+        self.placement_max_bytes = float(timer.get("placement_max_mb") or 256) * 2**20
         self.rule = StopRule.from_timer(timer)
         self.clock_policy = ClockPolicy.from_timer(timer)
         self.clock_choice = str(timer.get("clock_reader") or DEFAULTS["clock_reader"])
@@ -489,8 +491,12 @@ class TimingPolicy:
     # -- graph capture -------------------------------------------------------------------------
     def captured(self, fn, rep, grad_to_none, quantiles, return_mode):
         """Fixed: timer.repeat captures and replays (median kept). Adaptive: per repeat, one capture
-        replayed until the stop rule says stop. Raises what a capture attempt raised."""
+        replayed until the stop rule says stop; fixed with timer.placements, at several placements
+        of the inputs (placed). Raises what a capture attempt raised."""
         with _rng_guard(self.backend):
+            count, note = self.placements_of(fn, quantiles) if self.rule.fixed else (1, None)
+            if count > 1:
+                return self.placed(fn, count, rep, grad_to_none, return_mode)
             graph_rep = self.window_rep(fn, rep)
             if not self.rule.fixed:
                 parts, values = [], []
@@ -506,7 +512,34 @@ class TimingPolicy:
             values = [log.take(lambda during: self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode),
                                count=_one)
                       for _ in range(self.repeat)]
-        return (values[0] if quantiles is not None else statistics.median(values)), self._fixed(log)
+        sampling = self._fixed(log)
+        if note:
+            sampling.placements, sampling.placement_note = 1, note
+        return (values[0] if quantiles is not None else statistics.median(values)), sampling
+
+    def placements_of(self, fn, quantiles) -> Tuple[int, Optional[str]]:
+        """How many placements this call is timed at, and why one only where more were asked for."""
+        if self.placements <= 1:
+            return 1, None
+        why = "quantiles asked for" if quantiles is not None else placement.why_not(fn, self.placement_max_bytes)
+        return (1, why) if why else (self.placements, None)
+
+    def placed(self, fn, count, rep, grad_to_none, return_mode):
+        """timer.placements: the call's replay budget split over `count` placements of its inputs
+        (the corpus' own, then copies behind pads of random size: plugins/placement.py), each
+        captured and replayed timer.repeat times; the median over all is kept."""
+        log, keep, per = self.clock_log(), [], []
+        graph_rep = self.window_rep(fn, rep / count)
+        seed = f"{_runtime.current_node}:{len(_runtime.timing_calls)}"
+        for k in range(count):
+            with (placement.relocated(fn, f"{seed}:{k}", keep) if k else nullcontext(fn)) as f:
+                values = [log.take(lambda during: self.capture(f, graph_rep, grad_to_none, None, return_mode),
+                                   count=_one) for _ in range(self.repeat)]
+            per.append(statistics.median(values))
+        sampling = self._fixed(log)
+        mid = statistics.median(per)
+        sampling.placements, sampling.placement_spread_rel = count, (max(per) - min(per)) / mid if mid else None
+        return mid, sampling
 
     def window_rep(self, fn, rep):
         """The rep for this call's captures: widened for a launch-bound call (measured once)."""

@@ -126,6 +126,9 @@ class Row:
     mode_lo_ms: Optional[float] = None      # with BENCHMARK_BIMODAL: the two clusters' medians and
     mode_hi_ms: Optional[float] = None      # the share of samples in the upper one
     mode_hi_share: Optional[float] = None
+    placements: Optional[int] = None        # timer.placements: memory placements timed (median kept),
+    placement_spread_rel: Optional[float] = None  # (max - min) / median of their values,
+    placement_note: Optional[str] = None    # and why one only where more were asked for
     # The same facts for the baseline's (latency_base) timing call, as one mapping.
     timing_base: Optional[Dict[str, Any]] = None
 
@@ -161,7 +164,8 @@ class Row:
 
 ROW_FIELDS = [f.name for f in fields(Row)]
 SAMPLING_FIELDS = ("stop_reason", "samples", "ci_rel", "spread_rel", "min_ms", "samples_discarded", "sm_mhz",
-                   "mem_mhz", "mode_lo_ms", "mode_hi_ms", "mode_hi_share")
+                   "mem_mhz", "mode_lo_ms", "mode_hi_ms", "mode_hi_share", "placements", "placement_spread_rel",
+                   "placement_note")
 
 
 def _sampling_fields(facts: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
