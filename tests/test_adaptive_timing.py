@@ -434,6 +434,21 @@ def test_summary_shows_stop_reasons_clocks_and_bimodal_rows():
     assert "## Timing" not in render_summary(old, [], "t")  # rows of an older run say nothing
 
 
+def test_summary_names_the_widest_placement_spread():
+    from zlbench.report.summary import render_summary
+
+    base = {"op": "layer_norm", "dtype": "torch.float16", "status": "ok", "latency": 0.04, "latency_base": 0.4,
+            "speedup": 10, "timer_used": "graph", "node": "t.py::test_ln", "side": "main", "markers": [],
+            "stop_reason": "fixed", "placements": 5}
+    rows = [{**base, "shape": "[[20,6,65536]]", "placement_spread_rel": 0.06},
+            {**base, "shape": "[[64]]", "placement_spread_rel": 0.004},
+            {**base, "shape": "[[1024,1024,1024]]", "placements": 1, "placement_spread_rel": None,
+             "placement_note": "its inputs (2048 MB) exceed timer.placement_max_mb"}]
+    text = render_summary(rows, [], "t")
+    assert ("- memory placements: 2 call(s) timed at 5 placements of their inputs (median kept); widest spread "
+            "6% (layer_norm float16 [[20,6,65536]], alternative); 1 call(s) kept one placement") in text
+
+
 def test_config_yaml_and_plugin_defaults_agree():
     from zlbench.config import TimerConf
 

@@ -55,6 +55,9 @@ RULES: List[Rule] = [
     Rule("timer.throttle_retries", _integer(lambda v: v >= 0), "an integer >= 0", "timer.throttle_retries=3"),
     Rule("timer.throttle_pause_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
          "timer.throttle_pause_ms=20"),
+    Rule("timer.placements", _integer(lambda v: v >= 1), "an integer >= 1 (1: the inputs' own placement only)",
+         "timer.placements=1"),
+    Rule("timer.placement_max_mb", _number(lambda v: v > 0), "a number of MB > 0", "timer.placement_max_mb=256"),
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
     Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
          "ab.min_rounds=4"),
@@ -115,5 +118,11 @@ def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
+    timer = resolved.get("timer") or {}
+    stop = getattr(timer.get("stop"), "name", timer.get("stop"))  # an enum where Hydra composed it
+    if (timer.get("placements") or 1) > 1 and (stop == "adaptive" or timer.get("name") in ("direct", "host")):
+        problems.append(f"timer.placements={timer['placements']} does nothing with timer={timer.get('name')} "
+                        f"timer.stop={stop}: placements apply to graph timing with timer.stop=fixed. "
+                        "Fix: timer=graph timer.stop=fixed, or timer.placements=1.")
     if problems:
         raise UsageError("\n".join(problems))

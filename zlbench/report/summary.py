@@ -145,6 +145,14 @@ def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]
             text += f" ({r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}, {worst[1]})"
         lines.append(text)
     lines.append("- " + _clock_line(calls, rows, identity))
+    placed = [c for c in calls if (c[2].get("placements") or 1) > 1 and c[2].get("placement_spread_rel") is not None]
+    if placed:
+        r, side, f = max(placed, key=lambda c: c[2]["placement_spread_rel"])
+        kept = sum(1 for c in calls if c[2].get("placement_note"))
+        lines.append(f"- memory placements: {len(placed)} call(s) timed at {f['placements']} placements of their "
+                     f"inputs (median kept); widest spread {_pct(f['placement_spread_rel'])} ({r['op']} "
+                     f"{short_dtype(r.get('dtype'))} {r.get('shape')}, {side})"
+                     + (f"; {kept} call(s) kept one placement (rows say why: placement_note)" if kept else ""))
     bimodal = [(r, side, f) for r, side, f in calls if f.get("mode_lo_ms") is not None]
     if bimodal:
         lines += ["", f"### Bimodal rows ({MARKER_BIMODAL}): {len(bimodal)} timing call(s) whose samples fall "
