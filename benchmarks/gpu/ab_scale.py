@@ -83,6 +83,10 @@ def node_walls(run: Path) -> Dict:
     per node of round 1, the first side's timed run against the second side's compile-only probe."""
     plan = json.loads((run / "plan.json").read_text())
     spans: Dict[int, List[float]] = defaultdict(list)
+    # Per device: first start to last end, and the time its nodes ran (on several devices a round's
+    # wall overlaps the other devices' rounds; these say how evenly the devices were loaded).
+    dev_times: Dict[str, List[float]] = defaultdict(list)
+    dev_busy: Dict[str, float] = defaultdict(float)
     timed: Dict[str, float] = {}
     probed: Dict[str, float] = {}
     for u in plan["units"]:
@@ -93,14 +97,22 @@ def node_walls(run: Path) -> Dict:
             starts = {}
             for line in path.read_text().splitlines():
                 e = json.loads(line)
+                dev = str(u.get("device"))
                 if e["event"] == "start":
                     starts[e["node"]] = e["t"]
                     spans[u["round"]].append(e["t"])
+                    dev_times[dev].append(e["t"])
                 elif e["event"] == "end" and e["node"] in starts:
                     spans[u["round"]].append(e["t"])
+                    dev_times[dev].append(e["t"])
+                    if name == "events.jsonl":
+                        dev_busy[dev] += e["t"] - starts[e["node"]]
                     if u["round"] == 0 and (name == "probe.jsonl" or e["node"] not in into):
                         into[e["node"].split("::")[-1]] = round(e["t"] - starts[e["node"]], 2)
+    t0 = min((t for ts in dev_times.values() for t in ts), default=0.0)
     return {"round_wall_s": {r: round(max(t) - min(t), 1) for r, t in sorted(spans.items())},
+            "device_span_s": {d: [round(min(t) - t0, 1), round(max(t) - t0, 1)] for d, t in sorted(dev_times.items())},
+            "device_timed_s": {d: round(b, 1) for d, b in sorted(dev_busy.items())},
             "round1_timed_vs_probe_s": {n: [timed.get(n), p] for n, p in sorted(probed.items())}}
 
 
