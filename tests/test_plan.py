@@ -154,6 +154,11 @@ def test_balance_spreads_known_costs():
     out = balance(nodes, devs(2), costs)
     loads = sorted(sum(costs[n.nodeid] for n in v) for v in out.values())
     assert loads == [10, 10]
+    # longest first inside each device, so that no long node starts last and others take short ones
+    assert [[costs[n.nodeid] for n in v] for v in out.values()] == [[10], [6, 1, 1, 1, 1]]
+    # without costs, corpus order
+    assert [[n.nodeid for n in v] for v in balance(nodes, devs(2), {}).values()] == \
+        [["f::t0", "f::t2", "f::t4"], ["f::t1", "f::t3", "f::t5"]]
 
 
 def test_shard_size_splits_a_device_queue(tmp_path):

@@ -469,3 +469,27 @@ def test_graph_timer_times_each_placement_and_keeps_the_median(plugin_config):
     assert policy(lambda: None, rep=30) == 4.0
     facts = _runtime.timing_calls[-1]["facts"]
     assert facts["placements"] == 1 and facts["placement_note"] == "the timed call holds no tensors"
+
+
+def test_a_placement_that_cannot_be_made_keeps_the_ones_measured(plugin_config, monkeypatch):
+    import torch
+
+    from zlbench.plugins import placement
+
+    assert "dense strided" in placement.why_not(_closure_over(torch.eye(3).to_sparse())[0], 2**30)
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4})
+    real = placement.relocated
+
+    def flaky(fn, seed, keep):
+        if seed.endswith(":2"):
+            raise RuntimeError("CUDA out of memory")
+        return real(fn, seed, keep)
+
+    monkeypatch.setattr(placement, "relocated", flaky)
+    values = iter([1.0, 2.0])
+    policy, _ = timing.make_policy(fake_do_bench, lambda f, rep=20, **kw: next(values))
+    assert policy(_closure_over(torch.ones(4))[0], rep=20) == 1.5
+    facts = _runtime.timing_calls[-1]
+    assert facts["timer_used"] == "graph", "a placement that fails is no capture failure"
+    assert facts["facts"]["placements"] == 2 and facts["facts"]["placement_spread_rel"] == 0.6667
+    assert facts["facts"]["placement_note"] == "placement 3 of 4 failed: RuntimeError: CUDA out of memory"

@@ -131,7 +131,11 @@ def balance(nodes: Sequence[TestNode], devices: Sequence[DeviceInfo],
         target = min(load, key=lambda i: (load[i], i))
         out[target].append(n)
         load[target] += costs.get(n.nodeid, default)
-    # Keep corpus order inside a device: it is what users read in logs.
+    if costs:
+        # Longest first inside a device too: its tail then holds short nodes, which is where a device
+        # that finished takes waiting nodes from (stealing.py), and no long node starts last.
+        return out
+    # Nothing known: corpus order inside a device, which is what users read in logs.
     rank = {n.nodeid: i for i, n in enumerate(nodes)}
     return {i: sorted(v, key=lambda n: rank[n.nodeid]) for i, v in out.items()}
 

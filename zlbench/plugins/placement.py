@@ -53,12 +53,16 @@ def _copy(value: Any, make: Callable[[Any], Any], depth: int = _DEPTH) -> Any:
 
 def why_not(fn: Callable, max_bytes: float) -> Optional[str]:
     """Why fn's inputs cannot be placed again (None: they can)."""
+    import torch
+
     cells = getattr(fn, "__closure__", None) or ()
     tensors = [t for c in cells for t in _tensors(_contents(c))]
     if not tensors:
         return "the timed call holds no tensors"
     if any(t.requires_grad or t.grad_fn is not None for t in tensors):
         return "its inputs need gradients"
+    if any(t.layout != torch.strided or t.is_nested for t in tensors):
+        return "its inputs are not all dense strided tensors"
     total = sum(t.untyped_storage().nbytes() for t in {id(t): t for t in tensors}.values())
     if total > max_bytes:
         return f"its inputs ({total / 2**20:.0f} MB) exceed timer.placement_max_mb"

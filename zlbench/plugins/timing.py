@@ -531,14 +531,24 @@ class TimingPolicy:
         log, keep, per = self.clock_log(), [], []
         graph_rep = self.window_rep(fn, rep / count)
         seed = f"{_runtime.current_node}:{len(_runtime.timing_calls)}"
+        note = None
         for k in range(count):
-            with (placement.relocated(fn, f"{seed}:{k}", keep) if k else nullcontext(fn)) as f:
+            try:
+                moving = placement.relocated(fn, f"{seed}:{k}", keep) if k else nullcontext(fn)
+                f = moving.__enter__()
+            except Exception as e:  # copying the inputs failed: the placements so far stand
+                note = f"placement {k + 1} of {count} failed: {type(e).__name__}: {e}"[:300]
+                break
+            try:
                 values = [log.take(lambda during: self.capture(f, graph_rep, grad_to_none, None, return_mode),
                                    count=_one) for _ in range(self.repeat)]
+            finally:
+                moving.__exit__(None, None, None)
             per.append(statistics.median(values))
         sampling = self._fixed(log)
         mid = statistics.median(per)
-        sampling.placements, sampling.placement_spread_rel = count, (max(per) - min(per)) / mid if mid else None
+        sampling.placements, sampling.placement_note = len(per), note
+        sampling.placement_spread_rel = (max(per) - min(per)) / mid if mid and len(per) > 1 else None
         return mid, sampling
 
     def window_rep(self, fn, rep):
