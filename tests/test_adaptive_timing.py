@@ -444,9 +444,16 @@ def test_summary_names_the_widest_placement_spread():
             {**base, "shape": "[[64]]", "placement_spread_rel": 0.004},
             {**base, "shape": "[[1024,1024,1024]]", "placements": 1, "placement_spread_rel": None,
              "placement_note": "its inputs (2048 MB) exceed timer.placement_max_mb"}]
+    rows.append({**base, "shape": "[[8]]", "placements": 2, "placement_spread_rel": 0.01,
+                 "placement_note": "placement 3 of 5 failed: RuntimeError: CUDA out of memory"})
     text = render_summary(rows, [], "t")
-    assert ("- memory placements: 2 call(s) timed at 5 placements of their inputs (median kept); widest spread "
-            "6% (layer_norm float16 [[20,6,65536]], alternative); 1 call(s) kept one placement") in text
+    assert ("- memory placements per call: 5: 2 call(s), 2: 1 call(s), 1: 1 call(s); widest spread between "
+            "placements 6% (layer_norm float16 [[20,6,65536]], alternative; the median is kept); 2 call(s) got "
+            "fewer than asked (placement_note says why)") in text
+    refused = [{**base, "shape": "[[8]]", "placements": 1, "placement_spread_rel": None,
+                "placement_note": "its inputs need gradients"}]
+    assert "- memory placements per call: 1: 1 call(s); 1 call(s) got fewer than asked" in \
+        render_summary(refused, [], "t")
 
 
 def test_config_yaml_and_plugin_defaults_agree():

@@ -429,7 +429,30 @@ def test_relocated_copies_the_closure_tensors_and_puts_them_back():
         moved()
     fn()
     assert seen[0] != seen[1] and seen[1] == [x.data_ptr()], "the originals are back after"
-    assert len(keep) == 4  # a pad and a copy per distinct tensor, alive until the call ends
+    assert len(keep) == 4  # a pad and a copy per storage, alive until the call ends
+
+
+def test_relocated_keeps_views_aliased_offsets_and_named_tuples():
+    import collections
+
+    import torch
+
+    from zlbench.plugins import placement
+
+    x = torch.arange(20.0)
+    pair = collections.namedtuple("pair", "tensor scale")
+    held = (x[1:], x[:5], pair(torch.ones(3), 2), torch.ones(1, 4).expand(3, 4))
+    fn = (lambda args: (lambda: args))(held)
+    with placement.relocated(fn, "node:0:1", []) as moved:
+        a, b, p, e = moved.__closure__[0].cell_contents
+        assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        assert a.storage_offset() == 1 and torch.equal(a, x[1:]) and torch.equal(e, held[3])
+        assert type(p).__name__ == "pair" and p.tensor.data_ptr() != held[2].tensor.data_ptr()
+        a.add_(100)
+        assert b[2] == a[1], "views of one storage still alias"
+    assert torch.equal(x, torch.arange(20.0)), "the originals are untouched"
+    c = torch.randn(4, dtype=torch.complex64).conj()
+    assert "conjugate" in placement.why_not((lambda t: (lambda: torch.resolve_conj(t)))(c), 2**30)
 
 
 def test_placements_are_refused_with_a_reason():
@@ -493,3 +516,29 @@ def test_a_placement_that_cannot_be_made_keeps_the_ones_measured(plugin_config, 
     assert facts["timer_used"] == "graph", "a placement that fails is no capture failure"
     assert facts["facts"]["placements"] == 2 and facts["facts"]["placement_spread_rel"] == 0.6667
     assert facts["facts"]["placement_note"] == "placement 3 of 4 failed: RuntimeError: CUDA out of memory"
+
+
+def test_a_capture_that_fails_at_a_copy_keeps_the_placements_measured(plugin_config):
+    import torch
+
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4})
+    calls = []
+
+    def upstream_graph(f, rep=20, **kw):
+        calls.append(rep)
+        if len(calls) == 3:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return float(len(calls))
+
+    policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
+    assert policy(_closure_over(torch.ones(4))[0], rep=20) == 1.5
+    call = _runtime.timing_calls[-1]
+    assert call["timer_used"] == "graph" and call["markers"] == [], "no fallback, no device fault"
+    assert call["facts"]["placements"] == 2 and call["facts"]["placement_note"].startswith(
+        "placement 3 of 4 failed: RuntimeError: CUDA out of memory")
+
+    # every sample asked for: one placement, said why
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4})
+    policy, _ = timing.make_policy(fake_do_bench, lambda f, rep=20, **kw: [1.0, 1.1])
+    assert policy(_closure_over(torch.ones(4))[0], rep=20, return_mode="all") == [1.0, 1.1]
+    assert _runtime.timing_calls[-1]["facts"]["placement_note"] == 'return_mode="all" asked for'

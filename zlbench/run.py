@@ -27,7 +27,7 @@ from .plan import Plan, make_plan
 from .results.records import WorkUnit
 from .results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
                               write_placeholders, write_plan)
-from .validate import validate_config
+from .validate import placement_problem, validate_config
 
 log = logging.getLogger("zlbench")
 
@@ -97,6 +97,8 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     root = corpus_root(resolved)
     costs = wall_times(resolved.get("cost_from"), resolved.get("resume"))
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
+    if (problem := placement_problem(resolved["timer"], plan.timer)):  # timer=auto is known only now
+        raise UsageError(problem)
     identity = build_identity(resolved, plan, backend, provenance)
     return resolved, backend, plan, identity
 

@@ -114,15 +114,24 @@ def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
             for k in resolved if k not in known]
 
 
+def placement_problem(timer: Mapping[str, Any], timer_name: Optional[str]) -> Optional[str]:
+    """timer.placements > 1 where it would do nothing: with timer=direct or host (as named, or as
+    timer=auto resolved for the backend) or with timer.stop=adaptive."""
+    stop = getattr(timer.get("stop"), "name", timer.get("stop"))  # an enum where Hydra composed it
+    if (timer.get("placements") or 1) <= 1 or (stop != "adaptive" and timer_name not in ("direct", "host")):
+        return None
+    resolved = f" (timer={timer.get('name')} is {timer_name} here)" if timer.get("name") != timer_name else ""
+    return (f"timer.placements={timer['placements']} does nothing with timer={timer_name} timer.stop={stop}{resolved}: "
+            "placements apply to graph timing with timer.stop=fixed. Fix: timer=graph timer.stop=fixed, "
+            "or timer.placements=1.")
+
+
 def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
     timer = resolved.get("timer") or {}
-    stop = getattr(timer.get("stop"), "name", timer.get("stop"))  # an enum where Hydra composed it
-    if (timer.get("placements") or 1) > 1 and (stop == "adaptive" or timer.get("name") in ("direct", "host")):
-        problems.append(f"timer.placements={timer['placements']} does nothing with timer={timer.get('name')} "
-                        f"timer.stop={stop}: placements apply to graph timing with timer.stop=fixed. "
-                        "Fix: timer=graph timer.stop=fixed, or timer.placements=1.")
+    if (p := placement_problem(timer, timer.get("name"))):
+        problems.append(p)
     if problems:
         raise UsageError("\n".join(problems))

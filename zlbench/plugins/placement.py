@@ -8,11 +8,14 @@ row's time, and one process sees one placement. Timing a call at several placeme
 the median turns that luck into a statistic of the row.
 
 A corpus' timed call is a closure over its inputs (FlagGems: `lambda: op(*args, **kwargs)`):
-`relocated` swaps the tensors its closure holds (directly, or in tuples, lists and dicts) for
-copies of the same values, shape and strides on fresh storage behind a pad, and puts the originals
-back after. Calls whose tensors need gradients (a copy would leave the autograd graph), calls that
-hold no tensors, and inputs larger than timer.placement_max_mb (DRAM-bound rows, which placement
-does not move, and whose copies would cost memory) keep their one placement.
+`relocated` swaps the tensors its closure holds (directly, or in tuples, named tuples, lists and
+dicts) for views of copies of their storages on fresh memory behind a pad, with the same size,
+strides and storage offset (so views of one storage still alias, and alignment is kept), and puts
+the originals back after. Calls whose tensors need gradients (a copy would leave the autograd
+graph), carry a conjugate or negative bit (a copy would drop it: resolve_conj would time nothing),
+are not dense, or hold no tensors, and inputs larger than timer.placement_max_mb (DRAM-bound rows,
+which placement does not move, and whose copies would cost memory) keep their one placement.
+Tensors held inside other objects (a module's weights) are not seen, and stay where they are.
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ def _copy(value: Any, make: Callable[[Any], Any], depth: int = _DEPTH) -> Any:
 
     if isinstance(value, torch.Tensor):
         return make(value)
-    if depth and isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_copy(v, make, depth - 1) for v in value)
+    if depth and isinstance(value, tuple):
+        items = [_copy(v, make, depth - 1) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     if depth and isinstance(value, list):
         return [_copy(v, make, depth - 1) for v in value]
     if depth and isinstance(value, dict):
@@ -61,8 +65,10 @@ def why_not(fn: Callable, max_bytes: float) -> Optional[str]:
         return "the timed call holds no tensors"
     if any(t.requires_grad or t.grad_fn is not None for t in tensors):
         return "its inputs need gradients"
-    if any(t.layout != torch.strided or t.is_nested for t in tensors):
+    if any(t.layout != torch.strided or t.is_nested or t.is_quantized for t in tensors):
         return "its inputs are not all dense strided tensors"
+    if any(t.is_conj() or t.is_neg() for t in tensors):
+        return "its inputs carry a conjugate or negative bit, which a copy would drop"
     total = sum(t.untyped_storage().nbytes() for t in {id(t): t for t in tensors}.values())
     if total > max_bytes:
         return f"its inputs ({total / 2**20:.0f} MB) exceed timer.placement_max_mb"
@@ -86,17 +92,24 @@ def relocated(fn: Callable, seed: str, keep: List[Any]) -> Iterator[Callable]:
     rng = random.Random(seed)
     cells = [c for c in fn.__closure__ or () if any(True for _ in _tensors(_contents(c)))]
     saved: List[Tuple[Any, Any]] = [(c, c.cell_contents) for c in cells]
-    copies = {}
+    storages = {}  # the original storage's address -> its copy (views of one storage stay views of one)
+    views = {}  # id of a tensor -> its view on the copy (a tensor held twice stays one tensor)
 
     def make(t):
-        if id(t) not in copies:  # one tensor held twice stays one tensor
+        if id(t) not in views:
+            views[id(t)] = view(t)
+        return views[id(t)]
+
+    def view(t):
+        key = (t.device, t.untyped_storage().data_ptr())
+        if key not in storages:
             keep.append(torch.empty(rng.randint(1, 32) * 2**21 + rng.randint(1, 64) * 4096,
                                     dtype=torch.uint8, device=t.device))
-            c = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
-            c.copy_(t)
-            copies[id(t)] = c
-            keep.append(c)
-        return copies[id(t)]
+            src = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+            storages[key] = src.clone()
+            keep.append(storages[key])
+        return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+            storages[key].untyped_storage(), t.storage_offset(), t.size(), t.stride())
 
     try:
         for cell, value in saved:

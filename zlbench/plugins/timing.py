@@ -494,7 +494,7 @@ class TimingPolicy:
         replayed until the stop rule says stop; fixed with timer.placements, at several placements
         of the inputs (placed). Raises what a capture attempt raised."""
         with _rng_guard(self.backend):
-            count, note = self.placements_of(fn, quantiles) if self.rule.fixed else (1, None)
+            count, note = self.placements_of(fn, quantiles, return_mode) if self.rule.fixed else (1, None)
             if count > 1:
                 return self.placed(fn, count, rep, grad_to_none, return_mode)
             graph_rep = self.window_rep(fn, rep)
@@ -517,11 +517,13 @@ class TimingPolicy:
             sampling.placements, sampling.placement_note = 1, note
         return (values[0] if quantiles is not None else statistics.median(values)), sampling
 
-    def placements_of(self, fn, quantiles) -> Tuple[int, Optional[str]]:
+    def placements_of(self, fn, quantiles, return_mode) -> Tuple[int, Optional[str]]:
         """How many placements this call is timed at, and why one only where more were asked for."""
         if self.placements <= 1:
             return 1, None
-        why = "quantiles asked for" if quantiles is not None else placement.why_not(fn, self.placement_max_bytes)
+        why = ("quantiles asked for" if quantiles is not None else
+               None if return_mode != "all" else 'return_mode="all" asked for')
+        why = why or placement.why_not(fn, self.placement_max_bytes)
         return (1, why) if why else (self.placements, None)
 
     def placed(self, fn, count, rep, grad_to_none, return_mode):
@@ -534,22 +536,28 @@ class TimingPolicy:
         note = None
         for k in range(count):
             try:
-                moving = placement.relocated(fn, f"{seed}:{k}", keep) if k else nullcontext(fn)
-                f = moving.__enter__()
-            except Exception as e:  # copying the inputs failed: the placements so far stand
+                per.append(self.one_placement(fn, k, f"{seed}:{k}", keep, log, graph_rep, grad_to_none, return_mode))
+            except Exception as e:
+                if not k:
+                    raise  # the corpus' own placement: a capture failure like any other
+                # The op captured at its own placement: what failed here is a copy (its memory: the
+                # earlier placements are still held), not the op's capture. The placements so far stand.
                 note = f"placement {k + 1} of {count} failed: {type(e).__name__}: {e}"[:300]
                 break
-            try:
-                values = [log.take(lambda during: self.capture(f, graph_rep, grad_to_none, None, return_mode),
-                                   count=_one) for _ in range(self.repeat)]
-            finally:
-                moving.__exit__(None, None, None)
-            per.append(statistics.median(values))
         sampling = self._fixed(log)
         mid = statistics.median(per)
         sampling.placements, sampling.placement_note = len(per), note
         sampling.placement_spread_rel = (max(per) - min(per)) / mid if mid and len(per) > 1 else None
         return mid, sampling
+
+    def one_placement(self, fn, k, seed, keep, log, graph_rep, grad_to_none, return_mode) -> float:
+        """Placement k of a call (0: the corpus' own inputs), timer.repeat captures, their median. A
+        failed capture at a copy gets its generators back here (_rng_guard), as the call's own would."""
+        with (placement.relocated(fn, seed, keep) if k else nullcontext(fn)) as f:
+            with _rng_guard(self.backend) if k else nullcontext():
+                return statistics.median(
+                    log.take(lambda during: self.capture(f, graph_rep, grad_to_none, None, return_mode), count=_one)
+                    for _ in range(self.repeat))
 
     def window_rep(self, fn, rep):
         """The rep for this call's captures: widened for a launch-bound call (measured once)."""

@@ -116,6 +116,25 @@ def _timing_calls(rows: Iterable[dict]):
             yield r, "torch", base
 
 
+def _placement_lines(calls) -> List[str]:
+    """timer.placements: how many placements the calls got, the widest spread between them, and how
+    many calls got fewer than asked (their rows' placement_note says why)."""
+    counted = [c for c in calls if c[2].get("placements") is not None]
+    if not counted:
+        return []
+    by_count = Counter(c[2]["placements"] for c in counted)
+    text = "- memory placements per call: " + ", ".join(f"{k}: {v} call(s)" for k, v in sorted(by_count.items(), reverse=True))
+    spread = [c for c in counted if c[2].get("placement_spread_rel") is not None]
+    if spread:
+        r, side, f = max(spread, key=lambda c: c[2]["placement_spread_rel"])
+        text += (f"; widest spread between placements {_pct(f['placement_spread_rel'])} ({r['op']} "
+                 f"{short_dtype(r.get('dtype'))} {r.get('shape')}, {side}; the median is kept)")
+    short = sum(1 for c in counted if c[2].get("placement_note"))
+    if short:
+        text += f"; {short} call(s) got fewer than asked (placement_note says why)"
+    return [text]
+
+
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{100 * x:.2g}%"
 
@@ -145,14 +164,7 @@ def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]
             text += f" ({r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}, {worst[1]})"
         lines.append(text)
     lines.append("- " + _clock_line(calls, rows, identity))
-    placed = [c for c in calls if (c[2].get("placements") or 1) > 1 and c[2].get("placement_spread_rel") is not None]
-    if placed:
-        r, side, f = max(placed, key=lambda c: c[2]["placement_spread_rel"])
-        kept = sum(1 for c in calls if c[2].get("placement_note"))
-        lines.append(f"- memory placements: {len(placed)} call(s) timed at {f['placements']} placements of their "
-                     f"inputs (median kept); widest spread {_pct(f['placement_spread_rel'])} ({r['op']} "
-                     f"{short_dtype(r.get('dtype'))} {r.get('shape')}, {side})"
-                     + (f"; {kept} call(s) kept one placement (rows say why: placement_note)" if kept else ""))
+    lines += _placement_lines(calls)
     bimodal = [(r, side, f) for r, side, f in calls if f.get("mode_lo_ms") is not None]
     if bimodal:
         lines += ["", f"### Bimodal rows ({MARKER_BIMODAL}): {len(bimodal)} timing call(s) whose samples fall "
