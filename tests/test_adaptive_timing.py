@@ -561,3 +561,13 @@ def test_replayed_throttled_clocks_discard_samples_in_a_real_run(run_zlbench, tm
     ident = json.loads((res.run_dir / "run_identity.json").read_text())
     assert ident["clocks"]["sources"] == ["replay"] and ident["processes"][0]["clocks"]["reader"] == "replay"
     assert "sample(s) discarded for a low SM clock in 1 call(s)" in (res.run_dir / "summary.md").read_text()
+
+
+def test_the_timing_line_names_the_target_only_where_it_decides():
+    from zlbench.report.summary import timing_lines
+
+    rows = [{"op": "exp", "dtype": "torch.float16", "shape": "[[64]]", "status": "ok", "stop_reason": "fixed"}]
+    fixed = timing_lines(rows, {"timer": {"stop": "fixed", "target_rel": 0.005}})
+    assert "- 1 timing calls stopped: fixed 1 (timer.stop=fixed)" in fixed
+    adaptive = timing_lines([{**rows[0], "stop_reason": "target"}], {"timer": {"stop": "adaptive", "target_rel": 0.005}})
+    assert "- 1 timing calls stopped: target 1 (timer.stop=adaptive, target +-0.5%)" in adaptive

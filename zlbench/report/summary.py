@@ -148,8 +148,10 @@ def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]
     lines = ["## Timing", ""]
     reasons = Counter(f["stop_reason"] for _, _, f in calls)
     timer = (identity or {}).get("timer") or {}
-    rule = (f" (timer.stop={timer.get('stop')}, target +-{_pct(timer.get('target_rel'))})"
-            if timer.get("stop") else "")
+    stop = timer.get("stop")
+    # The target only where it decides (adaptive): a fixed stop takes the timer's own budget.
+    rule = (f" (timer.stop={stop}" + (f", target +-{_pct(timer.get('target_rel'))}" if stop == "adaptive" else "")
+            + ")" if stop else "")
     lines.append(f"- {len(calls)} timing calls stopped: "
                  + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + rule)
     sampled = [f for _, _, f in calls if f.get("samples")]
