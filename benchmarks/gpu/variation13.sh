@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 13: where the fixed graph timer's run-to-run tails come from, on a machine with two GPUs
-# (both parts at once, ~4 min):
+# (both parts at once; on the H200 pair the GPU-0 part took longer than the call's 420 s, cut after 7 processes:
+# give it a 600 s call or fewer processes):
 #   GPU 0: process_variation.py: the worst rows in several processes x placements x repeats, and the
 #          autotuner's picks per process, fresh (each process tunes) against TRITON_CACHE_AUTOTUNING=1.
 #   GPU 1: zlbench, timer=graph fixed (the defaults), on sum, layer_norm and bmm, warm: runs

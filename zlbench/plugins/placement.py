@@ -59,8 +59,7 @@ def why_not(fn: Callable, max_bytes: float) -> Optional[str]:
     """Why fn's inputs cannot be placed again (None: they can)."""
     import torch
 
-    cells = getattr(fn, "__closure__", None) or ()
-    tensors = [t for c in cells for t in _tensors(_contents(c))]
+    tensors = [t for c in _tensor_cells(fn) for t in _tensors(c.cell_contents)]
     if not tensors:
         return "the timed call holds no tensors"
     if any(t.requires_grad or t.grad_fn is not None for t in tensors):
@@ -75,11 +74,14 @@ def why_not(fn: Callable, max_bytes: float) -> Optional[str]:
     return None
 
 
-def _contents(cell) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell
-        return None
+def _tensor_cells(fn: Callable) -> List[Any]:
+    """The cells of fn's closure that hold tensors (directly or in containers)."""
+    def holds_tensors(cell) -> bool:
+        try:
+            return next(_tensors(cell.cell_contents), None) is not None
+        except ValueError:  # an empty cell
+            return False
+    return [c for c in getattr(fn, "__closure__", None) or () if holds_tensors(c)]
 
 
 @contextmanager
@@ -90,8 +92,7 @@ def relocated(fn: Callable, seed: str, keep: List[Any]) -> Iterator[Callable]:
     import torch
 
     rng = random.Random(seed)
-    cells = [c for c in fn.__closure__ or () if any(True for _ in _tensors(_contents(c)))]
-    saved: List[Tuple[Any, Any]] = [(c, c.cell_contents) for c in cells]
+    saved: List[Tuple[Any, Any]] = [(c, c.cell_contents) for c in _tensor_cells(fn)]
     storages = {}  # the original storage's address -> its copy (views of one storage stay views of one)
     views = {}  # id of a tensor -> its view on the copy (a tensor held twice stays one tensor)
 

@@ -521,9 +521,12 @@ class TimingPolicy:
         """How many placements this call is timed at, and why one only where more were asked for."""
         if self.placements <= 1:
             return 1, None
-        why = ("quantiles asked for" if quantiles is not None else
-               None if return_mode != "all" else 'return_mode="all" asked for')
-        why = why or placement.why_not(fn, self.placement_max_bytes)
+        if quantiles is not None:
+            why = "quantiles asked for"
+        elif return_mode == "all":
+            why = 'return_mode="all" asked for'
+        else:
+            why = placement.why_not(fn, self.placement_max_bytes)
         return (1, why) if why else (self.placements, None)
 
     def placed(self, fn, count, rep, grad_to_none, return_mode):
