@@ -114,8 +114,18 @@ def test_ab_sides_of_a_row_share_its_device(tmp_path):
         for n in u.nodes:
             where.setdefault(n, set()).add(u.device)
     assert all(len(d) == 1 for d in where.values())
-    # ...and stay there: no unit of an A/B may take another device's nodes.
-    assert all(u.pool == [] and u.claims_dir is None for u in plan.units)
+    # A node-level A/B's device may take later rounds of other devices' nodes (both sides at once,
+    # claimed by its scheduler, zlbench/stealing.py): its processes collect them, and each side and
+    # round has a claims dir; the benchmark processes claim nothing themselves.
+    for u in plan.units:
+        assert sorted(u.pool) == sorted(n for v in plan.units if v.device != u.device and v.side == u.side
+                                        and v.round == u.round for n in v.nodes)
+        assert u.claims_dir == str(tmp_path / "claims" / f"{u.side}.r{u.round}")
+        assert "claims_dir" not in u.plugin_config
+    # A round-level A/B (whole passes per side and round) and steal=false keep every node home.
+    for kw in ({"ab": {**ab, "schedule": "round"}}, {"ab": ab, "launcher": {"steal": False}}):
+        kept = make_plan(cfg(**kw), get_backend("cpu", slots=3), devs(3), MINI, tmp_path)
+        assert all(u.pool == [] and u.claims_dir is None for u in kept.units)
 
 
 def test_units_of_one_side_may_take_each_others_waiting_nodes_from_the_tails(tmp_path):

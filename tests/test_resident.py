@@ -160,18 +160,63 @@ def test_the_demo_switch_is_found_node_by_node(run_zlbench):
         assert (res.run_dir / f"run.{side}.log").is_file()
 
 
-def test_on_two_devices_both_sides_of_a_node_run_on_its_device(run_zlbench):
+def runs_by_device(run_dir):
+    """node_runs with the device whose unit reported each run (a device may take other devices'
+    rounds: zlbench/stealing.py)."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    device = {(u["side"], u["round"], u["unit_id"]): u["device"] for u in plan["units"]}
+    home = {n: u["device"] for u in plan["units"] for n in u["nodes"]}
+    out = []
+    for u in plan["units"]:
+        starts = {}
+        path = run_dir / "units" / u["unit_id"] / "events.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            e = json.loads(line)
+            if e["event"] == "start":
+                starts[e["node"]] = e
+            elif e["event"] == "end" and e["node"] in starts:
+                s = starts.pop(e["node"])
+                out.append({"t0": s["t"], "t1": e["t"], "side": u["side"], "round": u["round"], "node": e["node"],
+                            "device": device[(u["side"], u["round"], u["unit_id"])], "home": home[e["node"]],
+                            "pid": s["pid"], "status": e["status"]})
+    return sorted(out, key=lambda r: r["t0"])
+
+
+def test_on_two_devices_both_sides_of_a_round_run_on_one_device(run_zlbench):
     res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[live_op,slow_op]", "ab.rounds=3",
                       "ab.min_rounds=3")
     assert res.returncode == 0, res.stderr[-3000:]
     plan = json.loads((res.run_dir / "plan.json").read_text())
-    device_of = {(u["side"], u["round"], n): u["device"] for u in plan["units"] for n in u["nodes"]}
     assert {u["device"] for u in plan["units"]} == {0, 1}
-    runs = node_runs(res.run_dir)
-    for node in {r[4] for r in runs}:
-        assert len({device_of[(r[2], r[3], r[4])] for r in runs if r[4] == node}) == 1
+    runs = runs_by_device(res.run_dir)
+    for key in {(r["node"], r["round"]) for r in runs}:
+        assert len({r["device"] for r in runs if (r["node"], r["round"]) == key}) == 1, key
     # One resident process per side and device.
-    assert len({r[5] for r in runs}) == 4
+    assert len({r["pid"] for r in runs}) == 4
+
+
+def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(run_zlbench):
+    """Three nodes of equal cost split 2:1 over two devices: the device with one node finishes its
+    rounds first and takes later rounds of the other's nodes (both sides of a round at once), so
+    every (node, side, round) is measured once, each round's pair on one device."""
+    res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]", "ab.rounds=5",
+                      "ab.min_rounds=5", env={"ZL_FIXTURE_SLEEP": "0.4"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = runs_by_device(res.run_dir)
+    keys = [(r["node"], r["side"], r["round"]) for r in runs]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 5 and all(r["status"] == "ok" for r in runs), runs
+    for key in {(r["node"], r["round"]) for r in runs}:
+        assert len({r["device"] for r in runs if (r["node"], r["round"]) == key}) == 1, key
+    taken = [(r["node"], r["round"]) for r in runs if r["device"] != r["home"]]
+    assert taken and all(rnd > 0 for _, rnd in taken), runs  # round 1 (liveness) stays home
+    # Still one node at a time per device, taken rounds included.
+    for dev in (0, 1):
+        mine = [r for r in runs if r["device"] == dev]
+        assert all(b["t0"] >= a["t1"] for a, b in zip(mine, mine[1:])), mine
+    # The report counts every round wherever it ran; nothing reads as missing or cut.
+    assert {v["rounds"] for v in ab_rows(res.run_dir).values()} == {"5"}
+    statuses = {(r["test_node"], r["side"]): r["status"] for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
+    assert len(statuses) == 6 and set(statuses.values()) == {"ok"}, statuses
 
 
 def test_tuning_replay_runs_round_by_round_and_says_so(run_zlbench):
@@ -180,3 +225,17 @@ def test_tuning_replay_runs_round_by_round_and_says_so(run_zlbench):
     assert "note: ab.tuning=replay runs round by round (ab.schedule=round)" in res.stdout
     res = run_zlbench(*CORPUS, "ops=[live_op]", "ab.min_rounds=1")
     assert res.returncode == 2 and "ab.min_rounds=1" in res.stderr and "Fix: ab.min_rounds=4" in res.stderr
+
+
+def test_a_cut_run_whose_devices_took_each_others_rounds_resumes_to_every_round_once(run_zlbench):
+    args = [*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]", "ab.rounds=5", "ab.min_rounds=5"]
+    env = {"ZL_FIXTURE_SLEEP": "0.4"}
+    cut = run_zlbench(*args, "launcher.run_timeout_s=9", env=env)
+    assert cut.returncode == 4, cut.stderr[-3000:]
+    assert "Run cut short" in (cut.run_dir / "ab.md").read_text()
+    done = run_zlbench(*args, f"resume={cut.run_dir}", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ok = [(r["node"], r["side"], r["round"]) for r in runs_by_device(cut.run_dir) if r["status"] == "ok"]
+    assert len(ok) == len(set(ok)) == 3 * 2 * 5, sorted(ok)
+    assert {v["rounds"] for v in ab_rows(cut.run_dir).values()} == {"5"}
+    assert "Run cut short" not in (cut.run_dir / "ab.md").read_text()

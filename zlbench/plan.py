@@ -16,7 +16,7 @@ from .backends import DeviceBackend, DeviceInfo
 from .corpus import Corpus, TestNode, check_shape_file
 from .errors import UsageError
 from .results.records import PluginConfig, WorkUnit
-from .stealing import share_waiting_nodes
+from .stealing import share_waiting_nodes, share_waiting_rounds
 
 CORE_PLUGINS = ("zlbench.plugins.device_setup", "zlbench.plugins.timing", "zlbench.plugins.record")
 TIMERS = ("graph", "direct", "host")
@@ -194,6 +194,8 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         u.schedule = schedule
     if cfg["launcher"].get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
         share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
+    elif cfg["launcher"].get("steal", True) and schedule and len(devices) > 1:
+        share_waiting_rounds(units, run_dir)
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes)
 
 

@@ -10,7 +10,9 @@ process of its own, with untimed autotuning and a scratch tuning cache: plugins/
 compiles it; a node whose kernels are identical on both sides is not timed again ("not live"). From `min_rounds` on, a node whose live rows all
 have a settled verdict (report/sequential.py, valid although it looks after every round) stops.
 Both decisions are written as `stopped` events into the rounds left out, so a resume makes the same
-ones and nothing reads as cut. A node that crashes or hangs gets crashed / timeout as in a plain
+ones and nothing reads as cut. On several devices a device done with its own rounds takes later
+rounds of other devices' nodes, both sides of a round at once (zlbench/stealing.py): nodes stop at
+different rounds, so devices would otherwise finish far apart. A node that crashes or hangs gets crashed / timeout as in a plain
 run (worker.outcome) and its side a fresh process; `respawn_every` rounds both sides restart, each
 start with a FlagGems tuning cache of its own, so process-level luck (allocation addresses,
 autotune picks) is drawn again rather than baked into one side.
@@ -24,6 +26,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -32,6 +35,8 @@ from .locks import DeviceLock
 from .plugins.liveness import cache_entries
 from .report.liveness import compare_kernels
 from .results import events as ev
+from .results.rundir import PLAN_FILE, load_plan
+from .stealing import HEARTBEAT_S, RoundStealing
 from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
 from .worker import Attempt, Terminated, outcome, status_counts
 
@@ -175,7 +180,11 @@ class DeviceAB:
         # With respawns, each side process tunes afresh, so autotune picks are drawn again per
         # respawn instead of being baked into one side (Triton's kernel cache, code only, is kept).
         retune = bool(self.schedule.get("respawn_every"))
-        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, first["nodes"], extra_env or {}, retune=retune)
+        plan_units = load_plan(self.run_dir)["units"] if (self.run_dir / PLAN_FILE).is_file() else list(units)
+        self.steal = RoundStealing(plan_units, first["device"], self.sides, self.run_dir)
+        # They collect other devices' nodes too (`pool`): this device may take their later rounds.
+        collected = list(first["nodes"]) + list(first.get("pool") or [])
+        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, collected, extra_env or {}, retune=retune)
                       for s in self.sides}
         # Liveness first: round 1 runs the first side first on every node and the second side's
         # prober compiles each node without timing it (plugins/untimed_tuning.py), in a process of
@@ -200,15 +209,26 @@ class DeviceAB:
         waiting = lambda holder: ev.append(  # noqa: E731
             ev.events_path(self.run_dir, self.units[(self.sides[0], 0)]["unit_id"]), "warning",
             message=f"waiting for device lock {self.lock} held by {holder}")
-        with DeviceLock(self.lock, waiting):
-            try:
-                for r in range(self.rounds):
-                    if not self._round(r):
-                        break
-            finally:
-                for p in [*self.procs.values(), *([self.prober] if self.prober else [])]:
-                    p.stop()
-        return {u["unit_id"]: status_counts(self._events(u), u["nodes"]) for u in self.units.values()}
+        alive = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(alive,), daemon=True).start()
+        try:
+            with DeviceLock(self.lock, waiting):
+                try:
+                    if all(self._round(r) for r in range(self.rounds)):
+                        self._take_others()
+                finally:
+                    for p in [*self.procs.values(), *([self.prober] if self.prober else [])]:
+                        p.stop()
+        finally:
+            alive.set()
+            self.steal.finished()
+        return {u["unit_id"]: status_counts(self._events(u), self.steal.answered(u)) for u in self.units.values()}
+
+    def _heartbeat(self, done: threading.Event) -> None:
+        """Other devices wait for rounds of ours to take only while this device says it is alive."""
+        while not done.is_set():
+            self.steal.beat(force=True)
+            done.wait(HEARTBEAT_S)
 
     def _round(self, r: int) -> bool:
         """Run round r; False when the run's time limit cut it (everything left is marked)."""
@@ -226,6 +246,8 @@ class DeviceAB:
             self._start_prober()
         for i, node in enumerate(order):
             first, second = self.sides if probing or (i + r) % 2 == 0 else self.sides[::-1]
+            if any(node not in done[s] for s in self.sides) and not self.steal.take(node, r):
+                continue  # another device took this round of the node (it reports it there)
             for side in (first, second):
                 if node in done[side]:
                     continue
@@ -234,8 +256,9 @@ class DeviceAB:
                     return False
                 if probing and side == second and \
                         self._probe_liveness(self.units[(first, 0)], self.units[(second, 0)], node) is False:
-                    self._stop(node, "not live", 0, sides=[second])
+                    # Later rounds first: once round 1 reads as done, other devices could take round 2.
                     self._stop(node, "not live", 1)
+                    self._stop(node, "not live", 0, sides=[second])
                     continue
                 self._run_node(side, self.units[(side, r)], node)
         if probing:
@@ -305,8 +328,11 @@ class DeviceAB:
         return compare_kernels(mine, theirs)
 
     def _stop(self, node: str, why: str, from_round: int, sides: Optional[Sequence[str]] = None) -> None:
-        """`stopped` events: the node runs in none of these sides' rounds from_round.. ."""
+        """`stopped` events: the node runs in none of these sides' rounds from_round.. (those this
+        device holds: a round another device took is that device's to report)."""
         for rr in range(from_round, self.rounds):
+            if not self.steal.take(node, rr):
+                continue
             for s in sides or self.sides:
                 ev.append(ev.events_path(self.run_dir, self.units[(s, rr)]["unit_id"]), "stopped",
                           node=node, why=why, after_rounds=max(1, from_round))
@@ -355,12 +381,13 @@ class DeviceAB:
                 return
 
     def _cut_by_deadline(self) -> None:
-        """The run's time limit: every (side, round, node) left gets timeout, as plain units do."""
+        """The run's time limit: every (side, round, node) left that this device answers for gets
+        timeout, as plain units do."""
         for unit in self.units.values():
             path = ev.events_path(self.run_dir, unit["unit_id"])
             events = self._events(unit)
             done = ev.done_nodes(events) | set(ev.placeholders(events))
-            for n in unit["nodes"]:
+            for n in self.steal.answered(unit):
                 if n not in done:
                     ev.append(path, "end", node=n, status="timeout", resumable=True,
                               reason=f"{ev.DEADLINE_REASON} before it ran")
@@ -376,10 +403,44 @@ class DeviceAB:
             self._stop(n, "settled", r)
 
     def _rows_so_far(self, r: int) -> Dict[str, List[dict]]:
-        from .results.rundir import unit_rows
+        """Rows of this device's nodes in rounds < r, wherever they ran (another device may have
+        taken some of their rounds)."""
+        return self.steal.rows_before(r, self.units[(self.sides[0], 0)]["nodes"])
 
-        return {s: [row for rr in range(r) for row in unit_rows(self.units[(s, rr)], self._events(self.units[(s, rr)]))]
-                for s in self.sides}
+    # -- other devices' rounds ---------------------------------------------------------------------
+    def _take_others(self) -> None:
+        """Done with its own rounds, the device takes later rounds of other devices' nodes, as long
+        as any may still become takeable (their device is at work on an earlier round)."""
+        if not self.steal.on:
+            return
+        while True:
+            if self.deadline is not None and time.time() >= self.deadline:
+                self._cut_by_deadline()
+                return
+            found, waiting = self.steal.next_round()
+            if found is None:
+                if not waiting or not self.steal.others_running():
+                    return
+                time.sleep(POLL_S)
+                continue
+            node, r = found
+            if self.steal.take(node, r) and not self._run_taken(node, r):
+                return
+
+    def _run_taken(self, node: str, r: int) -> bool:
+        """Another device's node, round r, both sides here, in the ABBA order its device would have
+        used; False when the run's time limit cut it."""
+        if r >= int(self.schedule["min_rounds"]) and settled_nodes(
+                self.steal.rows_before(r, self.steal.home_nodes(node)), [node], self.schedule):
+            self._stop(node, "settled", r)
+            return True
+        i = self.steal.home_order(node, r).index(node)
+        for side in (self.sides if (i + r) % 2 == 0 else self.sides[::-1]):
+            if self.deadline is not None and time.time() >= self.deadline:
+                self._cut_by_deadline()
+                return False
+            self._run_node(side, self.units[(side, r)], node)
+        return True
 
 
 def _forget(folder: Optional[str], entries: set) -> None:

@@ -1,18 +1,31 @@
-"""Work stealing: a device that finished its own nodes takes nodes still waiting on other devices
-(one side, one round only: an A/B keeps both sides of a row on one device).
+"""Work stealing: a device that finished its own work takes work still waiting on other devices.
 
-Plan time: `share_waiting_nodes` gives every unit the others' nodes as a pool. Run time: the worker
-asks `Ownership` which nodes its unit answers for and which it may still take; the benchmark process
-claims each node before running it (zlbench/claims.py: atomic, so each node runs once).
+Plain runs (one side, one round): `share_waiting_nodes` gives every unit the others' nodes as a pool;
+the worker asks `Ownership` which nodes its unit answers for and which it may still take, and the
+benchmark process claims each node before running it (zlbench/claims.py: atomic, so each node runs
+once).
+
+Node-level A/B (zlbench/resident.py): the unit of work is a node's round, both sides of it on one
+device, so the pairs stay on one device. `share_waiting_rounds` gives every (side, round) a claims
+dir; a device claims a node's round for both sides (side A's claim first, so whoever holds it holds
+B's) before running it, its home device included. `RoundStealing` finds, for a device done with its
+own rounds, the next round of another device's node that may run now: rounds after the first (the
+first decides liveness on the home device), the node's earlier rounds done, not claimed. Rows of a
+taken round go to the taker's own unit of that side and round, so every events file keeps one writer.
 """
 
 from __future__ import annotations
 
+import time
 from itertools import zip_longest
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .claims import owner
+from .claims import claim, owner
+from .results import events as ev
+
+HEARTBEAT_S = 5.0  # how often a device's A/B says it is alive
+GONE_AFTER_S = 60.0  # a device silent this long no longer holds up the others
 
 
 def share_waiting_nodes(units: Sequence, claims_dir: Path) -> None:
@@ -58,3 +71,143 @@ class Ownership:
         session_done = any(e.get("event") == "session_end" for e in attempt.new)
         self.given_up.update(n for n in takeable if attempt.collect_error(n) is not None
                              or (session_done and owner(self.claims_dir, n) is None))
+
+
+# -- node-level A/B: a node's round as the unit of work ------------------------------------------
+def share_waiting_rounds(units: Sequence, run_dir: Path) -> None:
+    """Every unit of a node-level A/B on several devices: the other devices' nodes (its resident
+    processes collect them, so they can run any) and the claims dir of its side and round."""
+    by_device: Dict[int, List[str]] = {}
+    for u in units:
+        by_device.setdefault(u.device, [])
+        by_device[u.device] += [n for n in u.nodes if n not in by_device[u.device]]
+    for u in units:
+        u.pool = [n for d, nodes in sorted(by_device.items()) if d != u.device for n in nodes]
+        u.claims_dir = str(run_dir / "claims" / f"{u.side}.r{u.round}")
+
+
+class RunEvents:
+    """Every unit's events of the run, read incrementally (other devices' units grow as they run)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self._seen: Dict[str, Tuple[int, List[dict]]] = {}
+
+    def of(self, unit_id: str) -> List[dict]:
+        pos, events = self._seen.get(unit_id, (0, []))
+        new, pos = ev.read_new_events(ev.events_path(self.run_dir, unit_id), pos)
+        events = events + new
+        self._seen[unit_id] = (pos, events)
+        return events
+
+
+class RoundStealing:
+    """One device's view of a node-level A/B's rounds on every device (from plan.json's units)."""
+
+    def __init__(self, plan_units: Sequence[Mapping], device: int, sides: Sequence[str], run_dir: Path):
+        self.device, self.sides = device, list(sides)
+        self.units = [u for u in plan_units if u.get("schedule")]
+        self.home = {n: u["device"] for u in self.units for n in u["nodes"]}
+        self.mine = {(u["side"], u["round"]): u for u in self.units if u["device"] == device}
+        self.rounds = 1 + max(u["round"] for u in self.units)
+        self.events = RunEvents(run_dir)
+        self.beat_dir = Path(run_dir) / "resident"
+        self._beat = 0.0
+
+    @property
+    def on(self) -> bool:
+        return any(u.get("claims_dir") for u in self.units)
+
+    # -- claims -----------------------------------------------------------------------------------
+    def take(self, node: str, r: int) -> bool:
+        """Claim node's round r for this device, both sides (side A's first); True when it is ours."""
+        if not self.on:
+            return True
+        for s in self.sides:
+            u = self.mine[(s, r)]
+            if not claim(u["claims_dir"], node, u["unit_id"]):
+                return False
+        return True
+
+    def elsewhere(self, unit: Mapping, node: str) -> bool:
+        """Another device claimed this node in unit's side and round (it runs and reports it there)."""
+        who = owner(unit["claims_dir"], node) if unit.get("claims_dir") else None
+        return who is not None and who != unit["unit_id"]
+
+    def answered(self, unit: Mapping) -> List[str]:
+        """The nodes unit answers for: its own that nobody else took, and others' it took."""
+        own = [n for n in unit["nodes"] if not self.elsewhere(unit, n)]
+        taken = [n for n in unit.get("pool") or [] if unit.get("claims_dir")
+                 and owner(unit["claims_dir"], n) == unit["unit_id"]]
+        return own + taken
+
+    # -- what is done, on any device --------------------------------------------------------------
+    def _units_of(self, side: str, r: int) -> Iterable[Mapping]:
+        return (u for u in self.units if u["side"] == side and u["round"] == r)
+
+    def done(self, side: str, r: int) -> set:
+        return {n for u in self._units_of(side, r) for n in ev.done_nodes(self.events.of(u["unit_id"]))}
+
+    def rows_before(self, r: int, nodes: Sequence[str]) -> Dict[str, List[dict]]:
+        """Rows of rounds < r of these nodes, wherever they ran (the stop rule's input)."""
+        from .results.rundir import unit_rows
+
+        wanted = set(nodes)
+        return {s: [row for rr in range(r) for u in self._units_of(s, rr)
+                    for row in unit_rows(u, self.events.of(u["unit_id"]))
+                    if ev.base_node(row.get("node") or "") in wanted]
+                for s in self.sides}
+
+    def home_nodes(self, node: str) -> List[str]:
+        return [n for n, d in self.home.items() if d == self.home[node]]
+
+    def home_order(self, node: str, r: int) -> List[str]:
+        """The node order of node's home device in round r (its ABBA parity comes from it)."""
+        return next(u["nodes"] for u in self._units_of(self.sides[0], r) if u["device"] == self.home[node])
+
+    # -- what this device may take ----------------------------------------------------------------
+    def next_round(self) -> Tuple[Optional[Tuple[str, int]], bool]:
+        """(node, round) another device's node may run here now, or None; and whether anything of
+        other devices is still waiting (so that waiting for it to become takeable makes sense)."""
+        waiting = False
+        for r in range(1, self.rounds):
+            done = {s: self.done(s, r) for s in self.sides}
+            before = {s: self.done(s, r - 1) for s in self.sides}
+            for n in self.others_tails_first(r):
+                if all(n in done[s] for s in self.sides):
+                    continue
+                waiting = True
+                if not all(n in before[s] for s in self.sides):
+                    continue  # its earlier round still runs (or waits) on its device
+                if any(self.elsewhere(self.mine[(s, r)], n) for s in self.sides):
+                    continue
+                return (n, r), True
+        return None, waiting
+
+    def others_tails_first(self, r: int) -> List[str]:
+        """Other devices' nodes of round r, from the tails of their orders (a home device runs its
+        order front to back, so a taker and its home meet last), one device after another in turn."""
+        tails = [list(reversed(u["nodes"])) for u in self._units_of(self.sides[0], r) if u["device"] != self.device]
+        return [n for group in zip_longest(*tails) for n in group if n is not None]
+
+    # -- liveness of the devices --------------------------------------------------------------------
+    def beat(self, force: bool = False) -> None:
+        now = time.time()
+        if force or now - self._beat >= HEARTBEAT_S:
+            self.beat_dir.mkdir(parents=True, exist_ok=True)
+            (self.beat_dir / f"d{self.device}.alive").write_text(str(now))
+            self._beat = now
+
+    def finished(self) -> None:
+        (self.beat_dir / f"d{self.device}.alive").write_text("finished")
+
+    def others_running(self) -> bool:
+        """Another device's A/B is still at work (said so within GONE_AFTER_S)."""
+        for d in {u["device"] for u in self.units} - {self.device}:
+            try:
+                text = (self.beat_dir / f"d{d}.alive").read_text()
+            except FileNotFoundError:
+                continue
+            if text != "finished" and time.time() - (self.beat_dir / f"d{d}.alive").stat().st_mtime < GONE_AFTER_S:
+                return True
+        return False

@@ -89,6 +89,8 @@ def node_walls(run: Path) -> Dict:
     dev_busy: Dict[str, float] = defaultdict(float)
     timed: Dict[str, float] = {}
     probed: Dict[str, float] = {}
+    home = {n: u["device"] for u in plan["units"] for n in u["nodes"]}
+    taken = set()  # (node, round) another device took from its home device (zlbench/stealing.py)
     for u in plan["units"]:
         for name, into in (("events.jsonl", timed), ("probe.jsonl", probed)):
             path = run / "units" / u["unit_id"] / name
@@ -107,12 +109,15 @@ def node_walls(run: Path) -> Dict:
                     dev_times[dev].append(e["t"])
                     if name == "events.jsonl":
                         dev_busy[dev] += e["t"] - starts[e["node"]]
+                        if home.get(e["node"], u.get("device")) != u.get("device"):
+                            taken.add((e["node"], u["round"]))
                     if u["round"] == 0 and (name == "probe.jsonl" or e["node"] not in into):
                         into[e["node"].split("::")[-1]] = round(e["t"] - starts[e["node"]], 2)
     t0 = min((t for ts in dev_times.values() for t in ts), default=0.0)
     return {"round_wall_s": {r: round(max(t) - min(t), 1) for r, t in sorted(spans.items())},
             "device_span_s": {d: [round(min(t) - t0, 1), round(max(t) - t0, 1)] for d, t in sorted(dev_times.items())},
             "device_timed_s": {d: round(b, 1) for d, b in sorted(dev_busy.items())},
+            "rounds_taken_across_devices": len(taken),
             "round1_timed_vs_probe_s": {n: [timed.get(n), p] for n, p in sorted(probed.items())}}
 
 

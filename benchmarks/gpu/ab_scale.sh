@@ -14,6 +14,8 @@
 #   aa_node / aa_round     A/A (ab.aa=true) of triton_fp_fusion, ab.rounds=$MAX each
 #   live_node / live_round ab=triton_fp_fusion (live on NVIDIA), ab.rounds=$MAX each
 #   aa_node_respawn        A/A node-level with ab.respawn_every=1 (the respawn default's evidence)
+#   live_node_nosteal      live_node with launcher.steal=false (on several GPUs: no device takes
+#                          another's rounds; the yardstick of zlbench/stealing.py's round stealing)
 set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 # Ten op files of seven families (unary and binary pointwise, activation, reduction, index
@@ -49,6 +51,7 @@ run_step() { local name=$1 dev=$2; case $name in
   aa_round) zl "$name" "$dev" ab=triton_fp_fusion ab.aa=true ab.schedule=round ab.rounds=$MAX;;
   aa_node_respawn) zl "$name" "$dev" ab=triton_fp_fusion ab.aa=true ab.rounds=$MAX ab.respawn_every=1;;
   live_node) zl "$name" "$dev" ab=triton_fp_fusion ab.rounds=$MAX;;
+  live_node_nosteal) zl "$name" "$dev" ab=triton_fp_fusion ab.rounds=$MAX launcher.steal=false;;
   live_round) zl "$name" "$dev" ab=triton_fp_fusion ab.schedule=round ab.rounds=$MAX;;
   *) echo "unknown step $name"; return 2;;
   esac; }
