@@ -494,6 +494,26 @@ def test_graph_timer_times_each_placement_and_keeps_the_median(plugin_config):
     assert facts["placements"] == 1 and facts["placement_note"] == "the timed call holds no tensors"
 
 
+def test_with_a_tol_only_calls_that_placement_moves_get_every_placement(plugin_config):
+    import torch
+
+    timer = {"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4, "placement_tol": 0.01}
+    for readings, value, timed, spread in (([2.0, 2.01], 2.0, 2, 0.005), ([2.0, 2.2, 2.1, 1.9], 2.05, 4, 0.3 / 2.05)):
+        plugin_config(backend="cuda", timer=timer)
+        reps, values = [], iter(readings)
+
+        def upstream_graph(f, rep=20, **kw):
+            reps.append(rep)
+            return next(values)
+
+        policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
+        assert policy(_closure_over(torch.ones(8))[0], rep=40) == pytest.approx(value)
+        # The own placement keeps the whole budget; each copy gets a quarter of it.
+        assert reps == [40.0] + [10.0] * (timed - 1)
+        facts = _runtime.timing_calls[-1]["facts"]
+        assert facts["placements"] == timed and facts["placement_spread_rel"] == pytest.approx(spread, abs=1e-4)
+
+
 def test_a_placement_that_cannot_be_made_keeps_the_ones_measured(plugin_config, monkeypatch):
     import torch
 

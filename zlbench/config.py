@@ -72,6 +72,9 @@ class TimerConf:
     # (zlbench/plugins/placement.py). 1: the corpus' own placement only.
     placements: int = 1
     placement_max_mb: float = 256.0
+    # None: every call at every placement. A relative tol: the own placement at the whole budget,
+    # one copy checks it, the other copies only where the two differ by more.
+    placement_tol: Optional[float] = None
     # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
     # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
     # after min_samples, up to max_samples or max_time_ms of sampling after the first batch.

@@ -58,6 +58,8 @@ RULES: List[Rule] = [
     Rule("timer.placements", _integer(lambda v: v >= 1), "an integer >= 1 (1: the inputs' own placement only)",
          "timer.placements=1"),
     Rule("timer.placement_max_mb", _number(lambda v: v > 0), "a number of MB > 0", "timer.placement_max_mb=256"),
+    Rule("timer.placement_tol", _number(lambda v: 0 < v < 1), "a relative difference between 0 and 1, "
+         "exclusive, or null (every call at every placement)", "timer.placement_tol=null", nullable=True),
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
     Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
          "ab.min_rounds=4"),

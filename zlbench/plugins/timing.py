@@ -345,6 +345,8 @@ class TimingPolicy:
         self.min_window_ms = float(timer.get("min_window_ms") or 0)
         self.placements = max(1, int(timer.get("placements") or 1))
         self.placement_max_bytes = float(timer.get("placement_max_mb") or 256) * 2**20
+        tol = timer.get("placement_tol")
+        self.placement_tol = None if tol is None else float(tol)
         self.rule = StopRule.from_timer(timer)
         self.clock_policy = ClockPolicy.from_timer(timer)
         self.clock_choice = str(timer.get("clock_reader") or DEFAULTS["clock_reader"])
@@ -532,14 +534,26 @@ class TimingPolicy:
     def placed(self, fn, count, rep, grad_to_none, return_mode):
         """timer.placements: the call's replay budget split over `count` placements of its inputs
         (the corpus' own, then copies behind pads of random size: plugins/placement.py), each
-        captured and replayed timer.repeat times; the median over all is kept."""
+        captured and replayed timer.repeat times; the median over all is kept.
+
+        With timer.placement_tol, only calls that placement moves pay for placements: the corpus'
+        own placement keeps the whole budget (the value a single placement gives), one copy with
+        1/count of it checks, and only where the two differ by more than the tol (relative) are the
+        other count-2 copies timed and the median over all kept; else the own placement's value."""
         log, keep, per = self.clock_log(), [], []
-        graph_rep = self.window_rep(fn, rep / count)
+        split_rep = self.window_rep(fn, rep / count)
+        checked = self.placement_tol is not None
+        own_rep = self.window_rep(fn, rep) if checked else split_rep
         seed = f"{_runtime.current_node}:{len(_runtime.timing_calls)}"
         note = None
+        unmoved = False  # with the tol: the check found placement does not move this call
         for k in range(count):
+            if checked and k == 2 and abs(per[1] - per[0]) <= self.placement_tol * per[0]:
+                unmoved = True
+                break
             try:
-                per.append(self.one_placement(fn, k, f"{seed}:{k}", keep, log, graph_rep, grad_to_none, return_mode))
+                per.append(self.one_placement(fn, k, f"{seed}:{k}", keep, log, own_rep if k == 0 else split_rep,
+                                              grad_to_none, return_mode))
             except Exception as e:
                 if not k:
                     raise  # the corpus' own placement: a capture failure like any other
@@ -548,7 +562,7 @@ class TimingPolicy:
                 note = f"placement {k + 1} of {count} failed: {type(e).__name__}: {e}"[:300]
                 break
         sampling = self._fixed(log)
-        mid = statistics.median(per)
+        mid = per[0] if unmoved else statistics.median(per)
         sampling.placements, sampling.placement_note = len(per), note
         sampling.placement_spread_rel = (max(per) - min(per)) / mid if mid and len(per) > 1 else None
         return mid, sampling
