@@ -330,9 +330,10 @@ class DeviceAB:
     def _stop(self, node: str, why: str, from_round: int, sides: Optional[Sequence[str]] = None) -> None:
         """`stopped` events: the node runs in none of these sides' rounds from_round.. (those this
         device holds: a round another device took is that device's to report)."""
-        for rr in range(from_round, self.rounds):
-            if not self.steal.take(node, rr):
-                continue
+        # Every round claimed before any reads as done: a round stopped (done) makes the next one
+        # takeable on another device.
+        held = [rr for rr in range(from_round, self.rounds) if self.steal.take(node, rr)]
+        for rr in held:
             for s in sides or self.sides:
                 ev.append(ev.events_path(self.run_dir, self.units[(s, rr)]["unit_id"]), "stopped",
                           node=node, why=why, after_rounds=max(1, from_round))

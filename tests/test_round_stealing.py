@@ -1,0 +1,54 @@
+"""Rounds of a node-level A/B taken across devices (zlbench/stealing.py, zlbench/resident.py), on
+hand-made plans: races between a node's home device and a taker, without running benchmarks."""
+
+from zlbench import resident
+from zlbench.resident import DeviceAB
+from zlbench.results import events as ev
+from zlbench.stealing import RoundStealing
+
+SIDES = ["off", "on"]
+N, M = "t.py::test_n", "t.py::test_m"
+
+
+def plan_units(run_dir, rounds=4):
+    """Device 0 holds N, device 1 holds M; every unit may take the other device's node."""
+    units = []
+    for dev, node, other in ((0, N, M), (1, M, N)):
+        for r in range(rounds):
+            for s in SIDES:
+                units.append({"unit_id": f"d{dev}.{s}.r{r}", "device": dev, "side": s, "round": r, "nodes": [node],
+                              "pool": [other], "claims_dir": str(run_dir / "claims" / f"{s}.r{r}"),
+                              "schedule": {"sides": SIDES, "min_rounds": 2}})
+    for u in units:
+        ev.events_path(run_dir, u["unit_id"]).parent.mkdir(parents=True, exist_ok=True)
+    return units
+
+
+def home_ab(units, run_dir, device=0):
+    """A DeviceAB with only what its claims and `stopped` events need (no processes)."""
+    ab = DeviceAB.__new__(DeviceAB)
+    ab.run_dir, ab.sides = run_dir, SIDES
+    ab.units = {(u["side"], u["round"]): u for u in units if u["device"] == device}
+    ab.rounds = 1 + max(u["round"] for u in units)
+    ab.steal = RoundStealing(units, device, SIDES, run_dir)
+    return ab
+
+
+def test_a_node_stopped_as_not_live_is_never_takeable_while_its_stops_are_written(tmp_path, monkeypatch):
+    units = plan_units(tmp_path)
+    home, taker = home_ab(units, tmp_path), RoundStealing(units, 1, SIDES, tmp_path)
+    ev.append(ev.events_path(tmp_path, "d0.off.r0"), "end", node=N, status="ok")  # side A timed it
+    offered = []
+    append = ev.append
+
+    def watched(path, event, **fields):
+        append(path, event, **fields)
+        if event == "stopped":  # what another device may take at every step of the writing
+            offered.append(taker.next_round()[0])
+
+    monkeypatch.setattr(resident.ev, "append", watched)
+    # The probe found it not live: as _round writes it.
+    home._stop(N, "not live", 1)
+    home._stop(N, "not live", 0, sides=["on"])
+    assert offered and all(o is None or o[0] != N for o in offered), offered
+    assert all(taker.take(N, r) is False for r in range(1, 4))
