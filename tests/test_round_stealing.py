@@ -52,3 +52,37 @@ def test_a_node_stopped_as_not_live_is_never_takeable_while_its_stops_are_writte
     home._stop(N, "not live", 0, sides=["on"])
     assert offered and all(o is None or o[0] != N for o in offered), offered
     assert all(taker.take(N, r) is False for r in range(1, 4))
+
+
+class CountedSide:
+    """A side process that counts its starts (a stop ends the current one)."""
+    broken = None
+
+    def __init__(self):
+        self.start = 0
+
+    def stop(self):
+        self.start += 1
+
+
+def test_a_taker_respawns_between_periods_of_a_node_it_runs_several_rounds_of(tmp_path):
+    units = plan_units(tmp_path)
+    for s in SIDES:
+        ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
+    taker = home_ab(units, tmp_path, device=1)
+    taker.schedule = {**units[0]["schedule"], "respawn_every": 2, "min_rounds": 4}
+    taker.deadline, taker.taken_in = None, {}
+    taker.procs = {s: CountedSide() for s in SIDES}
+    ran = []
+
+    def run_node(side, unit, node):
+        ran.append((side, unit["round"], taker.procs[side].start))
+        ev.append(ev.events_path(tmp_path, unit["unit_id"]), "end", node=node, status="ok")
+
+    taker._run_node = run_node
+    taker._take_others()
+    assert sorted(r for _, r, _ in ran) == [1, 1, 2, 2, 3, 3]
+    # Round 1 (period 0) and rounds 2-3 (period 1) in different processes, on either side.
+    for side in SIDES:
+        by_round = {r: start for s, r, start in ran if s == side}
+        assert by_round[1] != by_round[2] == by_round[3], ran

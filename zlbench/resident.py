@@ -196,6 +196,9 @@ class DeviceAB:
         self.node_timeout = float(first["node_timeout_s"])
         self.crash_retries = int(first.get("crash_retries") or 0)
         self.lock = first.get("device_lock")
+        # Taken rounds (other devices' nodes): node -> the respawn period its round ran in, in the
+        # processes now running.
+        self.taken_in: Dict[str, int] = {}
 
     # -- what is done ------------------------------------------------------------------------
     def _events(self, unit: Mapping) -> List[dict]:
@@ -435,6 +438,15 @@ class DeviceAB:
                 self.steal.rows_before(r, self.steal.home_nodes(node)), [node], self.schedule):
             self._stop(node, "settled", r)
             return True
+        every = int(self.schedule.get("respawn_every") or 0)
+        if every and self.taken_in.get(node, r // every) != r // every:
+            # The processes ran another period's round of it: rounds of a node in different
+            # periods get processes of their own, as on its home device.
+            for p in self.procs.values():
+                p.stop()
+            self.taken_in.clear()
+        if every:
+            self.taken_in[node] = r // every
         i = self.steal.home_order(node, r).index(node)
         for side in (self.sides if (i + r) % 2 == 0 else self.sides[::-1]):
             if self.deadline is not None and time.time() >= self.deadline:
