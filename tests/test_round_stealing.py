@@ -54,6 +54,22 @@ def test_a_node_stopped_as_not_live_is_never_takeable_while_its_stops_are_writte
     assert all(taker.take(N, r) is False for r in range(1, 4))
 
 
+class BrokenSide:
+    broken = "exited with code 1 before it was ready"
+
+
+def test_a_device_whose_side_process_cannot_start_takes_no_rounds_of_others(tmp_path):
+    units = plan_units(tmp_path)
+    for s in SIDES:
+        ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
+    taker = home_ab(units, tmp_path, device=1)
+    taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
+    taker.procs = {s: BrokenSide() for s in SIDES}
+    taker._take_others()
+    # Every round of N after the first is still there for its home device to run.
+    assert all(RoundStealing(units, 0, SIDES, tmp_path).take(N, r) for r in range(1, 4))
+
+
 class CountedSide:
     """A side process that counts its starts (a stop ends the current one)."""
     broken = None

@@ -421,6 +421,8 @@ class DeviceAB:
             if self.deadline is not None and time.time() >= self.deadline:
                 self._cut_by_deadline()
                 return
+            if any(p.broken for p in self.procs.values()):
+                return  # every round it took would end crashed at once: their home devices run them
             found, waiting = self.steal.next_round()
             if found is None:
                 if not waiting or not self.steal.others_running():
