@@ -1,6 +1,8 @@
 """Rounds of a node-level A/B taken across devices (zlbench/stealing.py, zlbench/resident.py), on
 hand-made plans: races between a node's home device and a taker, without running benchmarks."""
 
+import threading
+
 from zlbench import resident
 from zlbench.resident import DeviceAB
 from zlbench.results import events as ev
@@ -102,3 +104,32 @@ def test_a_taker_respawns_between_periods_of_a_node_it_runs_several_rounds_of(tm
     for side in SIDES:
         by_round = {r: start for s, r, start in ran if s == side}
         assert by_round[1] != by_round[2] == by_round[3], ran
+
+
+def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypatch):
+    """The heartbeat thread may be mid-beat when the run ends: its beat must not land after the
+    `finished` mark, or other devices wait for rounds of it that nobody will run."""
+    units = plan_units(tmp_path)
+    ab = home_ab(units, tmp_path)
+    ab.lock, ab.procs, ab.prober = None, {}, None
+    ab._take_others = lambda: None
+    second_beat, marked, beats = threading.Event(), threading.Event(), []
+    finished, beat = RoundStealing.finished, RoundStealing.beat
+
+    def late_beat(self, force=False):
+        beats.append(1)
+        if len(beats) == 2:  # under way while the run ends
+            second_beat.set()
+            marked.wait(2)
+        beat(self, force)
+
+    def mark(self):
+        finished(self)
+        marked.set()
+
+    monkeypatch.setattr(RoundStealing, "beat", late_beat)
+    monkeypatch.setattr(RoundStealing, "finished", mark)
+    monkeypatch.setattr(resident, "HEARTBEAT_S", 0.01)
+    ab._round = lambda r: second_beat.wait(5)
+    ab.run()
+    assert (tmp_path / "resident" / "d0.alive").read_text() == "finished"

@@ -213,7 +213,8 @@ class DeviceAB:
             ev.events_path(self.run_dir, self.units[(self.sides[0], 0)]["unit_id"]), "warning",
             message=f"waiting for device lock {self.lock} held by {holder}")
         alive = threading.Event()
-        threading.Thread(target=self._heartbeat, args=(alive,), daemon=True).start()
+        heart = threading.Thread(target=self._heartbeat, args=(alive,), daemon=True)
+        heart.start()
         try:
             with DeviceLock(self.lock, waiting):
                 try:
@@ -224,6 +225,7 @@ class DeviceAB:
                         p.stop()
         finally:
             alive.set()
+            heart.join()  # a beat under way would land after the mark and read as alive
             self.steal.finished()
         return {u["unit_id"]: status_counts(self._events(u), self.steal.answered(u)) for u in self.units.values()}
 
