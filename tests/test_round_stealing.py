@@ -158,3 +158,39 @@ def test_looking_for_rounds_to_take_reads_only_what_is_new(tmp_path, monkeypatch
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d1.{s}.r1"), "end", node=N, status="ok")
     assert taker.next_round()[0] == (N, 2)
+
+
+def test_a_round_a_taker_claimed_before_a_cut_runs_on_resume_whenever_its_home_device_finishes(tmp_path, monkeypatch):
+    """Resumed, a taker holds N's round 2 (claimed, cut before it ran) and waits for round 1 on N's
+    home device, which finishes it (and the rest, round 2 left to its claimant) right after the
+    taker looked: the taker still runs round 2 instead of leaving it for yet another resume."""
+    units = plan_units(tmp_path)
+    for s in SIDES:
+        ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
+    home = RoundStealing(units, 0, SIDES, tmp_path)
+    home.beat(force=True)
+    taker = home_ab(units, tmp_path, device=1)
+    taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
+    taker.procs = {s: CountedSide() for s in SIDES}
+    assert taker.steal.take(N, 2) and home.take(N, 1)  # round 1 runs on N's home device
+    ran = []
+
+    def run_node(side, unit, node):
+        ran.append((side, unit["round"]))
+        ev.append(ev.events_path(tmp_path, unit["unit_id"]), "end", node=node, status="ok")
+
+    taker._run_node = run_node
+    next_round = taker.steal.next_round
+
+    def home_finishes_after_the_look():
+        found = next_round()
+        if not (tmp_path / "resident" / "d0.alive").read_text() == "finished":
+            for r in (1, 3):
+                for s in SIDES:
+                    ev.append(ev.events_path(tmp_path, f"d0.{s}.r{r}"), "end", node=N, status="ok")
+            home.finished()
+        return found
+
+    monkeypatch.setattr(taker.steal, "next_round", home_finishes_after_the_look)
+    taker._take_others()
+    assert sorted(ran) == [("off", 2), ("on", 2)]

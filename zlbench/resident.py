@@ -425,9 +425,12 @@ class DeviceAB:
                 return
             if any(p.broken for p in self.procs.values()):
                 return  # every round it took would end crashed at once: their home devices run them
+            # Read before looking: a device that finishes after the look may have just made a
+            # round takeable (a round this device claimed before a cut waits on its earlier one).
+            running = self.steal.others_running()
             found, waiting = self.steal.next_round()
             if found is None:
-                if not waiting or not self.steal.others_running():
+                if not waiting or not running:
                     return
                 time.sleep(POLL_S)
                 continue
