@@ -120,7 +120,7 @@ def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypat
         beats.append(1)
         if len(beats) == 2:  # under way while the run ends
             second_beat.set()
-            marked.wait(2)
+            marked.wait(0.5)
         beat(self, force)
 
     def mark(self):
