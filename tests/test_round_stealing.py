@@ -113,7 +113,7 @@ def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypat
     ab = home_ab(units, tmp_path)
     ab.lock, ab.procs, ab.prober = None, {}, None
     ab._take_others = lambda: None
-    second_beat, marked, beats = threading.Event(), threading.Event(), []
+    second_beat, marked, landed, beats = threading.Event(), threading.Event(), threading.Event(), []
     finished, beat = RoundStealing.finished, RoundStealing.beat
 
     def late_beat(self, force=False):
@@ -122,6 +122,8 @@ def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypat
             second_beat.set()
             marked.wait(0.5)
         beat(self, force)
+        if len(beats) == 2:
+            landed.set()
 
     def mark(self):
         finished(self)
@@ -132,6 +134,7 @@ def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypat
     monkeypatch.setattr(resident, "HEARTBEAT_S", 0.01)
     ab._round = lambda r: second_beat.wait(5)
     ab.run()
+    assert landed.wait(5)
     assert (tmp_path / "resident" / "d0.alive").read_text() == "finished"
 
 
