@@ -196,6 +196,9 @@ class DeviceAB:
         self.node_timeout = float(first["node_timeout_s"])
         self.crash_retries = int(first.get("crash_retries") or 0)
         self.lock = first.get("device_lock")
+        # Taken rounds (other devices' nodes): node -> the respawn period its round ran in, in the
+        # processes now running.
+        self.taken_in: Dict[str, int] = {}
 
     # -- what is done ------------------------------------------------------------------------
     def _events(self, unit: Mapping) -> List[dict]:
@@ -210,7 +213,8 @@ class DeviceAB:
             ev.events_path(self.run_dir, self.units[(self.sides[0], 0)]["unit_id"]), "warning",
             message=f"waiting for device lock {self.lock} held by {holder}")
         alive = threading.Event()
-        threading.Thread(target=self._heartbeat, args=(alive,), daemon=True).start()
+        heart = threading.Thread(target=self._heartbeat, args=(alive,), daemon=True)
+        heart.start()
         try:
             with DeviceLock(self.lock, waiting):
                 try:
@@ -221,6 +225,7 @@ class DeviceAB:
                         p.stop()
         finally:
             alive.set()
+            heart.join()  # a beat under way would land after the mark and read as alive
             self.steal.finished()
         return {u["unit_id"]: status_counts(self._events(u), self.steal.answered(u)) for u in self.units.values()}
 
@@ -330,9 +335,10 @@ class DeviceAB:
     def _stop(self, node: str, why: str, from_round: int, sides: Optional[Sequence[str]] = None) -> None:
         """`stopped` events: the node runs in none of these sides' rounds from_round.. (those this
         device holds: a round another device took is that device's to report)."""
-        for rr in range(from_round, self.rounds):
-            if not self.steal.take(node, rr):
-                continue
+        # Every round claimed before any reads as done: a round stopped (done) makes the next one
+        # takeable on another device.
+        held = [rr for rr in range(from_round, self.rounds) if self.steal.take(node, rr)]
+        for rr in held:
             for s in sides or self.sides:
                 ev.append(ev.events_path(self.run_dir, self.units[(s, rr)]["unit_id"]), "stopped",
                           node=node, why=why, after_rounds=max(1, from_round))
@@ -417,9 +423,14 @@ class DeviceAB:
             if self.deadline is not None and time.time() >= self.deadline:
                 self._cut_by_deadline()
                 return
+            if any(p.broken for p in self.procs.values()):
+                return  # every round it took would end crashed at once: their home devices run them
+            # Read before looking: a device that finishes after the look may have just made a
+            # round takeable (a round this device claimed before a cut waits on its earlier one).
+            running = self.steal.others_running()
             found, waiting = self.steal.next_round()
             if found is None:
-                if not waiting or not self.steal.others_running():
+                if not waiting or not running:
                     return
                 time.sleep(POLL_S)
                 continue
@@ -434,6 +445,15 @@ class DeviceAB:
                 self.steal.rows_before(r, self.steal.home_nodes(node)), [node], self.schedule):
             self._stop(node, "settled", r)
             return True
+        every = int(self.schedule.get("respawn_every") or 0)
+        if every and self.taken_in.get(node, r // every) != r // every:
+            # The processes ran another period's round of it: rounds of a node in different
+            # periods get processes of their own, as on its home device.
+            for p in self.procs.values():
+                p.stop()
+            self.taken_in.clear()
+        if every:
+            self.taken_in[node] = r // every
         i = self.steal.home_order(node, r).index(node)
         for side in (self.sides if (i + r) % 2 == 0 else self.sides[::-1]):
             if self.deadline is not None and time.time() >= self.deadline:

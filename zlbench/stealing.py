@@ -87,18 +87,37 @@ def share_waiting_rounds(units: Sequence, run_dir: Path) -> None:
 
 
 class RunEvents:
-    """Every unit's events of the run, read incrementally (other devices' units grow as they run)."""
+    """Every unit's events of the run, read incrementally (other devices' units grow as they run),
+    with what each says is done and its rows folded only when it grew."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self._seen: Dict[str, Tuple[int, List[dict]]] = {}
+        self._done: Dict[str, set] = {}
+        self._rows: Dict[str, Tuple[int, List[dict]]] = {}
 
     def of(self, unit_id: str) -> List[dict]:
         pos, events = self._seen.get(unit_id, (0, []))
         new, pos = ev.read_new_events(ev.events_path(self.run_dir, unit_id), pos)
-        events = events + new
+        events.extend(new)
         self._seen[unit_id] = (pos, events)
+        # Done only grows: a final end or a stop is never taken back.
+        self._done.setdefault(unit_id, set()).update(ev.done_nodes(new) if new else ())
         return events
+
+    def done(self, unit_id: str) -> set:
+        self.of(unit_id)
+        return self._done[unit_id]
+
+    def rows(self, unit: Mapping) -> List[dict]:
+        from .results.rundir import unit_rows
+
+        events = self.of(unit["unit_id"])
+        seen, rows = self._rows.get(unit["unit_id"], (-1, []))
+        if seen != len(events):
+            rows = unit_rows(unit, events)
+            self._rows[unit["unit_id"]] = (len(events), rows)
+        return rows
 
 
 class RoundStealing:
@@ -146,15 +165,13 @@ class RoundStealing:
         return (u for u in self.units if u["side"] == side and u["round"] == r)
 
     def done(self, side: str, r: int) -> set:
-        return {n for u in self._units_of(side, r) for n in ev.done_nodes(self.events.of(u["unit_id"]))}
+        return {n for u in self._units_of(side, r) for n in self.events.done(u["unit_id"])}
 
     def rows_before(self, r: int, nodes: Sequence[str]) -> Dict[str, List[dict]]:
         """Rows of rounds < r of these nodes, wherever they ran (the stop rule's input)."""
-        from .results.rundir import unit_rows
-
         wanted = set(nodes)
         return {s: [row for rr in range(r) for u in self._units_of(s, rr)
-                    for row in unit_rows(u, self.events.of(u["unit_id"]))
+                    for row in self.events.rows(u)
                     if ev.base_node(row.get("node") or "") in wanted]
                 for s in self.sides}
 
