@@ -7,15 +7,16 @@ a row are timed seconds apart, and only one process runs a node on the device at
 
 Liveness first: in round 1 the first side times each node and the second side's prober (a resident
 process of its own, with untimed autotuning and a scratch tuning cache: plugins/untimed_tuning.py)
-compiles it; a node whose kernels are identical on both sides is not timed again ("not live"). From `min_rounds` on, a node whose live rows all
-have a settled verdict (report/sequential.py, valid although it looks after every round) stops.
-Both decisions are written as `stopped` events into the rounds left out, so a resume makes the same
-ones and nothing reads as cut. On several devices a device done with its own rounds takes later
-rounds of other devices' nodes, both sides of a round at once (zlbench/stealing.py): nodes stop at
-different rounds, so devices would otherwise finish far apart. A node that crashes or hangs gets crashed / timeout as in a plain
-run (worker.outcome) and its side a fresh process; `respawn_every` rounds both sides restart, each
-start with a FlagGems tuning cache of its own, so process-level luck (allocation addresses,
-autotune picks) is drawn again rather than baked into one side.
+compiles it; a node whose kernels are identical on both sides is not timed again ("not live"). From
+`min_rounds` on, a node whose live rows all have a settled verdict (report/sequential.py, valid
+although it looks after every round) stops. Both decisions are written as `stopped` events into the
+rounds left out, so a resume makes the same ones and nothing reads as cut. On several devices a
+device done with its own rounds takes later rounds of other devices' nodes, both sides of a round at
+once (zlbench/stealing.py): nodes stop at different rounds, so devices would otherwise finish far
+apart. A node that crashes or hangs gets crashed / timeout as in a plain run (worker.outcome) and
+its side a fresh process; `respawn_every` rounds both sides restart, each start with a FlagGems
+tuning cache of its own, so process-level luck (allocation addresses, autotune picks) is drawn again
+rather than baked into one side.
 """
 
 from __future__ import annotations
