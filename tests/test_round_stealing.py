@@ -116,12 +116,12 @@ def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypat
     second_beat, marked, landed, beats = threading.Event(), threading.Event(), threading.Event(), []
     finished, beat = RoundStealing.finished, RoundStealing.beat
 
-    def late_beat(self, force=False):
+    def late_beat(self):
         beats.append(1)
         if len(beats) == 2:  # under way while the run ends
             second_beat.set()
             marked.wait(0.5)
-        beat(self, force)
+        beat(self)
         if len(beats) == 2:
             landed.set()
 
@@ -171,7 +171,7 @@ def test_a_round_a_taker_claimed_before_a_cut_runs_on_resume_whenever_its_home_d
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
     home = RoundStealing(units, 0, SIDES, tmp_path)
-    home.beat(force=True)
+    home.beat()
     taker = home_ab(units, tmp_path, device=1)
     taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
     taker.procs = {s: CountedSide() for s in SIDES}

@@ -233,7 +233,7 @@ class DeviceAB:
     def _heartbeat(self, done: threading.Event) -> None:
         """Other devices wait for rounds of ours to take only while this device says it is alive."""
         while not done.is_set():
-            self.steal.beat(force=True)
+            self.steal.beat()
             done.wait(HEARTBEAT_S)
 
     def _round(self, r: int) -> bool:

@@ -131,7 +131,6 @@ class RoundStealing:
         self.rounds = 1 + max(u["round"] for u in self.units)
         self.events = RunEvents(run_dir)
         self.beat_dir = Path(run_dir) / "resident"
-        self._beat = 0.0
 
     @property
     def on(self) -> bool:
@@ -208,14 +207,13 @@ class RoundStealing:
         return [n for group in zip_longest(*tails) for n in group if n is not None]
 
     # -- liveness of the devices --------------------------------------------------------------------
-    def beat(self, force: bool = False) -> None:
-        now = time.time()
-        if force or now - self._beat >= HEARTBEAT_S:
-            self.beat_dir.mkdir(parents=True, exist_ok=True)
-            (self.beat_dir / f"d{self.device}.alive").write_text(str(now))
-            self._beat = now
+    def beat(self) -> None:
+        """This device is at work (resident.py beats every HEARTBEAT_S while its A/B runs)."""
+        self.beat_dir.mkdir(parents=True, exist_ok=True)
+        (self.beat_dir / f"d{self.device}.alive").write_text(str(time.time()))
 
     def finished(self) -> None:
+        self.beat_dir.mkdir(parents=True, exist_ok=True)
         (self.beat_dir / f"d{self.device}.alive").write_text("finished")
 
     def others_running(self) -> bool:
