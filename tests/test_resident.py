@@ -134,7 +134,7 @@ def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):
 
 
 def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resumes(run_zlbench, tmp_path):
-    env = {"ZL_FIXTURE_NOISE": "0.2", "ZL_FIXTURE_SLEEP": "0.3"}
+    env = {"ZL_FIXTURE_SWING": "0.2", "ZL_FIXTURE_SLEEP": "0.3"}
     args = [*CORPUS, "ops=[slow_op]", "ab.rounds=4", "ab.min_rounds=3"]
     cut = run_zlbench(*args, "launcher.run_timeout_s=3", env=env)
     assert cut.returncode == 4, cut.stderr[-3000:]
