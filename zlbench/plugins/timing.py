@@ -165,15 +165,15 @@ def widened_rep(eager_ms: float, device_ms: float, rep: float, min_window_ms: fl
     return max(rep, (calls + 0.5) * eager_ms)
 
 
-def graph_window_rep(fn, rep: float, min_window_ms: float, spin) -> float:
-    """Measure the two estimates widened_rep needs: an eager call as upstream estimates it, and
+def graph_call_estimates(fn, spin) -> Tuple[float, float]:
+    """Measure the two estimates widened_rep needs (ms): an eager call as upstream estimates it, and
     a call's device time with launch gaps hidden (the device spins while the host queues)."""
     dev = _device_module()
     host_us = _host_launch_us(fn, dev.synchronize)
     eager_ms = _event_ms_per_call(dev, fn)
     spin(1.5 * 5 * host_us + 50)  # longer than the host takes to queue the 5 calls below
     device_ms = _event_ms_per_call(dev, fn)
-    return widened_rep(eager_ms, device_ms, rep, min_window_ms)
+    return eager_ms, device_ms
 
 
 def _event_ms_per_call(dev, fn, calls: int = 5) -> float:
@@ -499,7 +499,7 @@ class TimingPolicy:
             count, note = self.placements_of(fn, quantiles, return_mode) if self.rule.fixed else (1, None)
             if count > 1:
                 return self.placed(fn, count, rep, grad_to_none, return_mode)
-            graph_rep = self.window_rep(fn, rep)
+            graph_rep, = self.window_reps(fn, rep)
             if not self.rule.fixed:
                 parts, values = [], []
                 statistic = statistic_of(return_mode, quantiles)
@@ -541,9 +541,8 @@ class TimingPolicy:
         1/count of it checks, and only where the two differ by more than the tol (relative) are the
         other count-2 copies timed and the median over all kept; else the own placement's value."""
         log, keep, per = self.clock_log(), [], []
-        split_rep = self.window_rep(fn, rep / count)
         checked = self.placement_tol is not None
-        own_rep = self.window_rep(fn, rep) if checked else split_rep
+        own_rep, split_rep = self.window_reps(fn, rep if checked else rep / count, rep / count)
         seed = f"{_runtime.current_node}:{len(_runtime.timing_calls)}"
         note = None
         unmoved = False  # with the tol: the check found placement does not move this call
@@ -576,10 +575,14 @@ class TimingPolicy:
                     log.take(lambda during: self.capture(f, graph_rep, grad_to_none, None, return_mode), count=_one)
                     for _ in range(self.repeat))
 
-    def window_rep(self, fn, rep):
-        """The rep for this call's captures: widened for a launch-bound call (measured once)."""
+    def window_reps(self, fn, *reps) -> Tuple[float, ...]:
+        """The reps for this call's captures, each widened for a launch-bound call (the call is
+        measured once for all of them)."""
         spin = device_spin() if self.min_window_ms > 0 else None
-        return rep if spin is None else graph_window_rep(fn, rep, self.min_window_ms, spin)
+        if spin is None:
+            return reps
+        eager_ms, device_ms = graph_call_estimates(fn, spin)
+        return tuple(widened_rep(eager_ms, device_ms, r, self.min_window_ms) for r in reps)
 
     def capture(self, fn, rep, grad_to_none, quantiles, return_mode):
         if self.backend.upstream_graph_timer and self.orig_graph is not None:
