@@ -36,7 +36,7 @@ from .locks import DeviceLock
 from .plugins.liveness import cache_entries
 from .report.liveness import compare_kernels
 from .results import events as ev
-from .results.rundir import PLAN_FILE, load_plan
+from .results.rundir import load_plan
 from .stealing import HEARTBEAT_S, RoundStealing
 from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
 from .worker import Attempt, Terminated, outcome, status_counts
@@ -181,8 +181,8 @@ class DeviceAB:
         # With respawns, each side process tunes afresh, so autotune picks are drawn again per
         # respawn instead of being baked into one side (Triton's kernel cache, code only, is kept).
         retune = bool(self.schedule.get("respawn_every"))
-        plan_units = load_plan(self.run_dir)["units"] if (self.run_dir / PLAN_FILE).is_file() else list(units)
-        self.steal = RoundStealing(plan_units, first["device"], self.sides, self.run_dir)
+        # Every device's units (run.py writes plan.json before any job starts).
+        self.steal = RoundStealing(load_plan(self.run_dir)["units"], first["device"], self.sides, self.run_dir)
         # They collect other devices' nodes too (`pool`): this device may take their later rounds.
         collected = list(first["nodes"]) + list(first.get("pool") or [])
         self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, collected, extra_env or {}, retune=retune)

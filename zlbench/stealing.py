@@ -78,9 +78,8 @@ def share_waiting_rounds(units: Sequence, run_dir: Path) -> None:
     """Every unit of a node-level A/B on several devices: the other devices' nodes (its resident
     processes collect them, so they can run any) and the claims dir of its side and round."""
     by_device: Dict[int, List[str]] = {}
-    for u in units:
-        by_device.setdefault(u.device, [])
-        by_device[u.device] += [n for n in u.nodes if n not in by_device[u.device]]
+    for u in units:  # every side and round of a device holds the same nodes (no shards in this A/B)
+        by_device.setdefault(u.device, u.nodes)
     for u in units:
         u.pool = [n for d, nodes in sorted(by_device.items()) if d != u.device for n in nodes]
         u.claims_dir = str(run_dir / "claims" / f"{u.side}.r{u.round}")
