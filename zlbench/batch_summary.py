@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .errors import UsageError
-from .exitcodes import Exit
+from zlbench.errors import UsageError
+from zlbench.exitcodes import Exit
 
 
 def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dict], str]:
     """(rows, status rows, label) of a run dir or a result log."""
-    from .results.flaggems_log import rows_from_log
-    from .results.rundir import PLAN_FILE, load_rows, load_status
+    from zlbench.results.flaggems_log import rows_from_log
+    from zlbench.results.rundir import PLAN_FILE, load_rows, load_status
 
     if path.is_dir():
         if not (path / PLAN_FILE).exists() and not (path / "rows.jsonl").exists():
@@ -55,12 +55,12 @@ def main(argv=None) -> int:
     try:
         rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
         if args.ab is None:
-            from .report.summary import render_summary
+            from zlbench.report.summary import render_summary
 
             print(render_summary(rows_a, status_a, f"summary of {label_a}"))
             return 0
-        from .report.ab import compare, write
-        from .results.rundir import load_artifacts
+        from zlbench.report.ab import compare, write
+        from zlbench.results.rundir import load_artifacts
 
         rows_b, _, label_b = load(args.ab, args.skip_bad_lines)
         art = [load_artifacts(p) if p.is_dir() else {} for p in (args.path, args.ab)]

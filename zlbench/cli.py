@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
-from .backends import canonical_name
-from .errors import UsageError
-from .validate import SHAPE_LEVELS, SHAPE_MODES
+from zlbench.backends import canonical_name
+from zlbench.errors import UsageError
+from zlbench.validate import SHAPE_LEVELS, SHAPE_MODES
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import UsageError
+from zlbench.errors import UsageError
 
 
 def main(argv=None) -> int:
@@ -21,9 +21,9 @@ def main(argv=None) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    from .report.run_report import report
+    from zlbench.report.run_report import report
 
-    from .store import record_or_warn
+    from zlbench.store import record_or_warn
 
     try:
         code = int(report(args.run_dir, " (collected)", fail_on=_fail_on(args.run_dir)))
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
 
 def _fail_on(run_dir: Path):
     """The run's own fail_on (from its identity), so collect exits as the run would have."""
-    from .results.rundir import read_identity
+    from zlbench.results.rundir import read_identity
 
     try:
         return read_identity(run_dir).get("fail_on")

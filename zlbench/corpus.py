@@ -12,8 +12,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
-from .errors import UsageError
-from .results.schema import BUILTIN_MARKS
+from zlbench.errors import UsageError
+from zlbench.results.schema import BUILTIN_MARKS
 
 
 

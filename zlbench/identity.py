@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from . import __version__
-from ._version_info import dist_version, git_commit
-from .backends import DeviceBackend
-from .plan import Plan
+from zlbench import __version__
+from zlbench._version_info import dist_version, git_commit
+from zlbench.backends import DeviceBackend
+from zlbench.plan import Plan
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from .resident import run_device_ab
-from .worker import run_unit
+from zlbench.resident import run_device_ab
+from zlbench.worker import run_unit
 
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,

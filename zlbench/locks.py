@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 from filelock import FileLock, Timeout
 
-from .errors import UsageError
+from zlbench.errors import UsageError
 
 # Where device locks live (one machine's devices, shared by every run on it).
 LOCK_DIR_ENV = "ZLBENCH_LOCK_DIR"

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .backends import DeviceBackend, DeviceInfo
-from .corpus import Corpus, TestNode, check_shape_file
-from .errors import UsageError
-from .results.records import PluginConfig, WorkUnit
-from .stealing import share_waiting_nodes, share_waiting_rounds
+from zlbench.backends import DeviceBackend, DeviceInfo
+from zlbench.corpus import Corpus, TestNode, check_shape_file
+from zlbench.errors import UsageError
+from zlbench.results.records import PluginConfig, WorkUnit
+from zlbench.stealing import share_waiting_nodes, share_waiting_rounds
 
 CORE_PLUGINS = ("zlbench.plugins.device_setup", "zlbench.plugins.timing", "zlbench.plugins.record")
 TIMERS = ("graph", "direct", "host")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .results import events as ev
+from zlbench.results import events as ev
 
 # How often a watcher reads the events a benchmark process appends (s).
 POLL_S = 0.2

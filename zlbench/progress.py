@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .results.events import events_path, final_ends, in_flight, read_events, stopped
+from zlbench.results.events import events_path, final_ends, in_flight, read_events, stopped
 
 log = logging.getLogger("zlbench")
 

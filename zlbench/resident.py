@@ -32,14 +32,14 @@ import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .locks import DeviceLock
-from .plugins.liveness import cache_entries
-from .report.liveness import compare_kernels
-from .results import events as ev
-from .results.rundir import load_plan
-from .stealing import HEARTBEAT_S, RoundStealing
-from .processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
-from .worker import Attempt, Terminated, outcome, status_counts
+from zlbench.locks import DeviceLock
+from zlbench.plugins.liveness import cache_entries
+from zlbench.report.liveness import compare_kernels
+from zlbench.results import events as ev
+from zlbench.results.rundir import load_plan
+from zlbench.stealing import HEARTBEAT_S, RoundStealing
+from zlbench.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
+from zlbench.worker import Attempt, Terminated, outcome, status_counts
 
 SERVE_PLUGIN = "zlbench.plugins.serve"
 QUIT_GRACE_S = 10.0
@@ -479,8 +479,8 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
     """Nodes all of whose paired rows are done after the rounds so far: a settled sequential verdict,
     or futile (more rounds are unlikely to settle the row; report/sequential.py). The report says
     which rows were futile; the node's `stopped` event says "settled"."""
-    from .report.sequential import node_done
-    from .results.pairing import pair
+    from zlbench.report.sequential import node_done
+    from zlbench.results.pairing import pair
 
     sides = list(schedule["sides"])
     pairing = pair(rows[sides[0]], rows[sides[1]], "latency")

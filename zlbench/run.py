@@ -17,17 +17,17 @@ from typing import Any, Dict, List, Mapping, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .backends import get_backend
-from .backends.registry import backend_names, detect
-from .errors import UsageError
-from .exitcodes import Exit
-from .identity import build_identity
-from .locks import RunDirLock, check_devices_free
-from .plan import Plan, make_plan
-from .results.records import WorkUnit
-from .results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
+from zlbench.backends import get_backend
+from zlbench.backends.registry import backend_names, detect
+from zlbench.errors import UsageError
+from zlbench.exitcodes import Exit
+from zlbench.identity import build_identity
+from zlbench.locks import RunDirLock, check_devices_free
+from zlbench.plan import Plan, make_plan
+from zlbench.results.records import WorkUnit
+from zlbench.results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
                               write_placeholders, write_plan)
-from .validate import placement_problem, validate_config
+from zlbench.validate import placement_problem, validate_config
 
 log = logging.getLogger("zlbench")
 
@@ -89,7 +89,7 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     backend = make_backend(resolved)
     if resolved["launcher"]["name"] == "slurm":
         # Devices are Slurm's to allocate: plan one queue per array task, pinned at run time.
-        from .backends import DeviceInfo
+        from zlbench.backends import DeviceInfo
 
         devices = [DeviceInfo(i, f"slurm task {i}") for i in range(max(1, int(resolved["launcher"].get("tasks") or 1)))]
     else:
@@ -201,8 +201,8 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
 
 
 def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir: Path) -> int:
-    from .launchers import LaunchContext, get_launcher
-    from .progress import RunState, watch
+    from zlbench.launchers import LaunchContext, get_launcher
+    from zlbench.progress import RunState, watch
 
     launcher_cfg = resolved["launcher"]
     deadline = (time.time() + float(launcher_cfg["run_timeout_s"])) if launcher_cfg.get("run_timeout_s") else None
@@ -220,7 +220,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
         watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
-    from .store import record_or_warn
+    from zlbench.store import record_or_warn
 
     record_or_warn(run_dir, resolved["store"]["url"])
     return code
@@ -252,7 +252,7 @@ def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
 def finish(run_dir: Path, fail_on=None, why_cut: str = "") -> int:
     """Placeholders for planned nodes that got no end (their job died from outside: say so, never
     drop them), then the tables and reports; returns the run's exit code."""
-    from .report.run_report import report
+    from zlbench.report.run_report import report
 
     write_placeholders(run_dir, unfinished_nodes(run_dir), why_cut)
     return report(run_dir, fail_on=fail_on, why_cut=why_cut)

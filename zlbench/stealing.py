@@ -21,8 +21,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .claims import claim, owner
-from .results import events as ev
+from zlbench.claims import claim, owner
+from zlbench.results import events as ev
 
 HEARTBEAT_S = 5.0  # how often a device's A/B says it is alive
 GONE_AFTER_S = 60.0  # a device silent this long no longer holds up the others
@@ -109,7 +109,7 @@ class RunEvents:
         return self._done[unit_id]
 
     def rows(self, unit: Mapping) -> List[dict]:
-        from .results.rundir import unit_rows
+        from zlbench.results.rundir import unit_rows
 
         events = self.of(unit["unit_id"])
         seen, rows = self._rows.get(unit["unit_id"], (-1, []))

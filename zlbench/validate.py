@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Callable, List, Mapping, Optional, Sequence
 
-from .errors import UsageError
-from .exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
+from zlbench.errors import UsageError
+from zlbench.exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
 
 SHAPE_LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
@@ -109,7 +109,7 @@ def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
     identity hash while doing nothing)."""
     from dataclasses import fields
 
-    from .config import ZlbenchConfig
+    from zlbench.config import ZlbenchConfig
 
     known = {f.name for f in fields(ZlbenchConfig)}
     return [f"{k} is not a zlbench setting. Fix: drop +{k}=... (README lists the settings)."

@@ -1,7 +1,7 @@
 """Device backends: one module per vendor plus a registry. The only place that names a vendor."""
 
-from .base import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, DeviceBackend, DeviceInfo
-from .registry import backend_names, canonical_name, detect, get_backend
+from zlbench.backends.base import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, DeviceBackend, DeviceInfo
+from zlbench.backends.registry import backend_names, canonical_name, detect, get_backend
 
 __all__ = [
     "DeviceBackend",

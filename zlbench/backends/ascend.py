@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from .base import TRITON_ENV, DeviceBackend, DeviceInfo, split_table_row
+from zlbench.backends.base import TRITON_ENV, DeviceBackend, DeviceInfo, split_table_row
 
 _VERSION = re.compile(r"Version:\s*([\w.\-]+)")
 

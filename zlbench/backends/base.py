@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Dict, List, Optional, Tuple
 
-from ..results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED  # noqa: F401 (vocabulary)
+from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED  # noqa: F401 (vocabulary)
 
 # Tests (and users without the hardware) replay a recorded enumeration output through this
 # variable: the simulation stays at the device-interface boundary.
@@ -139,7 +139,7 @@ class DeviceBackend:
             return devices  # UUIDs or MIG names: the tool's indices cannot be matched, keep them all
         kept = [d for d in devices if str(d.index) in wanted]
         if devices and not kept:
-            from ..errors import UsageError
+            from zlbench.errors import UsageError
 
             raise UsageError(f"{self.visibility_env}={value} was set before zlbench and hides every device "
                              f"here ({', '.join(str(d.index) for d in devices)}). Fix: unset it, or "

@@ -6,7 +6,7 @@ import os
 import platform
 from typing import Dict, List
 
-from .base import TRITON_ENV, DeviceBackend, DeviceInfo
+from zlbench.backends.base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 SLOT_ENV = "ZLBENCH_CPU_SLOT"
 

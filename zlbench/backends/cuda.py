@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from .base import TRITON_ENV, DeviceBackend, DeviceInfo
+from zlbench.backends.base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 
 class CudaBackend(DeviceBackend):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import difflib
 from typing import Dict, List
 
-from ..errors import UsageError
-from .ascend import AscendBackend
-from .base import DeviceBackend
-from .cpu import CpuBackend
-from .cuda import CudaBackend
-from .musa import MusaBackend
-from .rocm import RocmBackend
+from zlbench.errors import UsageError
+from zlbench.backends.ascend import AscendBackend
+from zlbench.backends.base import DeviceBackend
+from zlbench.backends.cpu import CpuBackend
+from zlbench.backends.cuda import CudaBackend
+from zlbench.backends.musa import MusaBackend
+from zlbench.backends.rocm import RocmBackend
 
 _BACKENDS: Dict[str, type] = {
     cls.name: cls for cls in (CudaBackend, MusaBackend, RocmBackend, AscendBackend, CpuBackend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import List
 
-from .base import TRITON_ENV, DeviceBackend, DeviceInfo
+from zlbench.backends.base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 
 class RocmBackend(DeviceBackend):

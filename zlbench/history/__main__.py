@@ -21,7 +21,7 @@ from typing import List, Optional
 
 from tabulate import tabulate
 
-from ..errors import UsageError
+from zlbench.errors import UsageError
 
 ENV_URL = "ZLBENCH_STORE_URL"
 
@@ -51,8 +51,8 @@ def _emit(text: str, out: Optional[Path], name: str) -> None:
 
 
 def cmd_import(args) -> int:
-    from ..store import Store, default_url
-    from ..store.ingest import log_record, run_dir_record, write_record
+    from zlbench.store import Store, default_url
+    from zlbench.store.ingest import log_record, run_dir_record, write_record
 
     url = args.url or os.environ.get(ENV_URL) or default_url(Path(args.paths[0]))
     records = []
@@ -77,7 +77,7 @@ def cmd_import(args) -> int:
 
 
 def _open(args):
-    from ..store import Store
+    from zlbench.store import Store
 
     return Store(store_url(args.url), create=False)
 
@@ -88,7 +88,7 @@ def _filters(args) -> dict:
 
 
 def cmd_list(args) -> int:
-    from .query import list_runs
+    from zlbench.history.query import list_runs
 
     with _open(args) as store:
         runs = list_runs(store, **_filters(args))
@@ -106,8 +106,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from . import compare as C
-    from .query import latest_pair, resolve_run
+    from zlbench.history import compare as C
+    from zlbench.history.query import latest_pair, resolve_run
 
     with _open(args) as store:
         if args.latest:
@@ -129,7 +129,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_regressions(args) -> int:
-    from . import regressions as R
+    from zlbench.history import regressions as R
 
     with _open(args) as store:
         result = R.regressions(store, caliber=args.caliber, k=args.k, threshold=args.threshold, z=args.z,
@@ -140,7 +140,7 @@ def cmd_regressions(args) -> int:
 
 
 def cmd_vendors(args) -> int:
-    from . import vendors as V
+    from zlbench.history import vendors as V
 
     with _open(args) as store:
         result = V.vendors(store, corpus_commit=args.corpus_commit, ops=args.op or None)
@@ -150,7 +150,7 @@ def cmd_vendors(args) -> int:
 
 
 def cmd_html(args) -> int:
-    from .site import build_site
+    from zlbench.history.site import build_site
 
     with _open(args) as store:
         index = build_site(store, args.out, k=args.k, threshold=args.threshold)

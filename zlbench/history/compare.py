@@ -24,13 +24,13 @@ from typing import Dict, List, Mapping, Optional
 from scipy import stats as sps
 from scipy.special import stdtr
 
-from ..results.schema import short_dtype
-from ..report import stats
-from ..report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from ..results.pairing import pair
-from ..store.db import Store
-from .output import csv_text, json_text
-from .query import fetch_rows, iter_rows, list_runs, medians_by_run
+from zlbench.results.schema import short_dtype
+from zlbench.report import stats
+from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
+from zlbench.results.pairing import pair
+from zlbench.store.db import Store
+from zlbench.history.output import csv_text, json_text
+from zlbench.history.query import fetch_rows, iter_rows, list_runs, medians_by_run
 
 MIN_HISTORY = 3
 WINDOW = 20
@@ -75,7 +75,7 @@ def history_stat(a: float, b: float, history: List[float]) -> stats.RowStat:
 def current_level(history: List[float]) -> List[float]:
     """The runs since the row's last confirmed step (the regressions rule), or all of them: the
     noise of a row is its spread at its present level, not the size of an old regression."""
-    from .regressions import find_steps
+    from zlbench.history.regressions import find_steps
 
     steps = find_steps(history) if len(history) >= 2 * MIN_HISTORY else []
     return history[steps[-1]["index"]:] if steps else history

@@ -10,9 +10,9 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, 
 
 from sqlalchemy import exists, func, or_, select
 
-from ..errors import UsageError
-from ..store import schema as S
-from ..store.db import Store
+from zlbench.errors import UsageError
+from zlbench.store import schema as S
+from zlbench.store.db import Store
 
 RowKey = Tuple[str, str, str, str]  # (op, dtype, shape, side)
 RUN_COLUMNS = [c for c in S.runs.c if c.name != "identity"]

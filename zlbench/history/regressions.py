@@ -24,12 +24,12 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from tabulate import tabulate
 
-from ..results.schema import short_dtype
-from ..errors import UsageError
-from ..store.db import Store
-from .compare import VERSION_FIELDS, changed_versions
-from .output import csv_text, json_text
-from .query import iter_rows, list_runs, medians_by_run
+from zlbench.results.schema import short_dtype
+from zlbench.errors import UsageError
+from zlbench.store.db import Store
+from zlbench.history.compare import VERSION_FIELDS, changed_versions
+from zlbench.history.output import csv_text, json_text
+from zlbench.history.query import iter_rows, list_runs, medians_by_run
 
 K = 3
 THRESHOLD = 0.05

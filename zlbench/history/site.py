@@ -15,11 +15,11 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from sqlalchemy import select
 
-from ..results.schema import short_dtype
-from ..errors import UsageError
-from ..store import schema as S
-from ..store.db import Store
-from .query import iter_rows, list_runs, medians_by_run
+from zlbench.results.schema import short_dtype
+from zlbench.errors import UsageError
+from zlbench.store import schema as S
+from zlbench.store.db import Store
+from zlbench.history.query import iter_rows, list_runs, medians_by_run
 
 MAX_CALIBERS = 6  # trend sections (the calibers with the most runs)
 MAX_CHARTS = 400
@@ -197,7 +197,7 @@ def _trends_section(store: Store, series: List[str], by_caliber: Mapping[str, Li
 
 def _regressions_section(store: Store, series: List[str], by_caliber: Mapping[str, List[dict]], k: int,
                          threshold: float) -> str:
-    from . import regressions as R
+    from zlbench.history import regressions as R
 
     reg_rows = []
     for cal in series:
@@ -222,7 +222,7 @@ def _regressions_section(store: Store, series: List[str], by_caliber: Mapping[st
 
 def _vendors_section(store: Store) -> str:
     """The vendor table of the newest corpus commit, or why there is none."""
-    from . import vendors as V
+    from zlbench.history import vendors as V
 
     try:
         ven = V.vendors(store)

@@ -10,11 +10,11 @@ from typing import Dict, List, Mapping, Optional
 
 from tabulate import tabulate
 
-from ..results.schema import short_dtype
-from ..errors import UsageError
-from ..store.db import Store
-from .output import csv_text, json_text
-from .query import fetch_rows, list_runs, usable
+from zlbench.results.schema import short_dtype
+from zlbench.errors import UsageError
+from zlbench.store.db import Store
+from zlbench.history.output import csv_text, json_text
+from zlbench.history.query import fetch_rows, list_runs, usable
 
 
 def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[List[str]] = None) -> Dict:

@@ -6,13 +6,13 @@ orchestrator waits on it, cancels it, and reads how each job ended.
 
 from typing import Any, Mapping
 
-from ..errors import UsageError
-from .base import JobEnd, LaunchContext, Launcher
+from zlbench.errors import UsageError
+from zlbench.launchers.base import JobEnd, LaunchContext, Launcher
 
 
 def get_launcher(conf: Mapping[str, Any]) -> Launcher:
-    from .local import LocalLauncher
-    from .slurm import SlurmLauncher
+    from zlbench.launchers.local import LocalLauncher
+    from zlbench.launchers.slurm import SlurmLauncher
 
     launchers = {cls.name: cls for cls in (LocalLauncher, SlurmLauncher)}
     name = conf.get("name")

@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
-from ..jobs import run_queue
-from ..worker import Terminated
-from .base import LaunchContext, Launcher
+from zlbench.jobs import run_queue
+from zlbench.worker import Terminated
+from zlbench.launchers.base import LaunchContext, Launcher
 
 # Longer than any sane Slurm KillWait (default 30 s).
 KILL_WAIT_S = 300

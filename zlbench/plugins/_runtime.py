@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
-from ..results.events import CONFIG_ENV, EventWriter
+from zlbench.results.events import CONFIG_ENV, EventWriter
 
 _config: Optional[Dict[str, Any]] = None
 _events = None

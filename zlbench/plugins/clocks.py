@@ -25,7 +25,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..backends.base import CLOCK_REPLAY_ENV, DeviceBackend
+from zlbench.backends.base import CLOCK_REPLAY_ENV, DeviceBackend
 
 Reading = Tuple[Optional[float], Optional[float]]
 
@@ -122,7 +122,7 @@ class KernelTimerReader(ClockReader):
         try:
             import torch
 
-            from . import _clock_kernel
+            from zlbench.plugins import _clock_kernel
 
             dev = _device_module(backend)
             index = dev.current_device()

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ..backends import get_backend
-from . import _runtime
+from zlbench.backends import get_backend
+from zlbench.plugins import _runtime
 
 _backend = get_backend(_runtime.config().get("backend", "cpu"))
 
@@ -39,7 +39,7 @@ def _version(module: str):
 
 
 def process_facts():
-    from .._version_info import dist_version
+    from zlbench._version_info import dist_version
 
     facts = {
         "python": platform.python_version(),
@@ -50,7 +50,7 @@ def process_facts():
         "tuning_cache": os.environ.get("FLAGGEMS_CACHE_DIR"),
     }
     # The clock reader this process times with (or why none): the timing plugin uses the same one.
-    from .clocks import process_reader
+    from zlbench.plugins.clocks import process_reader
 
     facts["clocks"] = process_reader(_backend, (_runtime.config().get("timer") or {}).get("clock_reader") or "auto")[1]
     flag_gems = sys.modules.get("flag_gems")
@@ -59,7 +59,7 @@ def process_facts():
         facts["flag_gems_vendor"] = getattr(flag_gems, "vendor_name", None)
         facts["flag_gems_device"] = getattr(flag_gems, "device", None)
     if _backend.torch_device == "cpu":
-        from ..backends.cpu import _cpu_model
+        from zlbench.backends.cpu import _cpu_model
 
         facts["device_name"] = _cpu_model()  # no torch import: a CPU corpus may not need it
     else:

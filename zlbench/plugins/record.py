@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from ..results.events import base_node
-from ..results.schema import BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
-from . import _runtime
+from zlbench.results.events import base_node
+from zlbench.results.schema import BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from zlbench.plugins import _runtime
 
-from . import liveness
+from zlbench.plugins import liveness
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
 
@@ -110,7 +110,7 @@ def _taken_elsewhere(item) -> bool:
     cfg = _runtime.config()
     if not cfg.get("claims_dir"):
         return False
-    from ..claims import claim
+    from zlbench.claims import claim
 
     return not claim(cfg["claims_dir"], base_node(item.nodeid), cfg["unit"])
 

@@ -16,9 +16,9 @@ from typing import Dict, Iterator, List
 
 import pytest
 
-from ..results.events import base_node
-from . import _runtime, untimed_tuning
-from .record import report_reason
+from zlbench.results.events import base_node
+from zlbench.plugins import _runtime, untimed_tuning
+from zlbench.plugins.record import report_reason
 
 POLL_S = 0.002
 _collect_errors: List[dict] = []

@@ -30,10 +30,10 @@ import time
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..backends import get_backend
-from ..results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
-from . import _runtime, clocks, placement
-from .sampling import (DEFAULTS, STOP_FIXED, STOP_NO_SAMPLES, ClockLog, ClockPolicy, Sampling, StopRule, merge,
+from zlbench.backends import get_backend
+from zlbench.results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
+from zlbench.plugins import _runtime, clocks, placement
+from zlbench.plugins.sampling import (DEFAULTS, STOP_FIXED, STOP_NO_SAMPLES, ClockLog, ClockPolicy, Sampling, StopRule, merge,
                        sample_until, statistic_of, summarize)
 
 _patched: Dict[str, Any] = {}

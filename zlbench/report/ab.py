@@ -13,13 +13,13 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from ..results.events import base_node
-from ..results.schema import short_dtype
-from ..results.schema import MARKER_FALLBACK
-from ..results.pairing import pair, row_key
-from . import stats
-from .liveness import compare_kernels
-from .sequential import FUTILE, SETTLED
+from zlbench.results.events import base_node
+from zlbench.results.schema import short_dtype
+from zlbench.results.schema import MARKER_FALLBACK
+from zlbench.results.pairing import pair, row_key
+from zlbench.report import stats
+from zlbench.report.liveness import compare_kernels
+from zlbench.report.sequential import FUTILE, SETTLED
 
 AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
              "p", "q", "mde_pct", "live", "fallback", "verdict", "stop"]
@@ -253,7 +253,7 @@ def render_markdown(result: Mapping) -> str:
 
 
 def write(result: Mapping, out_dir: Path) -> None:
-    from .plots import forest_plot
+    from zlbench.report.plots import forest_plot
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ab.md").write_text(result["markdown"], encoding="utf-8")

@@ -26,9 +26,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from ..results.schema import short_dtype
-from .ab import fmt_ms
-from ..errors import UsageError
+from zlbench.results.schema import short_dtype
+from zlbench.report.ab import fmt_ms
+from zlbench.errors import UsageError
 
 GITHUB_COMMENT_LIMIT = 65_536
 CHANGED = ("slower", "faster", "changed below threshold", "unstable")
@@ -93,7 +93,7 @@ def _size(t: Mapping) -> float:
 
 def ab_markdown(result: Mapping, limit: int = GITHUB_COMMENT_LIMIT, top: int = 25) -> str:
     """The A/B report (report.ab.compare's result or ab.json) for a pull request, under `limit`."""
-    from .ab import headline
+    from zlbench.report.ab import headline
 
     s = result["summary"]
     head = f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)\n\n" + "\n".join(f"- {l}" for l in headline(s))
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, default=GITHUB_COMMENT_LIMIT, help="Markdown size limit (characters)")
     args = p.parse_args(argv)
     try:
-        from ..results.rundir import load_rows
+        from zlbench.results.rundir import load_rows
 
         run_dir, out = args.run_dir, args.out or args.run_dir
         if not (run_dir / "run_identity.json").is_file():

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..results.schema import short_dtype  # noqa: E402
+from zlbench.results.schema import short_dtype  # noqa: E402
 
 
 def speedup_plot(rows: Sequence[dict], path: Path) -> bool:

@@ -8,11 +8,11 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..exitcodes import Exit, run_exit
-from ..results.events import DEADLINE_REASON
-from ..results.rundir import (add_process_facts, collect, load_artifacts, load_plan, read_identity,
+from zlbench.exitcodes import Exit, run_exit
+from zlbench.results.events import DEADLINE_REASON
+from zlbench.results.rundir import (add_process_facts, collect, load_artifacts, load_plan, read_identity,
                               run_pinning_problems, stopped_nodes)
-from .summary import contention_warning, render_summary
+from zlbench.report.summary import contention_warning, render_summary
 
 log = logging.getLogger("zlbench")
 
@@ -55,7 +55,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
               extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None) -> Dict:
     """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png); `plan`: the run's
     plan.json, which says how the rounds were scheduled (None: round by round, no stops)."""
-    from .ab import compare, write
+    from zlbench.report.ab import compare, write
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
@@ -74,7 +74,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
     if len(result["rows"]) > LARGE:
         # At corpus scale: a fixed-size overview instead of one forest-plot line per row, and a
         # Markdown under a pull-request comment's limit (ab.csv and ab.json keep every row).
-        from .condensed import GITHUB_COMMENT_LIMIT, plot_title, ab_markdown, ab_overview_plot
+        from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, plot_title, ab_markdown, ab_overview_plot
 
         ab_overview_plot(result, run_dir / "ab.png", plot_title(identity, "A/B"))
         if len(result["markdown"]) > GITHUB_COMMENT_LIMIT:
@@ -84,8 +84,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
 
 
 def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> bool:
-    from .condensed import plot_title, speedup_overview_plot
-    from .plots import speedup_plot
+    from zlbench.report.condensed import plot_title, speedup_overview_plot
+    from zlbench.report.plots import speedup_plot
 
     groups = {(r.get("op"), r.get("dtype"), r.get("side")) for r in rows if r.get("speedup")}
     if len(groups) > LARGE:
@@ -129,7 +129,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         outputs.insert(5, "speedup.png")
     print(text)
     if len(sides) == 2 and result["summary"].get("cut"):
-        from .ab import cut_line
+        from zlbench.report.ab import cut_line
 
         log.warning("[zlbench] A/B " + cut_line(result["summary"]).replace("**", ""))
     if dead:

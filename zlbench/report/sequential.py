@@ -97,7 +97,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from . import stats
+from zlbench.report import stats
 
 SETTLED = "settled"
 FUTILE = "futile"

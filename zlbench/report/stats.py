@@ -121,7 +121,7 @@ def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold
 
 def _sequential_looks(stats_rows: List[RowStat], threshold: float, min_rounds: int, max_rounds: int,
                       family_size: int, futility: bool = True) -> None:
-    from .sequential import row_decision
+    from zlbench.report.sequential import row_decision
 
     for s in stats_rows:
         if s.d is None:

@@ -8,10 +8,10 @@ from typing import Dict, Iterable, List, Optional
 
 from tabulate import tabulate
 
-from ..results.records import SAMPLING_FIELDS
-from ..results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_THROTTLED
-from ..results.schema import short_dtype
-from ..results.schema import SEVERITY, STATUSES
+from zlbench.results.records import SAMPLING_FIELDS
+from zlbench.results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_THROTTLED
+from zlbench.results.schema import short_dtype
+from zlbench.results.schema import SEVERITY, STATUSES
 
 
 def _fmt(x: Optional[float], digits: int = 4) -> str:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .schema import STATUSES
+from zlbench.results.schema import STATUSES
 
 # Bumped when the run-dir layout changes incompatibly; written into plan.json, checked on resume
 # and collect. Run dirs written before it existed read as version 1.

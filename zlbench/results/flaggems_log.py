@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Iterator, List, Optional
 
-from ..errors import UsageError
-from .records import Row
+from zlbench.errors import UsageError
+from zlbench.results.records import Row
 
 
 def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[dict]:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .schema import MARKER_FALLBACK
+from zlbench.results.schema import MARKER_FALLBACK
 
 Key = Tuple[str, str, str]  # (op, dtype, shape)
 

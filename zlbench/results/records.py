@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional
 
-from ..errors import UsageError
-from .schema import STATUSES, shape_key
+from zlbench.errors import UsageError
+from zlbench.results.schema import STATUSES, shape_key
 
 
 def _from_dict(cls, data: Mapping[str, Any], what: str):

@@ -18,10 +18,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ..errors import UsageError
-from . import events as ev
-from .records import ROW_FIELDS, Row
-from .schema import OPS_STATUS_FIELDS, SEVERITY
+from zlbench.errors import UsageError
+from zlbench.results import events as ev
+from zlbench.results.records import ROW_FIELDS, Row
+from zlbench.results.schema import OPS_STATUS_FIELDS, SEVERITY
 
 PLAN_FILE = "plan.json"
 IDENTITY_FILE = "run_identity.json"
@@ -110,7 +110,7 @@ def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None,
                      done: Optional[Dict[tuple, set]] = None) -> Dict[str, List[str]]:
     """unit id -> planned nodes with no final end, wherever they ran (a unit may have taken
     another's nodes): the note goes to the unit that claimed the node, else to the plan's."""
-    from ..claims import owner
+    from zlbench.claims import owner
 
     plan = plan or load_plan(run_dir)
     units = {u["unit_id"]: u for u in plan["units"]}

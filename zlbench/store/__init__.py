@@ -23,7 +23,7 @@ def __getattr__(name: str):
     # Store (and SQLAlchemy with it) is imported when first asked for: a finished run on a machine
     # without the store's packages still gets its results (record_or_warn says what is missing).
     if name == "Store":
-        from .db import Store
+        from zlbench.store.db import Store
 
         return Store
     raise AttributeError(name)
@@ -44,8 +44,8 @@ def record_run(run_dir: Path, url: Optional[str]) -> None:
     only read, never changed."""
     if url is None or str(url).strip().lower() in OFF:
         return
-    from .db import Store
-    from .ingest import run_dir_record, write_record
+    from zlbench.store.db import Store
+    from zlbench.store.ingest import run_dir_record, write_record
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its "Running upgrade" lines are no news
 
@@ -60,7 +60,7 @@ def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
     """record_run at the end of a run or a collect ("default": default_url). A store that cannot
     take the run costs one message and nothing else: the run dir is the source of truth, and the
     run's exit code is the run's."""
-    from ..errors import UsageError
+    from zlbench.errors import UsageError
 
     try:
         record_run(run_dir, default_url(run_dir) if url in (None, "", "default") else url)

@@ -18,10 +18,10 @@ from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..errors import UsageError
-from .schema import SCHEMA_HEAD
+from zlbench.errors import UsageError
+from zlbench.store.schema import SCHEMA_HEAD
 
-from . import OFF  # noqa: E402 (one list of the words that turn the store off)
+from zlbench.store import OFF  # noqa: E402 (one list of the words that turn the store off)
 # How long a writer waits for another one's lock before giving up (SQLite busy timeout,
 # PostgreSQL lock_timeout). Long enough for a concurrent 10,000-row write to finish.
 # ZLBENCH_STORE_LOCK_TIMEOUT_S overrides it.

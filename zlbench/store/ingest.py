@@ -17,10 +17,10 @@ from typing import Any, Dict, List, Mapping, Optional
 from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import UsageError
-from ..results.rundir import IDENTITY_FILE
-from . import schema as S
-from .db import Store, explain
+from zlbench.errors import UsageError
+from zlbench.results.rundir import IDENTITY_FILE
+from zlbench.store import schema as S
+from zlbench.store.db import Store, explain
 
 AB_FILE = "ab.json"
 # Identity keys that do not decide what a number means: times, where, what was observed, and
@@ -142,7 +142,7 @@ def _device_name(identity: Mapping[str, Any], rows: List[dict]) -> Optional[str]
 
 def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     """Everything the store keeps of one run dir, read through the run-dir format's readers."""
-    from ..results.rundir import load_rows, load_status, read_identity
+    from zlbench.results.rundir import load_rows, load_status, read_identity
 
     run_dir = Path(run_dir).resolve()
     identity = read_identity(run_dir)
@@ -195,7 +195,7 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
                corpus_commit: Optional[str] = None) -> Dict[str, Any]:
     """A FlagGems `--record log` result file. It carries no identity: its series (caliber) is the
     log's file name (FlagGems names it after its argv) on the given backend and device."""
-    from ..results.flaggems_log import rows_from_log
+    from zlbench.results.flaggems_log import rows_from_log
 
     path = Path(path).resolve()
     if not path.is_file():
