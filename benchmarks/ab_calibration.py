@@ -8,7 +8,7 @@ rounds, or whole passes per round), and an A/A node by node with ab.respawn_ever
 
     python benchmarks/ab_calibration.py [--rounds 10] [--ops softmax,exp,add,layer_norm] [--schedules node,round] [--respawn 1]
 
---simulate: no runs; simulated rounds through the sequential rule (zlbench/report/sequential.py:
+--simulate: no runs; simulated rounds through the sequential rule (zlbench/ab/sequential.py:
 repeated t intervals, Bonferroni over the looks min_rounds..max_rounds, BH across rows), looked at
 after every round, each node stopped once all its rows are done, each cell twice: without futility
 (a node stops when every row has settled) and with it (when every row is settled or futile). Per
@@ -79,7 +79,7 @@ def _node_rounds(paths, min_rounds: int, max_rounds: int, family_size: int, naiv
                  futility: bool = True) -> int:
     """Rounds a node runs: looked at after every round from min_rounds on, stopped when every row is
     settled (or futile, with futility)."""
-    from zlbench.report import sequential, stats
+    from zlbench.ab import sequential, stats
 
     for k in range(min_rounds, max_rounds):
         if naive:  # a fixed-sample 95% interval, as if every look were the only one
@@ -104,7 +104,7 @@ def simulate_runs(rng, effect: float, sd, runs: int, rows: int, node_rows: int, 
     i.e. the rule's per-row error rate; else BH across the run's rows. family_size: what the stopping
     rule is told (0: the run's rows, as the final BH; 1: changes settle on the row's own p-value and
     BH may then undo some). futility: the sequential rule with futility (the scheduler's) or without."""
-    from zlbench.report import stats
+    from zlbench.ab import stats
 
     sds = list(sd) if isinstance(sd, (list, tuple)) else [sd] * node_rows
     family = 1 if per_row else (family_size or rows)
@@ -179,7 +179,7 @@ def replay_nodes(path: str, min_rounds: int, max_rounds: int) -> dict:
 
 
 def simulate_replay(rng, path: str, min_rounds: int, max_rounds: int, replays: int = 200) -> dict:
-    from zlbench.report import sequential
+    from zlbench.ab import sequential
 
     spec = replay_nodes(path, min_rounds, max_rounds)
     family = sum(len(v) for v in spec.values())
@@ -274,7 +274,7 @@ def _with_variant(name: str):
     """The futility rule swapped for a variant (a context manager over report/sequential.py's globals)."""
     import contextlib
 
-    from zlbench.report import sequential as sq
+    from zlbench.ab import sequential as sq
 
     spec = dict(VARIANTS[name])
     rule = spec.pop("rule", None)
@@ -351,7 +351,7 @@ def variants_table(out: dict) -> str:
 
 
 def _futility_settings() -> dict:
-    from zlbench.report import sequential
+    from zlbench.ab import sequential
 
     return {"settle_below": sequential.FUTILE_SETTLE, "change_below": sequential.FUTILE_CHANGE,
             "from_round": sequential.FUTILE_FROM}

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from zlbench.batch_summary import load
-from zlbench.results.pairing import row_key
+from zlbench.ab.pairing import row_key
 
 
 def noise(rows1, rows2, field, min_ms=0.0):

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
-from zlbench.identity import identity_hash
+from zlbench.planning.identity import identity_hash
 from zlbench.results.records import ROW_FIELDS
 from zlbench.results.schema import OPS_STATUS_FIELDS
 
@@ -21,7 +21,7 @@ DEVICE_NAMES = {"cuda": "NVIDIA H200", "musa": "MTT S4000", "cpu": "Intel(R) Xeo
 def identity(backend: str = "cuda", corpus_commit: str = "c0", zlbench_commit: str = "z0", triton: str = "3.6.0",
              created: str = "2026-11-01T00:00:00+0000", timer: str = "graph", ops: Sequence[str] = ("exp",),
              ab: Optional[str] = None) -> dict:
-    """An identity with every top-level key a real run's has (see zlbench/identity.py)."""
+    """An identity with every top-level key a real run's has (see zlbench/planning/identity.py)."""
     device = DEVICE_NAMES.get(backend, backend)
     ident = {
         "config": {"backend": {"name": backend}, "timer": {"name": timer, "repeat": 1},

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from zlbench.report import stats
+from zlbench.ab import stats
 from zlbench.report.ab import compare, write
-from zlbench.results.pairing import pair
+from zlbench.ab.pairing import pair
 
 
 def rows(side_values, op="exp", dtype="torch.float16", shape="[[64]]", markers=None, status="ok"):

@@ -457,7 +457,7 @@ def test_summary_names_the_widest_placement_spread():
 
 
 def test_config_yaml_and_plugin_defaults_agree():
-    from zlbench.config import TimerConf
+    from zlbench.config.schema import TimerConf
 
     conf = TimerConf()
     for key, value in sampling.DEFAULTS.items():
@@ -469,7 +469,7 @@ def test_config_yaml_and_plugin_defaults_agree():
 @pytest.mark.parametrize("override", ["timer.target_rel=0", "timer.min_samples=0", "timer.throttle_threshold=1.5"])
 def test_out_of_range_sampling_settings_are_refused(override):
     from zlbench.errors import UsageError
-    from zlbench.validate import validate_config
+    from zlbench.config.validate import validate_config
 
     from .test_validate import resolved
 

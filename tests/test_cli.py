@@ -1,6 +1,6 @@
 import pytest
 
-from zlbench.cli import normalize_argv
+from zlbench.config.command_line import normalize_argv
 from zlbench.errors import UsageError
 from .conftest import DATA, FIXTURES
 

@@ -1,6 +1,6 @@
 import pytest
 
-from zlbench.corpus import Corpus, check_shape_file
+from zlbench.planning.corpus import Corpus, check_shape_file
 from zlbench.errors import UsageError
 
 from .conftest import FIXTURES

@@ -1,7 +1,7 @@
 from zlbench.backends import get_backend
 from zlbench.backends.base import DeviceInfo
-from zlbench.identity import build_identity
-from zlbench.plan import make_plan
+from zlbench.planning.identity import build_identity
+from zlbench.planning.plan import make_plan
 
 from .conftest import FIXTURES
 from .test_plan import cfg

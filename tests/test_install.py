@@ -27,7 +27,7 @@ def test_wheel_carries_conf_and_demo_corpus_and_runs_elsewhere(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target)}
-    where = subprocess.run([sys.executable, "-c", "import zlbench.config as c; print(c.conf_dir())"],
+    where = subprocess.run([sys.executable, "-c", "import zlbench.config.schema as c; print(c.conf_dir())"],
                            cwd=elsewhere, env=env, capture_output=True, text=True)
     assert where.stdout.strip() == str(target / "zlbench" / "conf")
     run = subprocess.run([sys.executable, "-m", "zlbench", "ops=[exp]", "dtypes=[float32]", "progress=none",

@@ -1,8 +1,8 @@
 """Liveness evidence: the kernels a node compiled, hashed so that equal code hashes equal on both
 A/B sides and each distinct kernel counts once."""
 
-from zlbench.plugins import liveness
-from zlbench.plugins.liveness import _mask_side_paths, normalize_ir
+from zlbench.ab import fingerprints as liveness  # the module once named plugins/liveness.py
+from zlbench.ab.fingerprints import _mask_side_paths, normalize_ir
 from zlbench.report.ab import liveness_of
 
 

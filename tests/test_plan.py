@@ -4,7 +4,7 @@ import pytest
 from zlbench.backends import get_backend
 from zlbench.backends.base import DeviceInfo, SMI_OUTPUT_ENV
 from zlbench.errors import UsageError
-from zlbench.plan import CORE_PLUGINS, balance, make_plan, plugin_list, resolve_timer, sides_of
+from zlbench.planning.plan import CORE_PLUGINS, balance, make_plan, plugin_list, resolve_timer, sides_of
 
 from .conftest import DATA, FIXTURES
 
@@ -115,7 +115,7 @@ def test_ab_sides_of_a_row_share_its_device(tmp_path):
             where.setdefault(n, set()).add(u.device)
     assert all(len(d) == 1 for d in where.values())
     # A node-level A/B's device may take later rounds of other devices' nodes (both sides at once,
-    # claimed by its scheduler, zlbench/stealing.py): its processes collect them, and each side and
+    # claimed by its scheduler, zlbench/engine/stealing.py): its processes collect them, and each side and
     # round has a claims dir; the benchmark processes claim nothing themselves.
     for u in plan.units:
         assert sorted(u.pool) == sorted(n for v in plan.units if v.device != u.device and v.side == u.side
@@ -141,7 +141,7 @@ def test_units_of_one_side_may_take_each_others_waiting_nodes_from_the_tails(tmp
 
 
 def test_a_claim_is_taken_once_and_recognised_by_its_unit(tmp_path):
-    from zlbench.claims import claim, owner
+    from zlbench.results.claims import claim, owner
 
     assert owner(str(tmp_path), "b/t.py::test_a") is None
     assert claim(str(tmp_path), "b/t.py::test_a", "main.r0.d0.s0")
@@ -157,7 +157,7 @@ def test_ab_axis_needs_two_values():
 
 
 def test_balance_spreads_known_costs():
-    from zlbench.corpus import TestNode
+    from zlbench.planning.corpus import TestNode
 
     nodes = [TestNode(f"f::t{i}", "f", f"op{i}", ()) for i in range(6)]
     costs = {"f::t0": 10, "f::t1": 1, "f::t2": 1, "f::t3": 1, "f::t4": 1, "f::t5": 6}

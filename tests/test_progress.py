@@ -1,6 +1,6 @@
 import json
 
-from zlbench.progress import RunState, _failures
+from zlbench.engine.progress import RunState, _failures
 
 
 def test_progress_counts_done_failures_and_what_each_device_runs(tmp_path):

@@ -1,4 +1,4 @@
-"""Node-level A/B (zlbench/resident.py, plugins/serve.py) through real runs of a fixture corpus whose
+"""Node-level A/B (zlbench/engine/device_ab.py, plugins/serve.py) through real runs of a fixture corpus whose
 effect is known: ABBA per node, one process at a time per device, resident processes and respawn,
 liveness first, crashes and hangs inside a resident process, A/A."""
 
@@ -162,7 +162,7 @@ def test_the_demo_switch_is_found_node_by_node(run_zlbench):
 
 def runs_by_device(run_dir):
     """node_runs with the device whose unit reported each run (a device may take other devices'
-    rounds: zlbench/stealing.py)."""
+    rounds: zlbench/engine/stealing.py)."""
     plan = json.loads((run_dir / "plan.json").read_text())
     device = {(u["side"], u["round"], u["unit_id"]): u["device"] for u in plan["units"]}
     home = {n: u["device"] for u in plan["units"] for n in u["nodes"]}

@@ -1,4 +1,4 @@
-"""Node-level A/B (zlbench/resident.py) under faults of its liveness prober, cuts and resumes while
+"""Node-level A/B (zlbench/engine/device_ab.py) under faults of its liveness prober, cuts and resumes while
 it probes, A/A, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
 ZL_FIXTURE_FAULT / ZL_FIXTURE_PROBER_BROKEN hit one process of the run (the prober, side on/off)."""
 

@@ -1,12 +1,12 @@
-"""Rounds of a node-level A/B taken across devices (zlbench/stealing.py, zlbench/resident.py), on
+"""Rounds of a node-level A/B taken across devices (zlbench/engine/stealing.py, zlbench/engine/device_ab.py), on
 hand-made plans: races between a node's home device and a taker, without running benchmarks."""
 
 import threading
 
-from zlbench import resident
-from zlbench.resident import DeviceAB
+from zlbench.engine import device_ab as resident
+from zlbench.engine.device_ab import DeviceAB
 from zlbench.results import events as ev
-from zlbench.stealing import RoundStealing
+from zlbench.engine.stealing import RoundStealing
 
 SIDES = ["off", "on"]
 N, M = "t.py::test_n", "t.py::test_m"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from zlbench.report import sequential, stats
+from zlbench.ab import sequential, stats
 
 THR = 0.02
 FLAGGED = ("faster", "slower", "changed below threshold")
@@ -331,7 +331,7 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
 def test_the_scheduler_stops_a_node_whose_last_open_row_is_futile():
     """resident.settled_nodes, what the node-level A/B asks before each round: the node of four quiet
     shapes and a noisy one stops at round 4 (its noisy row futile); without futility it would not."""
-    from zlbench.resident import settled_nodes
+    from zlbench.engine.device_ab import settled_nodes
 
     quiet = [0.001, -0.001, 0.0005, 0.0, -0.0005]
     noisy = [0.03, -0.03, 0.025, -0.02, 0.0]

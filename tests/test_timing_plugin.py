@@ -195,7 +195,7 @@ def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
 
 
 def test_the_plugin_defaults_fill_gaps_as_the_config_does(plugin_config):
-    from zlbench.config import TimerConf
+    from zlbench.config.schema import TimerConf
 
     plugin_config(timer={"name": "direct"})
     assert timing.TimingPolicy(lambda fn, **kw: 1.0, None).fill_gaps is TimerConf().fill_gaps

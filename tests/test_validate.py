@@ -2,9 +2,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from zlbench.config import conf_dir, register_schemas
+from zlbench.config.schema import conf_dir, register_schemas
 from zlbench.errors import UsageError
-from zlbench.validate import validate_config
+from zlbench.config.validate import validate_config
 
 
 def resolved(*overrides):

@@ -17,8 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from zlbench import __version__
-from zlbench.cli import normalize_argv
-from zlbench.config import conf_dir, register_schemas
+from zlbench.config.command_line import normalize_argv
+from zlbench.config.schema import conf_dir, register_schemas
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 
@@ -47,7 +47,7 @@ def _error(message: str) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def _app(cfg: DictConfig) -> None:
-    from zlbench.run import execute, remove_empty_run_dir
+    from zlbench.engine.run import execute, remove_empty_run_dir
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)

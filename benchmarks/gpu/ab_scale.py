@@ -90,7 +90,7 @@ def node_walls(run: Path) -> Dict:
     timed: Dict[str, float] = {}
     probed: Dict[str, float] = {}
     home = {n: u["device"] for u in plan["units"] for n in u["nodes"]}
-    taken = set()  # (node, round) another device took from its home device (zlbench/stealing.py)
+    taken = set()  # (node, round) another device took from its home device (zlbench/engine/stealing.py)
     for u in plan["units"]:
         for name, into in (("events.jsonl", timed), ("probe.jsonl", probed)):
             path = run / "units" / u["unit_id"] / name

@@ -15,7 +15,7 @@
 #   live_node / live_round ab=triton_fp_fusion (live on NVIDIA), ab.rounds=$MAX each
 #   aa_node_respawn        A/A node-level with ab.respawn_every=1 (the respawn default's evidence)
 #   live_node_nosteal      live_node with launcher.steal=false (on several GPUs: no device takes
-#                          another's rounds; the yardstick of zlbench/stealing.py's round stealing)
+#                          another's rounds; the yardstick of zlbench/engine/stealing.py's round stealing)
 set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 # Ten op files of seven families (unary and binary pointwise, activation, reduction, index

@@ -8,7 +8,6 @@ import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Dict, List, Optional, Tuple
 
-from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED  # noqa: F401 (vocabulary)
 
 # Tests (and users without the hardware) replay a recorded enumeration output through this
 # variable: the simulation stays at the device-interface boundary.

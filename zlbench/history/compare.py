@@ -25,12 +25,12 @@ from scipy import stats as sps
 from scipy.special import stdtr
 
 from zlbench.results.schema import short_dtype
-from zlbench.report import stats
+from zlbench.ab import stats
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from zlbench.results.pairing import pair
+from zlbench.ab.pairing import pair
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import fetch_rows, iter_rows, list_runs, medians_by_run
+from zlbench.history.query import VERSION_FIELDS, changed_versions, fetch_rows, iter_rows, list_runs, medians_by_run
 
 MIN_HISTORY = 3
 WINDOW = 20
@@ -136,12 +136,6 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     return result
 
 
-VERSION_FIELDS = ("corpus_commit", "zlbench_commit", "triton_version", "torch_version", "flag_gems_version",
-                  "python_version")
-
-
-def changed_versions(a: Mapping, b: Mapping) -> Dict[str, List[Optional[str]]]:
-    return {f: [a.get(f), b.get(f)] for f in VERSION_FIELDS if a.get(f) != b.get(f)}
 
 
 def _public(run: Mapping) -> dict:

@@ -138,3 +138,11 @@ def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowK
         acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("side") or "main"))][r["run_id"]].append(float(v))
     return {k: {rid: (v[0] if len(v) == 1 else statistics.median(v)) for rid, v in per.items()}
             for k, per in acc.items()}
+
+
+VERSION_FIELDS = ("corpus_commit", "zlbench_commit", "triton_version", "torch_version", "flag_gems_version",
+                  "python_version")
+
+
+def changed_versions(a: Mapping, b: Mapping) -> Dict[str, List[Optional[str]]]:
+    return {f: [a.get(f), b.get(f)] for f in VERSION_FIELDS if a.get(f) != b.get(f)}

@@ -27,9 +27,8 @@ from tabulate import tabulate
 from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
-from zlbench.history.compare import VERSION_FIELDS, changed_versions
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import iter_rows, list_runs, medians_by_run
+from zlbench.history.query import VERSION_FIELDS, changed_versions, iter_rows, list_runs, medians_by_run
 
 K = 3
 THRESHOLD = 0.05

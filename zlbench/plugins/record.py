@@ -1,5 +1,5 @@
 """Record what the benchmark process does: node start/end with typed status, the corpus' own
-`[INFO] {json}` records (rows), the kernels each node compiled (liveness.py), and collection
+`[INFO] {json}` records (rows), the kernels each node compiled (zlbench/ab/fingerprints.py), and collection
 errors. Events go to the unit's events.jsonl."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from zlbench.results.events import base_node
 from zlbench.results.schema import BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
 from zlbench.plugins import _runtime
 
-from zlbench.plugins import liveness
+from zlbench.ab import fingerprints
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
 
@@ -106,11 +106,11 @@ def pytest_collectreport(report):
 
 
 def _taken_elsewhere(item) -> bool:
-    """Another unit claimed this node (it runs there); see zlbench/claims.py."""
+    """Another unit claimed this node (it runs there); see zlbench/results/claims.py."""
     cfg = _runtime.config()
     if not cfg.get("claims_dir"):
         return False
-    from zlbench.claims import claim
+    from zlbench.results.claims import claim
 
     return not claim(cfg["claims_dir"], base_node(item.nodeid), cfg["unit"])
 
@@ -155,7 +155,7 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     started = _start(item)
-    compiled_before = liveness.cache_entries()
+    compiled_before = fingerprints.cache_entries()
     yield
     _record_kernels(item, compiled_before)
     status = _end(item, started)
@@ -202,7 +202,7 @@ def _start(item) -> float:
 
 def _record_kernels(item, compiled_before) -> None:
     """Liveness evidence: the distinct kernels this node compiled (first compiles only)."""
-    kernels = liveness.new_kernels(compiled_before)
+    kernels = fingerprints.new_kernels(compiled_before)
     if kernels:
         _runtime.emit("artifacts", node=item.nodeid, op=_runtime.current_op, kernels=kernels)
 

@@ -1,4 +1,4 @@
-"""Resident benchmark process of a node-level A/B (zlbench/resident.py drives it).
+"""Resident benchmark process of a node-level A/B (zlbench/engine/device_ab.py drives it).
 
 pytest collects every node of the device once, then, instead of running them in order, waits for
 commands: each names one test node and the unit (side and round) whose events file it reports to.

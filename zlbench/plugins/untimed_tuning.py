@@ -1,4 +1,4 @@
-"""Autotuning without timing, for the liveness probes of a node-level A/B (zlbench/resident.py).
+"""Autotuning without timing, for the liveness probes of a node-level A/B (zlbench/engine/device_ab.py).
 
 A probe needs the kernels a node compiles, not the configs an autotuner would pick: timing every
 config of every shape (Triton's do_bench: 25 ms warm-up + 100 ms per config) is most of a probe's

@@ -16,10 +16,10 @@ from tabulate import tabulate
 from zlbench.results.events import base_node
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import MARKER_FALLBACK
-from zlbench.results.pairing import pair, row_key
-from zlbench.report import stats
-from zlbench.report.liveness import compare_kernels
-from zlbench.report.sequential import FUTILE, SETTLED
+from zlbench.ab.pairing import pair, row_key
+from zlbench.ab import stats
+from zlbench.ab.kernels import compare_kernels
+from zlbench.ab.sequential import FUTILE, SETTLED
 
 AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
              "p", "q", "mde_pct", "live", "fallback", "verdict", "stop"]

@@ -1,7 +1,7 @@
-"""Typed records of the run dir: what the planner hands the launchers (WorkUnit, with the
-PluginConfig its benchmark processes read) and what a measurement becomes (Row). They travel as
-JSON (plan.json, plugin_config.json, rows.jsonl): `to_dict` / `from_dict` are the only converters,
-and construction validates, so a malformed plan or row fails where it is read, with its field."""
+"""Typed records of the run dir: what a measurement becomes (Row; what the planner hands the
+launchers is in zlbench/planning/units.py). They travel as JSON (rows.jsonl): `to_dict` /
+`from_dict` are the only converters, and construction validates, so a malformed row fails where it
+is read, with its field."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from zlbench.errors import UsageError
 from zlbench.results.schema import STATUSES, shape_key
 
 
-def _from_dict(cls, data: Mapping[str, Any], what: str):
+def from_dict_checked(cls, data: Mapping[str, Any], what: str):
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
@@ -22,63 +22,6 @@ def _from_dict(cls, data: Mapping[str, Any], what: str):
         return cls(**data)
     except TypeError as e:
         raise UsageError(f"{what}: {e}. Fix: read it with the zlbench that wrote it, or start a new run.")
-
-
-@dataclass
-class PluginConfig:
-    """What zlbench's plugins read inside one benchmark process (plugin_config.json)."""
-
-    unit: str
-    backend: str
-    timer: Dict[str, Any]
-    timer_modules: List[str] = field(default_factory=list)
-    capture_deny_ops: List[str] = field(default_factory=list)
-    fast_exit: bool = True
-    # node id -> the op marks of its parametrize cases that run (the others are deselected), for
-    # nodes selected through marks set on pytest.param cases.
-    only_marks: Dict[str, List[str]] = field(default_factory=dict)
-    claims_dir: Optional[str] = None  # set when the unit may take others' nodes (zlbench/stealing.py)
-    events: Optional[str] = None  # the unit's events file, set by the worker
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-@dataclass
-class WorkUnit:
-    """One benchmark process' worth of work: a shard of nodes of one side and round on one device."""
-
-    unit_id: str
-    side: str
-    round: int
-    device: int
-    nodes: List[str]
-    argv: List[str]
-    env: Dict[str, str]
-    corpus_root: str
-    plugin_config: Dict[str, Any]
-    node_timeout_s: float
-    crash_retries: int
-    # Other units' nodes this unit may take once its own are done, and where claims are kept
-    # (zlbench/stealing.py); empty when nodes stay where the plan put them.
-    pool: List[str] = field(default_factory=list)
-    claims_dir: Optional[str] = None
-    # The per-device lock its benchmark processes hold (zlbench/locks.py); None: not locked.
-    device_lock: Optional[str] = None
-    # A node-level A/B (zlbench/resident.py): sides, min/max rounds, respawn_every, threshold, aa.
-    # None: the unit runs in a process of its own (a plain run, or ab.schedule=round).
-    schedule: Optional[Dict[str, Any]] = None
-
-    def __post_init__(self):
-        if self.node_timeout_s <= 0 or self.crash_retries < 0:
-            raise UsageError(f"work unit {self.unit_id}: node_timeout_s must be > 0 and crash_retries >= 0.")
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "WorkUnit":
-        return _from_dict(cls, data, f"work unit {data.get('unit_id', '?')}")
 
 
 @dataclass

@@ -110,7 +110,7 @@ def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None,
                      done: Optional[Dict[tuple, set]] = None) -> Dict[str, List[str]]:
     """unit id -> planned nodes with no final end, wherever they ran (a unit may have taken
     another's nodes): the note goes to the unit that claimed the node, else to the plan's."""
-    from zlbench.claims import owner
+    from zlbench.results.claims import owner
 
     plan = plan or load_plan(run_dir)
     units = {u["unit_id"]: u for u in plan["units"]}

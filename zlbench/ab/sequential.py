@@ -97,7 +97,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from zlbench.report import stats
+from zlbench.ab import verdict as stats  # ALPHA, POWER, RowStat, decide
 
 SETTLED = "settled"
 FUTILE = "futile"

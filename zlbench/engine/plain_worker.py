@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from zlbench.locks import DeviceLock
-from zlbench.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
+from zlbench.engine.locks import DeviceLock
+from zlbench.engine.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
 from zlbench.results import events as ev
-from zlbench.stealing import Ownership
+from zlbench.engine.stealing import Ownership
 
 
 

@@ -1,12 +1,12 @@
 """Work stealing: a device that finished its own work takes work still waiting on other devices.
 
-Plain runs (one side, one round): `share_waiting_nodes` gives every unit the others' nodes as a pool;
+Plain runs (one side, one round): the plan (zlbench/planning/sharing.py) gives every unit the others' nodes as a pool;
 the worker asks `Ownership` which nodes its unit answers for and which it may still take, and the
-benchmark process claims each node before running it (zlbench/claims.py: atomic, so each node runs
+benchmark process claims each node before running it (zlbench/results/claims.py: atomic, so each node runs
 once).
 
-Node-level A/B (zlbench/resident.py): the unit of work is a node's round, both sides of it on one
-device, so the pairs stay on one device. `share_waiting_rounds` gives every (side, round) a claims
+Node-level A/B (zlbench/engine/device_ab.py): the unit of work is a node's round, both sides of it on one
+device, so the pairs stay on one device. The plan gives every (side, round) a claims
 dir; a device claims a node's round for both sides (side A's claim first, so whoever holds it holds
 B's) before running it, its home device included. `RoundStealing` finds, for a device done with its
 own rounds, the next round of another device's node that may run now: rounds after the first (the
@@ -21,22 +21,11 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.claims import claim, owner
+from zlbench.results.claims import claim, owner
 from zlbench.results import events as ev
 
 HEARTBEAT_S = 5.0  # how often a device's A/B says it is alive
 GONE_AFTER_S = 60.0  # a device silent this long no longer holds up the others
-
-
-def share_waiting_nodes(units: Sequence, claims_dir: Path) -> None:
-    """Let every unit take the others' waiting nodes once its own are done, from the tails of
-    their shards (LPT puts the small nodes last), one shard after another in turn. The balance
-    then no longer hangs on cost estimates (an earlier run's times include compiling)."""
-    for u in units:
-        tails = [list(reversed(v.nodes)) for v in units if v is not u]
-        u.pool = [n for group in zip_longest(*tails) for n in group if n is not None]
-        u.claims_dir = str(claims_dir)
-        u.plugin_config["claims_dir"] = str(claims_dir)
 
 
 class Ownership:
@@ -74,17 +63,6 @@ class Ownership:
 
 
 # -- node-level A/B: a node's round as the unit of work ------------------------------------------
-def share_waiting_rounds(units: Sequence, run_dir: Path) -> None:
-    """Every unit of a node-level A/B on several devices: the other devices' nodes (its resident
-    processes collect them, so they can run any) and the claims dir of its side and round."""
-    by_device: Dict[int, List[str]] = {}
-    for u in units:  # every side and round of a device holds the same nodes (no shards in this A/B)
-        by_device.setdefault(u.device, u.nodes)
-    for u in units:
-        u.pool = [n for d, nodes in sorted(by_device.items()) if d != u.device for n in nodes]
-        u.claims_dir = str(run_dir / "claims" / f"{u.side}.r{u.round}")
-
-
 class RunEvents:
     """Every unit's events of the run, read incrementally (other devices' units grow as they run),
     with what each says is done and its rows folded only when it grew."""

@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
 from zlbench.backends import canonical_name
 from zlbench.errors import UsageError
-from zlbench.validate import SHAPE_LEVELS, SHAPE_MODES
+from zlbench.config.validate import SHAPE_LEVELS, SHAPE_MODES
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")

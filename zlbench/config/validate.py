@@ -109,7 +109,7 @@ def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
     identity hash while doing nothing)."""
     from dataclasses import fields
 
-    from zlbench.config import ZlbenchConfig
+    from zlbench.config.schema import ZlbenchConfig
 
     known = {f.name for f in fields(ZlbenchConfig)}
     return [f"{k} is not a zlbench setting. Fix: drop +{k}=... (README lists the settings)."

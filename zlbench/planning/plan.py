@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.backends import DeviceBackend, DeviceInfo
-from zlbench.corpus import Corpus, TestNode, check_shape_file
+from zlbench.planning.corpus import Corpus, TestNode, check_shape_file
 from zlbench.errors import UsageError
-from zlbench.results.records import PluginConfig, WorkUnit
-from zlbench.stealing import share_waiting_nodes, share_waiting_rounds
+from zlbench.planning.units import PluginConfig, WorkUnit
+from zlbench.planning.sharing import share_waiting_nodes, share_waiting_rounds
 
 CORE_PLUGINS = ("zlbench.plugins.device_setup", "zlbench.plugins.timing", "zlbench.plugins.record")
 TIMERS = ("graph", "direct", "host")
@@ -133,7 +133,7 @@ def balance(nodes: Sequence[TestNode], devices: Sequence[DeviceInfo],
         load[target] += costs.get(n.nodeid, default)
     if costs:
         # Longest first inside a device too: its tail then holds short nodes, which is where a device
-        # that finished takes waiting nodes from (stealing.py), and no long node starts last.
+        # that finished takes waiting nodes from (planning/sharing.py), and no long node starts last.
         return out
     # Nothing known: corpus order inside a device, which is what users read in logs.
     rank = {n.nodeid: i for i, n in enumerate(nodes)}
@@ -200,7 +200,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
 
 
 def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:
-    """What zlbench/resident.py needs to run an interleaved A/B node by node; None when the A/B
+    """What zlbench/engine/device_ab.py needs to run an interleaved A/B node by node; None when the A/B
     runs round by round (ab.schedule=round), or there is no pair of sides."""
     if len(sides) != 2 or str(ab.get("schedule", "node")) != "node":
         return None
@@ -285,7 +285,7 @@ class _UnitFactory:
 
 
 def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mapping[str, Any]) -> Optional[str]:
-    """The per-device lock a benchmark process holds (zlbench/locks.py): on by default for
+    """The per-device lock a benchmark process holds (zlbench/engine/locks.py): on by default for
     accelerators of the local pool (Slurm allocates devices itself), null where not locked."""
     wanted = launcher.get("device_lock")
     if wanted is None:

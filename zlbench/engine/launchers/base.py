@@ -1,6 +1,6 @@
 """What every launcher offers the orchestrator: submit the device queues, tell when they are done,
 cancel them, and say how each job ended. The launcher decides where the work runs; the job function
-(zlbench.jobs.run_queue) decides what runs, the same on every launcher."""
+(zlbench.engine.jobs.run_queue) decides what runs, the same on every launcher."""
 
 from __future__ import annotations
 

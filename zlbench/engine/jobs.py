@@ -1,18 +1,18 @@
-"""The job function every launcher runs: one device's work units (zlbench/worker.py runs plain
-units one after another; zlbench/resident.py runs a node-level A/B's units all at once)."""
+"""The job function every launcher runs: one device's work units (zlbench/engine/plain_worker.py runs plain
+units one after another; zlbench/engine/device_ab.py runs a node-level A/B's units all at once)."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from zlbench.resident import run_device_ab
-from zlbench.worker import run_unit
+from zlbench.engine.device_ab import run_device_ab
+from zlbench.engine.plain_worker import run_unit
 
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
               extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
     """The job function both launchers run: a device's units, in order (a node-level A/B's units
-    all at once, by zlbench/resident.py)."""
+    all at once, by zlbench/engine/device_ab.py)."""
     if units and units[0].get("schedule"):
         return run_device_ab(units, run_dir, deadline, extra_env)
     return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}

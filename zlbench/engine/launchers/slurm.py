@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
-from zlbench.jobs import run_queue
-from zlbench.worker import Terminated
-from zlbench.launchers.base import LaunchContext, Launcher
+from zlbench.engine.jobs import run_queue
+from zlbench.engine.plain_worker import Terminated
+from zlbench.engine.launchers.base import LaunchContext, Launcher
 
 # Longer than any sane Slurm KillWait (default 30 s).
 KILL_WAIT_S = 300

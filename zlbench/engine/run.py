@@ -21,13 +21,13 @@ from zlbench.backends import get_backend
 from zlbench.backends.registry import backend_names, detect
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
-from zlbench.identity import build_identity
-from zlbench.locks import RunDirLock, check_devices_free
-from zlbench.plan import Plan, make_plan
-from zlbench.results.records import WorkUnit
+from zlbench.planning.identity import build_identity
+from zlbench.engine.locks import RunDirLock, check_devices_free
+from zlbench.planning.plan import Plan, make_plan
+from zlbench.planning.units import WorkUnit
 from zlbench.results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
                               write_placeholders, write_plan)
-from zlbench.validate import placement_problem, validate_config
+from zlbench.config.validate import placement_problem, validate_config
 
 log = logging.getLogger("zlbench")
 
@@ -50,7 +50,7 @@ def corpus_root(cfg: Mapping[str, Any]) -> Path:
     corpus = cfg["corpus"]
     if corpus["name"] == "demo" and not corpus.get("root"):
         # Not a Python package on purpose: pytest must import it as `benchmark`, as FlagGems' is.
-        return Path(__file__).resolve().parent / "demo_corpus"
+        return Path(__file__).resolve().parents[1] / "demo_corpus"
     root = corpus.get("root")
     if not root:
         raise UsageError(
@@ -201,8 +201,8 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
 
 
 def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir: Path) -> int:
-    from zlbench.launchers import LaunchContext, get_launcher
-    from zlbench.progress import RunState, watch
+    from zlbench.engine.launchers import LaunchContext, get_launcher
+    from zlbench.engine.progress import RunState, watch
 
     launcher_cfg = resolved["launcher"]
     deadline = (time.time() + float(launcher_cfg["run_timeout_s"])) if launcher_cfg.get("run_timeout_s") else None

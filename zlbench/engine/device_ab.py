@@ -12,7 +12,7 @@ compiles it; a node whose kernels are identical on both sides is not timed again
 although it looks after every round) stops. Both decisions are written as `stopped` events into the
 rounds left out, so a resume makes the same ones and nothing reads as cut. On several devices a
 device done with its own rounds takes later rounds of other devices' nodes, both sides of a round at
-once (zlbench/stealing.py): nodes stop at different rounds, so devices would otherwise finish far
+once (zlbench/engine/stealing.py): nodes stop at different rounds, so devices would otherwise finish far
 apart. A node that crashes or hangs gets crashed / timeout as in a plain run (worker.outcome) and
 its side a fresh process; `respawn_every` rounds both sides restart, each start with a FlagGems
 tuning cache of its own, so process-level luck (allocation addresses, autotune picks) is drawn again
@@ -32,14 +32,14 @@ import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.locks import DeviceLock
-from zlbench.plugins.liveness import cache_entries
-from zlbench.report.liveness import compare_kernels
+from zlbench.engine.locks import DeviceLock
+from zlbench.ab.fingerprints import cache_entries
+from zlbench.ab.kernels import compare_kernels
 from zlbench.results import events as ev
 from zlbench.results.rundir import load_plan
-from zlbench.stealing import HEARTBEAT_S, RoundStealing
-from zlbench.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
-from zlbench.worker import Attempt, Terminated, outcome, status_counts
+from zlbench.engine.stealing import HEARTBEAT_S, RoundStealing
+from zlbench.engine.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
+from zlbench.engine.plain_worker import Attempt, Terminated, outcome, status_counts
 
 SERVE_PLUGIN = "zlbench.plugins.serve"
 QUIT_GRACE_S = 10.0
@@ -479,8 +479,8 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
     """Nodes all of whose paired rows are done after the rounds so far: a settled sequential verdict,
     or futile (more rounds are unlikely to settle the row; report/sequential.py). The report says
     which rows were futile; the node's `stopped` event says "settled"."""
-    from zlbench.report.sequential import node_done
-    from zlbench.results.pairing import pair
+    from zlbench.ab.sequential import node_done
+    from zlbench.ab.pairing import pair
 
     sides = list(schedule["sides"])
     pairing = pair(rows[sides[0]], rows[sides[1]], "latency")
@@ -499,5 +499,5 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
 
 def run_device_ab(units: List[dict], run_dir: str, deadline: Optional[float] = None,
                   extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
-    """The job function of a device's node-level A/B (zlbench/jobs.py hands it over)."""
+    """The job function of a device's node-level A/B (zlbench/engine/jobs.py hands it over)."""
     return DeviceAB(units, run_dir, deadline, extra_env).run()

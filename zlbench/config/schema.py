@@ -13,10 +13,11 @@ from omegaconf import MISSING
 
 def conf_dir() -> Path:
     """conf/ ships inside the wheel as zlbench/conf; in a source checkout it is ../conf."""
-    packaged = Path(__file__).resolve().parent / "conf"
+    package = Path(__file__).resolve().parents[1]  # zlbench/
+    packaged = package / "conf"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "conf"
+    return package.parent / "conf"
 
 
 class Progress(str, Enum):
@@ -170,7 +171,7 @@ class ABConf:
     side: Optional[str] = None
     rounds: int = 1
     min_rounds: int = 4
-    # node: resident side processes, sides alternating per node (zlbench/resident.py); round: each
+    # node: resident side processes, sides alternating per node (zlbench/engine/device_ab.py); round: each
     # side's pass in fresh processes, every round (the runner zlbench replaced did this).
     schedule: Schedule = Schedule.node
     respawn_every: int = 0

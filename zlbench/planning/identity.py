@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 from zlbench import __version__
 from zlbench._version_info import dist_version, git_commit
 from zlbench.backends import DeviceBackend
-from zlbench.plan import Plan
+from zlbench.planning.plan import Plan
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
@@ -56,7 +56,7 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
     # with another.
     caliber_cfg["launcher"] = {k: v for k, v in caliber_cfg["launcher"].items() if k not in LIMITS}
     corpus_root = Path(plan.corpus_root)
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]  # zlbench/
     identity: Dict[str, Any] = {
         "config": caliber_cfg,
         "backend": backend.describe(),

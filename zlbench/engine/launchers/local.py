@@ -12,8 +12,8 @@ from typing import List
 
 import submitit
 
-from zlbench.jobs import run_queue
-from zlbench.launchers.base import LaunchContext, Launcher
+from zlbench.engine.jobs import run_queue
+from zlbench.engine.launchers.base import LaunchContext, Launcher
 
 # submitit's local executor kills a job at its timeout_min: far beyond any run.
 NO_LIMIT_MIN = 60 * 24 * 365

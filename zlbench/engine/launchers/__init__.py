@@ -1,18 +1,18 @@
-"""Launchers decide where work units run; the job function (zlbench.jobs.run_queue) decides what.
+"""Launchers decide where work units run; the job function (zlbench.engine.jobs.run_queue) decides what.
 
-Each launcher (zlbench.launchers.base.Launcher) takes per-device queues of units, and the
+Each launcher (zlbench.engine.launchers.base.Launcher) takes per-device queues of units, and the
 orchestrator waits on it, cancels it, and reads how each job ended.
 """
 
 from typing import Any, Mapping
 
 from zlbench.errors import UsageError
-from zlbench.launchers.base import JobEnd, LaunchContext, Launcher
+from zlbench.engine.launchers.base import JobEnd, LaunchContext, Launcher
 
 
 def get_launcher(conf: Mapping[str, Any]) -> Launcher:
-    from zlbench.launchers.local import LocalLauncher
-    from zlbench.launchers.slurm import SlurmLauncher
+    from zlbench.engine.launchers.local import LocalLauncher
+    from zlbench.engine.launchers.slurm import SlurmLauncher
 
     launchers = {cls.name: cls for cls in (LocalLauncher, SlurmLauncher)}
     name = conf.get("name")
