@@ -13,8 +13,20 @@ DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def zlbench(*args, cwd=None, env=None, timeout=600):
-    """Run `python -m zlbench` for real, as a user would."""
+# Most tests were written for one benchmark process per node in a plain run and resident side
+# processes in an A/B; they pin those (tests of process sampling and respawns name their own values).
+ONE_PROCESS = ("timer.processes=1", "ab.respawn_every=0")
+
+
+def pinned(args):
+    """args plus ONE_PROCESS's settings the args do not set themselves."""
+    keys = {str(a).split("=", 1)[0].lstrip("+") for a in args}
+    return [*args, *(p for p in ONE_PROCESS if p.split("=", 1)[0] not in keys)]
+
+
+def zlbench(*args, cwd=None, env=None, timeout=600, defaults=False):
+    """Run `python -m zlbench` for real, as a user would (defaults=False: with ONE_PROCESS pinned)."""
+    args = args if defaults else pinned(args)
     full_env = dict(os.environ)
     for k in ("ZL_BACKEND", "ZL_ENABLE_CUDAGRAPH", "ZL_DIRECT_REPEAT", "BENCH_LEVEL", "SHAPE_MODE",
               "TEST_NODE", "OP", "OP_FILE", "USE_FLAGTUNE", "FLAGGEMS_ROOT", "ZLBENCH_SMI_OUTPUT"):
@@ -26,9 +38,9 @@ def zlbench(*args, cwd=None, env=None, timeout=600):
 
 @pytest.fixture
 def run_zlbench(tmp_path):
-    def _run(*args, env=None, run_dir=None):
+    def _run(*args, env=None, run_dir=None, defaults=False):
         run_dir = run_dir or tmp_path / "run"
-        res = zlbench(f"hydra.run.dir={run_dir}", "progress=plain", *args, cwd=tmp_path, env=env)
+        res = zlbench(f"hydra.run.dir={run_dir}", "progress=plain", *args, cwd=tmp_path, env=env, defaults=defaults)
         res.run_dir = run_dir
         return res
 

@@ -131,6 +131,15 @@ def test_shared_state_is_a_caveat():
     assert "one tuning database" in res["markdown"] and "isolate_caches=false" in res["markdown"]
 
 
+def test_resident_side_processes_say_process_effects_are_not_sampled():
+    from zlbench.report.run_report import shared_state_caveats
+
+    resident = {"switch_env": {}, "config": {"ab": {"schedule": "node", "respawn_every": 0}}}
+    assert any(c.startswith("process effects not sampled") for c in shared_state_caveats(resident))
+    fresh = {"switch_env": {}, "config": {"ab": {"schedule": "node", "respawn_every": 1}}}
+    assert not shared_state_caveats(fresh)
+
+
 def test_aa_measures_every_row_although_its_kernels_are_identical():
     # On a GPU an A/A compiles identical kernels on both sides: that is the construction, not a
     # dead axis, so no row may be excluded as "not live" and the false-positive rate is defined.

@@ -30,7 +30,7 @@ def test_wheel_carries_conf_and_demo_corpus_and_runs_elsewhere(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import zlbench.config.schema as c; print(c.conf_dir())"],
                            cwd=elsewhere, env=env, capture_output=True, text=True)
     assert where.stdout.strip() == str(target / "zlbench" / "conf")
-    run = subprocess.run([sys.executable, "-m", "zlbench", "ops=[exp]", "dtypes=[float32]", "progress=none",
+    run = subprocess.run([sys.executable, "-m", "zlbench", "ops=[exp]", "dtypes=[float32]", "progress=none", "timer.processes=1",
                           "hydra.run.dir=out"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (elsewhere / "out" / "ops_status.csv").read_text().count(",ok,") == 1

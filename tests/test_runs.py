@@ -15,7 +15,7 @@ from .conftest import FIXTURES, measured_ends, wait_for, zlbench
 
 pytestmark = pytest.mark.slow
 WAIT = FIXTURES / "wait_corpus"
-ARGS = ["backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']", "progress=plain"]
+ARGS = ["backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']", "progress=plain", "timer.processes=1"]
 
 
 def statuses(run_dir):

@@ -30,7 +30,7 @@ _why = _slurm_up()
 if _why and os.environ.get("CI", "").lower() == "true":
     raise RuntimeError(f"CI=true but Slurm is not available: {_why}")
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.skipif(bool(_why), reason=_why or "")]
-ARGS = ["backend=cpu", "launcher=slurm", "launcher.cpus_per_task=1", "launcher.time_min=10", "progress=plain"]
+ARGS = ["backend=cpu", "launcher=slurm", "launcher.cpus_per_task=1", "launcher.time_min=10", "progress=plain", "timer.processes=1"]
 
 
 def statuses(run_dir):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -18,6 +18,23 @@ def conf_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return package.parent / "conf"
+
+
+def timer_settings(timer: Dict[str, Any], resolved: str) -> Dict[str, Any]:
+    """timer=auto resolved to `resolved` (graph on CUDA): exactly what timer=<resolved> does. Each
+    setting still at its default (not overridden on the command line) takes what
+    conf/timer/<resolved>.yaml sets (its replay budget, say), so one graph budget serves both."""
+    if timer.get("name") not in (None, "", "auto"):
+        return dict(timer)
+    import yaml
+
+    path = conf_dir() / "timer" / f"{resolved}.yaml"
+    preset = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    defaults = {f.name: f.default for f in fields(TimerConf)}
+    plain = lambda v: v.value if isinstance(v, Enum) else v  # noqa: E731
+    out = {k: (preset[k] if k in preset and v == plain(defaults.get(k)) else v) for k, v in timer.items()}
+    out["name"] = resolved
+    return out
 
 
 class Progress(str, Enum):
@@ -59,8 +76,17 @@ class BackendConf:
 
 @dataclass
 class TimerConf:
+    """How a timing call times. conf/timer/<name>.yaml only selects (and graph.yaml sets its replay
+    budget); every default and its reason is here."""
+
+    # auto: the backend's (graph where capture is validated: cuda; direct elsewhere; host on the CPU),
+    # with that timer's settings. graph: capture the op in a device graph and time its replay (a shape
+    # the capture refuses falls back to direct timing, marked BENCHMARK_DIRECT_NO_CUDAGRAPH). direct:
+    # the corpus' own do_bench. host: the host's wall clock, synchronizing the device (the CPU).
     name: str = "auto"
+    # Timing calls per measurement, the median kept.
     repeat: int = 1
+    # The corpus' warm-up and replay budget per call (ms); null: the corpus' own (FlagGems: 1000 / 100).
     warmup_ms: Optional[int] = None
     rep_ms: Optional[int] = None
     # Direct timing: keep the device busy after each L2 clear so the kernel is queued before its
@@ -78,7 +104,9 @@ class TimerConf:
     placement_tol: Optional[float] = None
     # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
     # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
-    # after min_samples, up to max_samples or max_time_ms of sampling after the first batch.
+    # after min_samples, up to max_samples or max_time_ms of sampling after the first batch. fixed
+    # by default: on the H200 adaptive stopped at min_samples in 94% of calls and was no more
+    # repeatable between runs (RESULTS.md, sixth session).
     stop: StopMode = StopMode.fixed
     target_rel: float = 0.005
     min_samples: int = 10
@@ -87,10 +115,20 @@ class TimerConf:
     # Clock screening (zlbench/plugins/clocks.py): a batch read below throttle_threshold x the
     # device's maximum SM clock is retaken after a pause, at most throttle_retries times a call
     # (0 = no screening). clock_reader: auto (the backend's), none, nvml, kernel_timer, torch_clock_rate.
+    # none by default: the readers work on the H200, but retaking throttled batches made a
+    # power-capped op (bmm) read faster and less repeatable than its steady state (RESULTS.md).
     throttle_threshold: float = 0.75
     throttle_retries: int = 3
     throttle_pause_ms: float = 20.0
     clock_reader: ClockReaderChoice = ClockReaderChoice.none
+    # The process is the unit of variation (autotune picks, input placement, runtime state are drawn
+    # per process): a plain run measures every node in this many independent benchmark processes
+    # (passes in shuffled order, spread over the devices) and each row reports the median over them
+    # with a process-level interval (zlbench/results/process_stats.py). 1: one process, no interval.
+    processes: int = 3
+    # Each process tunes afresh (its own FlagGems tuning cache); true: they share one (the first to
+    # tune a kernel pins its picks for the others), which hides autotune luck from the interval.
+    share_tuning: bool = False
 
 
 @dataclass
@@ -164,17 +202,30 @@ class SlurmLauncherConf(LauncherConf):
 
 @dataclass
 class ABConf:
+    """An A/B axis. Its file in conf/ab/ names the variable, its values and side names, and what both
+    sides fix; everything else is a default here (override on the command line: ab.rounds=20)."""
+
     name: str = "none"
     var: Optional[str] = None
-    values: List[str] = field(default_factory=list)
-    sides: List[str] = field(default_factory=lambda: ["main"])
+    # Both sides set the variable (0 vs 1, never unset vs set): same environment size.
+    values: List[str] = field(default_factory=lambda: ["0", "1"])
+    sides: List[str] = field(default_factory=lambda: ["off", "on"])
+    # Pick one side for a Hydra multirun (-m ab=<axis> ab.side=off,on); null = both, interleaved.
     side: Optional[str] = None
-    rounds: int = 1
+    # At most this many rounds (each side once per round). With schedule=node a node stops earlier:
+    # after round 1 when its kernels are identical on both sides (not live), and from min_rounds on
+    # once every row of it has a settled verdict (a sequential rule valid under looks after every round).
+    rounds: int = 10
     min_rounds: int = 4
-    # node: resident side processes, sides alternating per node (zlbench/engine/device_ab.py); round: each
-    # side's pass in fresh processes, every round (the runner zlbench replaced did this).
+    # node: resident side processes per device, sides alternating per node (A n1, B n1, B n2, A n2,
+    # ...; zlbench/engine/device_ab.py); round: each side's whole pass in fresh processes per round.
     schedule: Schedule = Schedule.node
-    respawn_every: int = 0
+    # Both sides' processes start afresh every K rounds, each start tuning afresh. 1 (every round): a
+    # round is an independent unit, so the paired interval covers what a process draws at start
+    # (autotune picks, placement); 0 (never) keeps one process per side for the run, whose luck no
+    # interval over rounds can see (an A/A flagged 5.5% of rows so on an H200; RESULTS.md).
+    respawn_every: int = 1
+    # Variables both sides set alike (e.g. a phase mask that only matters when the switch is on).
     fixed: Dict[str, str] = field(default_factory=dict)
     # A/A: both sides get values[0] (measures the false positive rate of the whole pipeline).
     aa: bool = False

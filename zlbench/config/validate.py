@@ -57,6 +57,8 @@ RULES: List[Rule] = [
          "timer.throttle_pause_ms=20"),
     Rule("timer.placements", _integer(lambda v: v >= 1), "an integer >= 1 (1: the inputs' own placement only)",
          "timer.placements=1"),
+    Rule("timer.processes", _integer(lambda v: 1 <= v <= 50), "an integer from 1 to 50 (benchmark processes "
+         "per node in a plain run; 1: no process-level interval)", "timer.processes=3"),
     Rule("timer.placement_max_mb", _number(lambda v: v > 0), "a number of MB > 0", "timer.placement_max_mb=256"),
     Rule("timer.placement_tol", _number(lambda v: 0 < v < 1), "a relative difference between 0 and 1, "
          "exclusive, or null (every call at every placement)", "timer.placement_tol=null", nullable=True),

@@ -23,10 +23,11 @@ from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity
 from zlbench.engine.locks import RunDirLock, check_devices_free
-from zlbench.planning.plan import Plan, make_plan
+from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
 from zlbench.results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
                               write_placeholders, write_plan)
+from zlbench.config.schema import timer_settings
 from zlbench.config.validate import placement_problem, validate_config
 
 log = logging.getLogger("zlbench")
@@ -94,10 +95,13 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
         devices = [DeviceInfo(i, f"slurm task {i}") for i in range(max(1, int(resolved["launcher"].get("tasks") or 1)))]
     else:
         devices = backend.inherited_visible(backend.enumerate_devices())
+    # timer=auto is what the backend's timer does, with that timer's settings (recorded so).
+    asked = resolved["timer"].get("name")
+    resolved["timer"] = timer_settings(resolved["timer"], resolve_timer(asked, backend))
     root = corpus_root(resolved)
     costs = wall_times(resolved.get("cost_from"), resolved.get("resume"))
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
-    if (problem := placement_problem(resolved["timer"], plan.timer)):  # timer=auto is known only now
+    if (problem := placement_problem({**resolved["timer"], "name": asked}, plan.timer)):  # auto is known only now
         raise UsageError(problem)
     identity = build_identity(resolved, plan, backend, provenance)
     return resolved, backend, plan, identity
@@ -121,7 +125,7 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
 
 def plan_record(plan: Plan) -> Dict[str, Any]:
     return {
-        "backend": plan.backend, "timer": plan.timer, "rounds": plan.rounds,
+        "backend": plan.backend, "timer": plan.timer, "rounds": plan.rounds, "processes": plan.processes,
         "devices": [d.as_dict() for d in plan.devices],
         "nodes": [{"nodeid": n.nodeid, "op": n.op, "file": n.file} for n in plan.nodes],
         "sides": [{"name": s.name, "env": s.env} for s in plan.sides],
@@ -187,6 +191,8 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
             raise UsageError(f"cannot write the run dir {run_dir}: {e}. Fix: free space or choose "
                              "hydra.run.dir=<writable path>.")
         rounds = f" rounds={plan.rounds} per side" if len(plan.sides) > 1 or plan.rounds > 1 else ""
+        if plan.processes:
+            rounds = f" processes={plan.processes} per node"
         schedule = plan.units[0].schedule if plan.units else None
         if schedule:
             rounds = (f" rounds: {schedule['min_rounds']} to {schedule['max_rounds']} per side (node by node, "

@@ -41,6 +41,8 @@ class Plan:
     units: List[WorkUnit]
     corpus_root: str
     notes: List[str] = field(default_factory=list)  # said when the run starts
+    # A plain run: the benchmark processes every node is measured in (its rounds); None in an A/B.
+    processes: Optional[int] = None
 
 
 def resolve_timer(name: str, backend: DeviceBackend) -> str:
@@ -177,7 +179,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         raise UsageError(f"the corpus at {corpus.root} has no test nodes to run.")
     plugins = plugin_list(backend, timer)
     sides = sides_of(cfg.get("ab") or {})
-    rounds = int((cfg.get("ab") or {}).get("rounds", 1))
+    rounds = passes_of(cfg)
     argv = pytest_command(python, corpus, plugins, corpus_args(cfg, timer, sorted(corpus.shape_names())))
     make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0],
                              {n.nodeid: list(n.only_marks) for n in nodes if n.only_marks})
@@ -189,14 +191,35 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         schedule["devices"] = len(devices)
     # A node-level A/B runs a device's nodes in its resident processes: no shards.
     shard = 0 if schedule else int(cfg["launcher"].get("shard_size") or 0)
-    units = abba_units(make_unit, sides, rounds, devices, assignment, shard)
+    plain = is_plain(cfg)
+    units = abba_units(make_unit, sides, rounds, devices, assignment, shard, rotate=plain)
     for u in units:
         u.schedule = schedule
-    if cfg["launcher"].get("steal", True) and len(sides) == 1 and rounds == 1 and len(units) > 1:
-        share_waiting_nodes(units, run_dir / "claims" / f"{sides[0].name}.r0")
+    if plain and rounds > 1 and not cfg.get("isolate_caches", True) and not cfg["timer"].get("share_tuning"):
+        notes.append("isolate_caches=false: the processes of a row share your FlagGems tuning cache, so "
+                     "their autotune picks are not drawn afresh per process")
+    if cfg["launcher"].get("steal", True) and plain:
+        for r in range(rounds):  # within a pass: a device done with its nodes takes others' waiting ones
+            of_pass = [u for u in units if u.round == r]
+            if len(of_pass) > 1:
+                share_waiting_nodes(of_pass, run_dir / "claims" / f"{sides[0].name}.r{r}")
     elif cfg["launcher"].get("steal", True) and schedule and len(devices) > 1:
         share_waiting_rounds(units, run_dir)
-    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes)
+    return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes,
+                processes=rounds if plain else None)
+
+
+def is_plain(cfg: Mapping[str, Any]) -> bool:
+    """A run with no A/B axis: its rounds are timer.processes independent passes over the nodes."""
+    return (cfg.get("ab") or {}).get("name", "none") == "none"
+
+
+def passes_of(cfg: Mapping[str, Any]) -> int:
+    """How many rounds the plan has: an A/B's ab.rounds; a plain run's timer.processes (each a pass
+    over every node in fresh benchmark processes: the process is the unit of variation)."""
+    if is_plain(cfg):
+        return int(cfg["timer"].get("processes") or 1)
+    return int((cfg.get("ab") or {}).get("rounds", 1))
 
 
 def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:
@@ -227,14 +250,17 @@ def multi_file_notes(corpus: Corpus, ops: Sequence[str], nodes: Sequence[TestNod
 
 
 def abba_units(make_unit, sides: Sequence[Side], rounds: int, devices: Sequence[DeviceInfo],
-               assignment: Mapping[int, List[TestNode]], shard: int) -> List[WorkUnit]:
+               assignment: Mapping[int, List[TestNode]], shard: int, rotate: bool = False) -> List[WorkUnit]:
     """ABBA across rounds (A,B then B,A), every side of a device's nodes on that device, node
-    order shuffled per round (seeded, reproducible); shards of at most `shard` nodes (0: one)."""
+    order shuffled per round (seeded, reproducible); shards of at most `shard` nodes (0: one).
+    rotate (a plain run's passes): pass r gives device i the nodes planned for device i + r, so a
+    node's processes are spread over the devices."""
     units: List[WorkUnit] = []
     for r in range(rounds):
         order = sides if r % 2 == 0 else list(reversed(sides))
-        for dev in devices:
-            dev_nodes = [n.nodeid for n in assignment[dev.index]]
+        for i, dev in enumerate(devices):
+            planned = devices[(i + r) % len(devices)] if rotate else dev
+            dev_nodes = [n.nodeid for n in assignment[planned.index]]
             if rounds > 1:
                 random.Random(f"{r}:{dev.index}").shuffle(dev_nodes)
             chunks = [dev_nodes[i:i + shard] for i in range(0, len(dev_nodes), shard)] if shard else [dev_nodes]
@@ -267,7 +293,7 @@ class _UnitFactory:
     def __call__(self, side: Side, r: int, dev: DeviceInfo, k: int, nodes: List[str]) -> WorkUnit:
         cfg, launcher = self.cfg, self.cfg["launcher"]
         unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
-        env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side)
+        env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side, r)
         env["PYTHONPATH"] = self.pythonpath
         return WorkUnit(
             unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=list(self.argv),
@@ -294,7 +320,7 @@ def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mappin
 
 
 def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,
-             run_dir: Path, first_side: Optional[Side] = None) -> Dict[str, str]:
+             run_dir: Path, first_side: Optional[Side] = None, round_: int = 0) -> Dict[str, str]:
     env: Dict[str, str] = {}
     env.update({str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()})
     env.update(backend.visibility([device.index]))
@@ -306,6 +332,10 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         cache = run_dir / "cache" / f"side{side.index}"
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         env["FLAGGEMS_CACHE_DIR"] = str(cache / "flaggems")
+        if is_plain(cfg) and passes_of(cfg) > 1 and not cfg["timer"].get("share_tuning"):
+            # Each pass' process tunes afresh: FlagGems keeps its picks on disk, so a shared cache
+            # would pin the first process' picks for all (Triton's kernel cache, code only, is shared).
+            env["FLAGGEMS_CACHE_DIR"] = str(cache / f"flaggems.p{round_}")
         if (cfg.get("ab") or {}).get("tuning") == "replay" and first_side is not None:
             # Side A tunes first (round 0 runs A first on every device); B replays A's configs.
             env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / f"side{first_side.index}" / "flaggems")

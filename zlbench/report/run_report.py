@@ -45,6 +45,12 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
     if identity["switch_env"].get("FLAGGEMS_DB_URL"):
         out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
                    "ignores compiler switches): unset it to give each side its own")
+    ab = identity["config"].get("ab") or {}
+    if ab.get("schedule", "node") == "node" and ab.get("respawn_every", 1) == 0:
+        out.append("process effects not sampled: ab.respawn_every=0 kept one process per side for the "
+                   "whole run, so what each drew at start (autotune picks, input placement) is a constant "
+                   "offset between the sides that no interval over rounds can see; ab.respawn_every=1 "
+                   "(the default) samples it")
     if not identity["config"].get("isolate_caches", True):
         out.append("isolate_caches=false: both sides shared Triton and FlagGems caches, so liveness "
                    "and compile-time effects are not separated")

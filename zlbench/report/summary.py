@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Optional
 from tabulate import tabulate
 
 from zlbench.results.records import SAMPLING_FIELDS
-from zlbench.results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_THROTTLED
+from zlbench.results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import SEVERITY, STATUSES
 
@@ -179,6 +179,40 @@ def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]
     return lines + [""]
 
 
+def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]:
+    """## Processes: how many benchmark processes measured each row, how wide the process-level
+    intervals are, and the rows whose processes disagree (BENCHMARK_PROCESS_UNSTABLE)."""
+    measured = [r for r in rows if r.get("status") == "ok" and r.get("latency")]
+    planned = ((identity or {}).get("timer") or {}).get("processes")
+    with_ci = [r for r in measured if r.get("latency_ci")]
+    if not with_ci:
+        if planned == 1 and measured:
+            return ["## Processes", "", "- one benchmark process per row (timer.processes=1): rows carry no "
+                    "process-level interval, so their precision is that of one process only; what a process "
+                    "draws at start (autotune picks, input placement) is not sampled", ""]
+        return []
+    widths = sorted(((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci)
+    counts = Counter(r["processes"] for r in measured)
+    unstable = [r for r in measured if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])]
+    lines = ["## Processes", "",
+             "- each row is the median over its benchmark processes (" + ", ".join(
+                 f"{k}: {v} row(s)" for k, v in sorted(counts.items(), reverse=True)) + "); its interval "
+             "(`latency_ci`) is a 95% interval for the value another run of this caliber would report",
+             f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
+             f"p90 {_pct(widths[int(0.9 * (len(widths) - 1))][0])}, widest {_pct(widths[-1][0])} "
+             f"({_row_name(widths[-1][1])})"]
+    if unstable:
+        lines.append(f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond "
+                     "rows of their size (an autotune pick or placement drawn per process); widest: "
+                     + "; ".join(f"{_row_name(r)}: {r.get('marker_reason')}" for r in sorted(
+                         unstable, key=lambda r: r["latency_ci"][0] / r["latency_ci"][1] if r.get("latency_ci") else 0)[:3]))
+    return lines + [""]
+
+
+def _row_name(r: dict) -> str:
+    return f"{r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}"
+
+
 def _clock_line(calls, rows: List[dict], identity: Optional[dict]) -> str:
     read = [f for _, _, f in calls if f.get("samples_discarded") is not None]
     if not read:
@@ -245,7 +279,9 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
         lines.append("")
     table = per_op_table(rows)
     lines += ["## Results per op and dtype", "",
-              "latencies are medians over shapes (ms); speedup = torch / alternative, geometric mean.", ""]
+              "latencies are medians over shapes (ms) of each row's value (itself the median over its processes); "
+              "speedup = torch / alternative per row, their geometric mean (so it need not equal the ratio of "
+              "the two medians).", ""]
     lines.append(tabulate(table, headers=["op", "side", "dtype", "shapes", "torch ms", "gems ms",
                                           "speedup", "range", "timer"], tablefmt="github")
                  if table else "(no measured rows)")
@@ -253,6 +289,9 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
     if fallback_rows:
         lines += ["", f"> {fallback_rows} row(s) were timed by the direct fallback "
                   f"({MARKER_FALLBACK}): their regime differs from graph replay."]
+    processes = process_lines(rows, identity)
+    if processes:
+        lines += [""] + processes[:-1]
     timing = timing_lines(rows, identity)
     if timing:
         lines += [""] + timing[:-1]

@@ -16,15 +16,17 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.results import events as ev
+from zlbench.results.process_stats import aggregate
 from zlbench.results.records import ROW_FIELDS, Row
 from zlbench.results.schema import OPS_STATUS_FIELDS, SEVERITY
 
 PLAN_FILE = "plan.json"
 IDENTITY_FILE = "run_identity.json"
+PROCESS_ROWS_FILE = "process_rows.jsonl"  # a plain run over several processes: every process' rows
 # Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
 # Reason of a placeholder for a planned node that got no end of its own.
@@ -214,7 +216,11 @@ class _Collector:
 
     def status_rows(self) -> List[dict]:
         """Per node and side, with a row for every node that produced none: nothing goes missing."""
-        rows_per = Counter((ev.base_node(r["node"] or ""), r["side"]) for r in self.rows)
+        # A plain run's processes measure the same rows again: a node's rows count once.
+        per_process = (self.plan.get("processes") or 1) > 1
+        rows_per = Counter(key for key, *_ in {
+            ((ev.base_node(r["node"] or ""), r["side"]), r.get("op"), r.get("dtype"), r.get("shape"),
+             None if per_process else r.get("round"), None if per_process else id(r)) for r in self.rows})
         node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
         for key, st in self.nodes.items():
             st.update(op=st["op"] or node_ops.get(key[0], key[0]), rows=rows_per.get(key, 0),
@@ -256,15 +262,22 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
         c.unit(u, events[u["unit_id"]], measured[(u["side"], u["round"])])
     c.planned_without_end(run_dir, measured)
     status_rows = c.status_rows()
-    log_lines = c.log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
-    _write_outputs(run_dir, c.rows, status_rows, log_lines, c.processes)
+    rows, log_lines = c.rows, c.log_lines
+    if (plan.get("processes") or 1) > 1:
+        # A plain run over several processes: rows.jsonl and run.log hold each row once, over its
+        # processes (median, interval); every process' own rows stay in process_rows.jsonl.
+        _atomic_write(run_dir / PROCESS_ROWS_FILE, _jsonl(c.rows))
+        rows = aggregate(c.rows, int(plan["processes"]))
+        log_lines = side_log(rows).splitlines()[1:]
+    log_lines = log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
+    _write_outputs(run_dir, rows, status_rows, log_lines, c.processes)
     sides = [s["name"] for s in plan.get("sides", [])]
     if len(sides) > 1:
         for side in sides:
             _atomic_write(run_dir / f"run.{side}.log", side_log([r for r in c.rows if r.get("side") == side]))
     _atomic_write(run_dir / "artifacts.json", json.dumps(
         {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}, indent=1))
-    return c.rows, status_rows
+    return rows, status_rows
 
 
 def bus_key(bus_id: str):
@@ -323,7 +336,9 @@ def side_log(rows: List[dict]) -> str:
             base = _geomean([r["latency_base"] for r in rs if r.get("latency_base")]) or None
             result.append({"legacy_shape": rs[0].get("legacy_shape"), "shape_detail": json.loads(shape),
                            "latency_base": base, "latency": latency,
-                           "speedup": base / latency if base else None, "rounds": len(rs)})
+                           "speedup": base / latency if base else None, "rounds": len(rs),
+                           **({"processes": rs[0]["processes"], "latency_ci": rs[0].get("latency_ci")}
+                              if len(rs) == 1 and rs[0].get("processes") else {})})
         lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench", "result": result}))
     return "\n".join(lines) + "\n"
 
@@ -333,9 +348,12 @@ def _geomean(values: List[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 0.0
 
 
+def _jsonl(rows: Iterable[Mapping]) -> str:
+    return "".join(json.dumps({k: r.get(k) for k in ROW_FIELDS}) + "\n" for r in rows)
+
+
 def _write_outputs(run_dir, rows, status_rows, log_lines, processes) -> None:
-    _atomic_write(run_dir / "rows.jsonl", "".join(
-        json.dumps({k: r.get(k) for k in ROW_FIELDS}) + "\n" for r in rows))
+    _atomic_write(run_dir / "rows.jsonl", _jsonl(rows))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=OPS_STATUS_FIELDS, extrasaction="ignore")
     w.writeheader()

@@ -1,0 +1,174 @@
+"""The process is the unit of variation: a plain run measures each node in timer.processes
+independent benchmark processes and reports each row's median with a process-level interval; an A/B
+runs each round in a fresh pair of side processes (zlbench/results/process_stats.py, planning/plan.py)."""
+
+import json
+import math
+import random
+from collections import defaultdict
+
+import pytest
+
+from zlbench.results.process_stats import aggregate
+from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
+
+from .conftest import FIXTURES
+from .test_resident import CORPUS as AB_CORPUS, node_runs
+
+
+def proc_rows(values, op="exp", shape="[[64]]", base=None):
+    """One row per process (round) of one (node, op, dtype, shape)."""
+    return [{"node": f"n::{op}", "op": op, "dtype": "torch.float32", "shape": shape, "side": "main",
+             "status": "ok", "latency": v, "latency_base": (base[i] if base else None), "round": i,
+             "markers": [], "gbps": 100.0 / v} for i, v in enumerate(values)]
+
+
+def quiet_run(rng, rows=12, k=3, sd=0.01):
+    """Rows of similar size whose processes scatter by a log-normal sd."""
+    out = []
+    for i in range(rows):
+        out += proc_rows([0.05 * math.exp(rng.gauss(0, sd)) for _ in range(k)], op=f"op{i}",
+                         base=[0.04 * math.exp(rng.gauss(0, sd)) for _ in range(k)])
+    return out
+
+
+def test_a_row_is_the_median_over_its_processes_with_an_interval_around_it():
+    rng = random.Random(1)
+    rows = aggregate(quiet_run(rng) + proc_rows([0.050, 0.052, 0.051], op="target"), 3)
+    row = next(r for r in rows if r["op"] == "target")
+    assert row["latency"] == pytest.approx(0.051) and row["processes"] == 3 and row["round"] is None
+    lo, hi = row["latency_ci"]
+    assert lo < 0.050 and hi > 0.052  # the interval covers what its processes read
+    assert row["gbps"] == pytest.approx(100.0 / 0.051)  # throughputs follow the median latency
+    assert MARKER_PROCESS_UNSTABLE not in row["markers"]
+    assert len(rows) == 13  # one row per (node, op, dtype, shape), not one per process
+    # The baseline the same, under timing_base.
+    quiet = next(r for r in rows if r["op"] == "op0")
+    blo, bhi = quiet["timing_base"]["latency_ci"]
+    assert blo < quiet["latency_base"] < bhi and quiet["timing_base"]["processes"] == 3
+    assert quiet["speedup"] == pytest.approx(quiet["latency_base"] / quiet["latency"])
+
+
+def test_intervals_cover_another_run_of_the_same_caliber():
+    """Simulated runs of 200 rows whose processes scatter by 2%: another run's row value lies inside
+    this run's interval for about 95% of rows (a prediction interval, not a CI of the mean)."""
+    rng = random.Random(7)
+    covered = total = 0
+    for _ in range(10):
+        truth = [0.01 * math.exp(rng.gauss(0, 1)) for _ in range(200)]
+        runs = []
+        for _ in range(2):
+            rows = []
+            for i, t in enumerate(truth):
+                rows += proc_rows([t * math.exp(rng.gauss(0, 0.02)) for _ in range(3)], op=f"op{i}")
+            runs.append({r["op"]: r for r in aggregate(rows, 3)})
+        for op, r in runs[0].items():
+            lo, hi = r["latency_ci"]
+            covered += lo <= runs[1][op]["latency"] <= hi
+            total += 1
+    assert 0.90 <= covered / total <= 0.99, covered / total
+
+
+def test_a_row_whose_processes_disagree_is_marked_unstable_with_its_own_wide_interval():
+    rng = random.Random(3)
+    rows = aggregate(quiet_run(rng) + proc_rows([0.050, 0.050, 0.070], op="picky"), 3)
+    row = next(r for r in rows if r["op"] == "picky")
+    assert MARKER_PROCESS_UNSTABLE in row["markers"]
+    assert "0.07" in row["marker_reason"]
+    lo, hi = row["latency_ci"]
+    assert lo < 0.050 and hi > 0.070
+    # Its neighbours keep their narrow intervals: one unstable row does not widen the rest.
+    quiet = [r for r in rows if r["op"].startswith("op")]
+    assert max((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"] for r in quiet) < 0.15
+
+
+def test_failures_are_kept_once_and_a_row_of_one_process_says_so():
+    rng = random.Random(5)
+    failed = {"node": "n::bad", "op": "bad", "dtype": "torch.float32", "shape": "[[8]]", "side": "main",
+              "status": "failed", "reason": "boom", "latency": None, "round": 0, "markers": []}
+    rows = aggregate(quiet_run(rng) + [failed, {**failed, "round": 1}] + proc_rows([0.05], op="lonely"), 3)
+    bad = [r for r in rows if r["op"] == "bad"]
+    assert len(bad) == 1 and bad[0]["status"] == "failed" and bad[0]["processes"] == 0
+    lonely = next(r for r in rows if r["op"] == "lonely")
+    assert lonely["processes"] == 1  # the stratum's typical spread still gives it an interval
+    assert lonely["latency_ci"][0] < 0.05 < lonely["latency_ci"][1]
+
+
+# -- real runs of the demo corpus ------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zlbench):
+    res = run_zlbench("backend=cpu", "ops=[exp,gelu]", "dtypes=[float32]", "store.url=none", defaults=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    plan = json.loads((d / "plan.json").read_text())
+    k = plan["processes"]
+    assert k >= 2 and plan["rounds"] == k
+    # Each pass its own process with a tuning cache of its own, the node order shuffled per pass.
+    caches = {u["round"]: u["env"]["FLAGGEMS_CACHE_DIR"] for u in plan["units"]}
+    assert len(set(caches.values())) == k
+    procs = json.loads((d / "processes.json").read_text())
+    assert len(procs) == k and {p["tuning_cache"] for p in procs.values()} == set(caches.values())
+    rows = [json.loads(x) for x in (d / "rows.jsonl").read_text().splitlines()]
+    per_process = [json.loads(x) for x in (d / "process_rows.jsonl").read_text().splitlines()]
+    assert len(per_process) == k * len(rows)
+    keys = {(r["op"], r["shape"]) for r in rows}
+    assert len(keys) == len(rows)  # one row per shape
+    for r in rows:
+        assert r["status"] == "ok" and r["processes"] == k
+        lo, hi = r["latency_ci"]
+        assert lo <= r["latency"] <= hi
+        values = sorted(p["latency"] for p in per_process if (p["op"], p["shape"]) == (r["op"], r["shape"]))
+        assert r["latency"] == pytest.approx(values[len(values) // 2] if k % 2 else sum(values[k // 2 - 1:k // 2 + 1]) / 2)
+        assert r["timing_base"]["latency_ci"][0] <= r["latency_base"] <= r["timing_base"]["latency_ci"][1]
+    summary = (d / "summary.md").read_text()
+    assert "## Processes" in summary and f"{k}: {len(rows)} row(s)" in summary
+    # ops_status counts a node's rows once, not once per process; run.log holds each row once.
+    status = (d / "ops_status.csv").read_text().splitlines()[1:]
+    assert {line.split(",")[4] for line in status} == {str(len(rows) // 2)}
+    logged = [json.loads(x[len("[INFO] "):]) for x in (d / "run.log").read_text().splitlines()[1:]]
+    assert sum(len(rec["result"]) for rec in logged) == len(rows)
+
+
+@pytest.mark.slow
+def test_one_process_per_node_says_its_rows_carry_no_process_level_interval(run_zlbench):
+    res = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    assert rows and all(r["processes"] is None and r["latency_ci"] is None for r in rows)
+    assert not (res.run_dir / "process_rows.jsonl").exists()
+    assert "no process-level interval" in (res.run_dir / "summary.md").read_text()
+
+
+def test_passes_spread_a_nodes_processes_over_the_devices_each_with_its_own_claims(tmp_path):
+    from zlbench.backends import get_backend
+    from zlbench.planning.plan import make_plan
+
+    from .test_plan import MINI, cfg, devs
+
+    plan = make_plan(cfg(timer={"processes": 3}), get_backend("cpu", slots=3), devs(3), MINI, tmp_path)
+    assert plan.rounds == plan.processes == 3 and len(plan.units) == 9
+    devices = defaultdict(set)
+    for u in plan.units:
+        for node in u.nodes:
+            devices[node].add(u.device)
+        # A device done with its nodes of a pass takes others' waiting nodes of the same pass only.
+        assert u.claims_dir == str(tmp_path / "claims" / f"main.r{u.round}")
+        assert set(u.pool) == {n for v in plan.units if v.round == u.round and v is not u for n in v.nodes}
+    assert devices and all(d == {0, 1, 2} for d in devices.values()), devices
+    orders = {tuple(u.nodes) for u in plan.units if u.device == 0}
+    assert len(orders) == 3  # each pass its own nodes (rotated) in its own shuffled order
+
+
+@pytest.mark.slow
+def test_an_aa_at_defaults_runs_every_round_in_fresh_side_processes(run_zlbench):
+    res = run_zlbench(*AB_CORPUS, "ops=[live_op]", "ab.aa=true", "ab.rounds=3", "ab.min_rounds=3",
+                      "store.url=none", defaults=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = node_runs(res.run_dir)
+    pids = {(side, rnd): pid for _, _, side, rnd, _, pid, _ in runs}
+    assert len(pids) == 6 and len(set(pids.values())) == 6, runs  # 2 sides x 3 rounds, 6 processes
+    assert "process effects not sampled" not in (res.run_dir / "ab.md").read_text()
+    resident = run_zlbench(*AB_CORPUS, "ops=[live_op]", "ab.aa=true", "ab.rounds=3", "ab.min_rounds=3",
+                           "store.url=none", "ab.respawn_every=0", run_dir=res.run_dir.parent / "resident")
+    assert resident.returncode == 0, resident.stderr[-3000:]
+    assert "process effects not sampled" in (resident.run_dir / "ab.md").read_text()

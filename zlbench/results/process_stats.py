@@ -1,0 +1,160 @@
+"""A plain run's rows over its benchmark processes: the median and a process-level interval per row.
+
+On a GPU the process is the unit of variation: what a benchmark process draws when it starts and
+when it allocates (autotune picks, input placement, runtime state) moves a row by several %, while
+replays inside one process agree within 0.3% (benchmarks/gpu/RESULTS.md). A plain run measures
+every node in K processes (timer.processes); each row here reports
+
+- `latency`: the median over its processes (and `latency_base` the same for the baseline);
+- `processes`: how many processes measured it;
+- `latency_ci` = [lo, hi] ms: a 95% prediction interval for the value another run of the same
+  caliber (K processes again) would report. A new run's value outside it moved beyond what process
+  luck explains; `timing_base.latency_ci` is the baseline's.
+
+With K = 2 or 3 a row's own spread has 1 or 2 degrees of freedom, too few for an interval alone. So
+its variance is moderated (Smyth's limma idea, with a fixed prior weight): the row's own log-variance
+with K-1 degrees of freedom and its stratum's typical one (rows of the run of the same size class and
+implementation: a 1 us row and a 1 ms row differ by an order of magnitude in process noise) with
+PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
+than its stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
+between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
+interval), and is marked BENCHMARK_PROCESS_UNSTABLE.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from scipy import stats
+
+from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
+
+PRIOR_DF = 4
+UNSTABLE_ALPHA = 0.001
+LEVEL = 0.95
+# Size classes (ms) whose rows share a typical process-to-process variance.
+SIZE_EDGES_MS = (0.005, 0.02, 0.1, 1.0)
+MIN_STRATUM = 3  # rows a stratum needs to speak for its rows; fewer: the implementation's rows pooled
+# Var(median of n normal draws) / Var(one draw), small n exactly; large n ~ pi / (2 n).
+_MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868, 6: 0.2309, 7: 0.2104}
+KEY = ("node", "op", "dtype", "shape", "side")
+
+
+def median_var_factor(n: int) -> float:
+    return _MEDIAN_VAR.get(n, math.pi / (2 * n))
+
+
+def _size_class(ms: float) -> int:
+    return sum(ms >= edge for edge in SIZE_EDGES_MS)
+
+
+class _Spread:
+    """One implementation's (latency or latency_base) log-values per row, and its strata."""
+
+    def __init__(self, values: Mapping[tuple, List[float]]):
+        self.logs = {k: [math.log(v) for v in vs] for k, vs in values.items()}
+        self.var = {k: statistics.variance(ys) for k, ys in self.logs.items() if len(ys) >= 2}
+        strata: Dict[int, List[tuple]] = defaultdict(list)
+        for k in self.var:
+            strata[_size_class(statistics.median(values[k]))].append(k)
+        everything = self._pool(list(self.var))
+        self.pooled = {cls: (self._pool(keys) if len(keys) >= MIN_STRATUM else everything)
+                       for cls, keys in strata.items()}
+        self.size = {k: _size_class(statistics.median(vs)) for k, vs in values.items()}
+        self.everything = everything
+
+    def _pool(self, keys: Sequence[tuple]) -> Optional[Tuple[float, int]]:
+        """(typical variance, degrees of freedom) of these rows: the median of their variances over
+        the median of chi2_d / d, robust to the few rows whose processes disagree by a pick."""
+        if len(keys) < MIN_STRATUM:
+            return None
+        dfs = [len(self.logs[k]) - 1 for k in keys]
+        d = statistics.median_low(dfs)
+        typical = statistics.median(self.var[k] for k in keys) / (stats.chi2.median(d) / d)
+        return typical, sum(dfs)
+
+    def interval(self, key: tuple, processes: int) -> Tuple[Optional[List[float]], bool]:
+        """(the 95% prediction interval for another run's median over `processes` processes,
+        whether the row's processes disagree beyond its stratum's)."""
+        ys = self.logs[key]
+        n = len(ys)
+        center = statistics.median(ys)
+        pooled = self.pooled.get(self.size[key], self.everything)
+        unstable = False
+        if n >= 2 and pooled:
+            typical, pool_df = pooled
+            own, d = self.var[key], n - 1
+            unstable = typical > 0 and own / typical > stats.f.ppf(1 - UNSTABLE_ALPHA, d, pool_df)
+            var, df = (own, d) if unstable else ((PRIOR_DF * typical + d * own) / (PRIOR_DF + d), PRIOR_DF + d)
+        elif n >= 2:
+            var, df = self.var[key], n - 1
+        elif pooled:
+            var, df = pooled[0], PRIOR_DF
+        else:
+            return None, False
+        half = stats.t.ppf(0.5 + LEVEL / 2, df) * math.sqrt(var * (median_var_factor(n) + median_var_factor(processes)))
+        return [math.exp(center - half), math.exp(center + half)], unstable
+
+
+def _key(row: Mapping) -> tuple:
+    return tuple(row.get(k) for k in KEY)
+
+
+def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
+    """One row per (node, op, dtype, shape, side) from the rows of every process of a plain run
+    (each a `round`), in the order rows first appear. Status rows and rows no process measured are
+    kept as they are (one per key: a failure is never averaged away, nor repeated K times)."""
+    measured: Dict[tuple, List[dict]] = defaultdict(list)
+    order: List[tuple] = []
+    others: Dict[tuple, dict] = {}
+    for r in rows:
+        k = _key(r)
+        if k not in measured and k not in others:
+            order.append(k)
+        if r.get("status") == "ok" and r.get("latency"):
+            measured[k].append(r)
+        else:
+            others.setdefault(k, r)
+    spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()})
+    base = _Spread({k: [r["latency_base"] for r in rs if r.get("latency_base")]
+                    for k, rs in measured.items() if any(r.get("latency_base") for r in rs)})
+    out = []
+    for k in order:
+        if k in measured:
+            out.append(_row(measured[k], k, spread, base, processes))
+        else:
+            out.append({**others[k], "round": None, "processes": 0, "latency_ci": None})
+    return out
+
+
+def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: int) -> dict:
+    latencies = sorted(r["latency"] for r in rs)
+    median = statistics.median(latencies)
+    rep = min(rs, key=lambda r: (abs(math.log(r["latency"] / median)), r.get("round") or 0))
+    row = {**rep, "round": None, "unit": None, "latency": median, "processes": len(rs)}
+    row["latency_ci"], unstable = spread.interval(key, processes)
+    reasons = []
+    if unstable:
+        reasons.append(f"processes read {', '.join(f'{v:.4g}' for v in latencies)} ms")
+    for field in ("gbps", "tflops"):  # throughputs scale inversely with the latency
+        if rep.get(field):
+            row[field] = rep[field] * rep["latency"] / median
+    if key in base.logs:
+        bases = sorted(r["latency_base"] for r in rs if r.get("latency_base"))
+        row["latency_base"] = statistics.median(bases)
+        ci_base, unstable_base = base.interval(key, processes)
+        row["timing_base"] = {**(rep.get("timing_base") or {}), "latency_ci": ci_base, "processes": len(bases)}
+        if rep.get("gbps_base") and rep.get("latency_base"):
+            row["gbps_base"] = rep["gbps_base"] * rep["latency_base"] / row["latency_base"]
+        row["speedup"] = row["latency_base"] / median
+        if unstable_base:
+            reasons.append(f"baseline processes read {', '.join(f'{v:.4g}' for v in bases)} ms")
+    markers = sorted({m for r in rs for m in (r.get("markers") or [])})
+    if reasons:
+        markers.append(MARKER_PROCESS_UNSTABLE)
+        row["marker_reason"] = "; ".join(filter(None, [rep.get("marker_reason"), *reasons]))
+    row["markers"] = markers
+    return row
