@@ -12,7 +12,6 @@ import pytest
 from zlbench.results.process_stats import aggregate
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
 
-from .conftest import FIXTURES
 from .test_resident import CORPUS as AB_CORPUS, node_runs
 
 
