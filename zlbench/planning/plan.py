@@ -195,9 +195,6 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     units = abba_units(make_unit, sides, rounds, devices, assignment, shard, rotate=plain)
     for u in units:
         u.schedule = schedule
-    if plain and rounds > 1 and not cfg.get("isolate_caches", True) and not cfg["timer"].get("share_tuning"):
-        notes.append("isolate_caches=false: the processes of a row share your FlagGems tuning cache, so "
-                     "their autotune picks are not drawn afresh per process")
     if cfg["launcher"].get("steal", True) and plain:
         for r in range(rounds):  # within a pass: a device done with its nodes takes others' waiting ones
             of_pass = [u for u in units if u.round == r]
@@ -332,13 +329,14 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         cache = run_dir / "cache" / f"side{side.index}"
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         env["FLAGGEMS_CACHE_DIR"] = str(cache / "flaggems")
-        if is_plain(cfg) and passes_of(cfg) > 1 and not cfg["timer"].get("share_tuning"):
-            # Each pass' process tunes afresh: FlagGems keeps its picks on disk, so a shared cache
-            # would pin the first process' picks for all (Triton's kernel cache, code only, is shared).
-            env["FLAGGEMS_CACHE_DIR"] = str(cache / f"flaggems.p{round_}")
         if (cfg.get("ab") or {}).get("tuning") == "replay" and first_side is not None:
             # Side A tunes first (round 0 runs A first on every device); B replays A's configs.
             env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / f"side{first_side.index}" / "flaggems")
+    if is_plain(cfg) and passes_of(cfg) > 1 and not cfg["timer"].get("share_tuning"):
+        # Each pass' process tunes afresh, isolate_caches or not: FlagGems keeps its picks on disk,
+        # so a shared cache would pin the first process' picks for all and hide them from the
+        # interval (Triton's kernel cache, code only, stays shared).
+        env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / f"side{side.index}" / f"flaggems.p{round_}")
     env.update(side.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -1,0 +1,180 @@
+"""Where a row's variance lives, from zlbench runs that sampled processes (issue 23), and what a run
+at given settings gives: interval coverage, widths, run-to-run precision, wall.
+
+    python3 benchmarks/gpu/variance23.py components RUN_DIR [RUN_DIR ...]   # runs of one setting each
+    python3 benchmarks/gpu/variance23.py runs RUN_A RUN_B [RUN_C ...]       # runs of the same setting
+
+`components`: per run dir (one setting: replay budget, fresh or shared tuning), the between-process
+sd of ln(latency) per row (from process_rows.jsonl), by row size, FlagGems and torch rows apart; the
+within-call spread where the rows carry replay samples (timer.stop=adaptive: ci_rel, spread_rel);
+the wall per pass; and the precision of a row's median over K processes that the measured variance
+implies for K = 1..6 at that budget (sd * sqrt(var factor of a median of K)), against its wall.
+
+`runs`: several runs of the same setting: for each pair, the share of rows whose other-run latency
+lies inside this run's latency_ci, interval widths (p50/p90 of (hi - lo) / latency, rows >= 20 us
+apart), run-to-run |ln ratio| (p50/p90/max; rows >= 5 us; all FlagGems rows) and the walls.
+Prints Markdown; --json writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from zlbench.results.process_stats import median_var_factor  # noqa: E402
+
+SIZES = ((0, 0.005, "< 5 us"), (0.005, 0.02, "5-20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1e9, ">= 100 us"))
+
+
+def _rows(path: Path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def _key(r):
+    return (r.get("node"), r["op"], r.get("dtype"), r.get("shape"))
+
+
+def _q(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))] if v else None
+
+
+def _pct(x):
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def wall(run: Path):
+    """Seconds per pass (process) from the units' events: first to last event of each unit."""
+    out = []
+    for unit in sorted((run / "units").glob("*")):
+        ts = [json.loads(x)["t"] for x in (unit / "events.jsonl").read_text().splitlines() if x.strip()]
+        if ts:
+            out.append(max(ts) - min(ts))
+    return out
+
+
+def components(runs, as_json):
+    result = {}
+    lines = ["| run | impl | size | rows | between-process sd of ln: p50 / p90 / max | within-call ci_rel p50 |",
+             "|---|---|---|---|---|---|"]
+    for run in runs:
+        per = _rows(run / "process_rows.jsonl")
+        groups = defaultdict(lambda: defaultdict(list))
+        within = defaultdict(list)
+        for r in per:
+            if r.get("status") != "ok" or not r.get("latency"):
+                continue
+            groups["gems"][_key(r)].append(r["latency"])
+            if r.get("latency_base"):
+                groups["torch"][_key(r)].append(r["latency_base"])
+            if r.get("ci_rel") is not None:
+                within["gems"].append(r["ci_rel"])
+            if (r.get("timing_base") or {}).get("ci_rel") is not None:
+                within["torch"].append(r["timing_base"]["ci_rel"])
+        passes = wall(run)
+        res = {"passes_s": passes, "impl": {}}
+        for impl, by_row in groups.items():
+            sds = {k: statistics.stdev([math.log(v) for v in vs]) for k, vs in by_row.items() if len(vs) >= 2}
+            med = {k: statistics.median(by_row[k]) for k in sds}
+            res["impl"][impl] = {}
+            for lo, hi, name in SIZES:
+                s = [sds[k] for k in sds if lo <= med[k] < hi]
+                if not s:
+                    continue
+                res["impl"][impl][name] = {"rows": len(s), "p50": _q(s, .5), "p90": _q(s, .9), "max": max(s)}
+                w = _q(within[impl], .5) if within[impl] else None
+                lines.append(f"| {run.name} | {impl} | {name} | {len(s)} | {_pct(_q(s, .5))} / {_pct(_q(s, .9))} / "
+                             f"{_pct(max(s))} | {_pct(w)} |")
+            allsd = list(sds.values())
+            if allsd:
+                res["impl"][impl]["all"] = {"rows": len(allsd), "p50": _q(allsd, .5), "p90": _q(allsd, .9),
+                                            "implied_p90_by_K": {k: _q(allsd, .9) * math.sqrt(median_var_factor(k))
+                                                                 for k in range(1, 7)}}
+        result[run.name] = res
+        lines.append(f"| {run.name} | wall per pass | | | {', '.join(f'{x:.0f}' for x in passes)} s | |")
+    print("\n".join(lines))
+    for name, res in result.items():
+        g = res["impl"].get("gems", {}).get("all")
+        if g:
+            print(f"\n{name}: FlagGems rows' implied p90 precision of the median over K processes: " + ", ".join(
+                f"K={k} {_pct(v)}" for k, v in g["implied_p90_by_K"].items()))
+    if as_json:
+        Path(as_json).write_text(json.dumps(result, indent=1))
+
+
+def runs_report(runs, as_json):
+    data = {run.name: {_key(r): r for r in _rows(run / "rows.jsonl") if r.get("status") == "ok" and r.get("latency")}
+            for run in runs}
+    names = list(data)
+    cover, widths, widths20, diffs, diffs5, ok = [], [], [], [], [], {}
+    for a in names:
+        for r in data[a].values():
+            if r.get("latency_ci"):
+                w = (r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"]
+                widths.append(w)
+                if r["latency"] >= 0.02:
+                    widths20.append(w)
+        for b in names:
+            if a == b:
+                continue
+            hits = [r["latency_ci"][0] <= data[b][k]["latency"] <= r["latency_ci"][1]
+                    for k, r in data[a].items() if k in data[b] and r.get("latency_ci")]
+            cover.append(sum(hits) / len(hits) if hits else 0)
+            ok[f"{a} in {b}"] = cover[-1]
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for k, r in data[a].items():
+                if k in data[b]:
+                    d = abs(math.log(data[b][k]["latency"] / r["latency"]))
+                    diffs.append(d)
+                    if r["latency"] >= 0.005:
+                        diffs5.append(d)
+    walls = {run.name: sum(wall(run)) for run in runs}
+    rows_with_ci = [r for d in data.values() for r in d.values() if r.get("latency_ci")]
+    coverage_rows = []
+    for k in data[names[0]]:
+        if all(k in data[n] for n in names):
+            inside = all(data[a][k].get("latency_ci") and data[a][k]["latency_ci"][0] <= data[b][k]["latency"]
+                         <= data[a][k]["latency_ci"][1] for a in names for b in names if a != b)
+            coverage_rows.append(inside)
+    out = {
+        "rows": len(data[names[0]]), "rows_with_ci": len(rows_with_ci),
+        "coverage_by_pair": ok, "rows_covered_by_every_other_run": (sum(coverage_rows) / len(coverage_rows)) if coverage_rows else None,
+        "width_p50": _q(widths, .5), "width_p90": _q(widths, .9),
+        "width_ge20us_p50": _q(widths20, .5), "width_ge20us_p90": _q(widths20, .9),
+        "run_to_run_all": {"p50": _q(diffs, .5), "p90": _q(diffs, .9), "max": max(diffs) if diffs else None},
+        "run_to_run_ge5us": {"p50": _q(diffs5, .5), "p90": _q(diffs5, .9), "max": max(diffs5) if diffs5 else None},
+        "unit_seconds": walls,
+        "unstable_rows": sum(1 for r in rows_with_ci if "BENCHMARK_PROCESS_UNSTABLE" in (r.get("markers") or [])),
+    }
+    print(f"rows {out['rows']} (with interval: {out['rows_with_ci']} over {len(names)} runs), unstable "
+          f"{out['unstable_rows']}")
+    print(f"coverage: rows whose every other run lies inside their interval: {_pct(out['rows_covered_by_every_other_run'])}; "
+          f"by pair: {', '.join(f'{k} {_pct(v)}' for k, v in ok.items())}")
+    print(f"width (hi-lo)/latency: p50 {_pct(out['width_p50'])} p90 {_pct(out['width_p90'])}; rows >= 20 us: "
+          f"p50 {_pct(out['width_ge20us_p50'])} p90 {_pct(out['width_ge20us_p90'])}")
+    for name in ("run_to_run_all", "run_to_run_ge5us"):
+        d = out[name]
+        print(f"{name} |ln ratio|: p50 {_pct(d['p50'])} p90 {_pct(d['p90'])} max {_pct(d['max'])}")
+    print("unit seconds per run: " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()))
+    if as_json:
+        Path(as_json).write_text(json.dumps(out, indent=1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("components", "runs"))
+    p.add_argument("run_dirs", nargs="+", type=Path)
+    p.add_argument("--json")
+    args = p.parse_args()
+    (components if args.what == "components" else runs_report)(args.run_dirs, args.json)
+
+
+if __name__ == "__main__":
+    main()
