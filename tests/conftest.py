@@ -19,9 +19,11 @@ ONE_PROCESS = ("timer.processes=1", "ab.respawn_every=0")
 
 
 def pinned(args):
-    """args plus ONE_PROCESS's settings the args do not set themselves."""
+    """args plus ONE_PROCESS's settings the args do not set themselves (the A/B one only for an A/B:
+    a plain run's identity holds the whole config, so a resume must name the same)."""
     keys = {str(a).split("=", 1)[0].lstrip("+") for a in args}
-    return [*args, *(p for p in ONE_PROCESS if p.split("=", 1)[0] not in keys)]
+    ab = "ab" in keys
+    return [*args, *(p for p in ONE_PROCESS if p.split("=", 1)[0] not in keys and (ab or not p.startswith("ab.")))]
 
 
 def zlbench(*args, cwd=None, env=None, timeout=600, defaults=False):

@@ -456,14 +456,15 @@ def test_summary_names_the_widest_placement_spread():
         render_summary(refused, [], "t")
 
 
-def test_config_yaml_and_plugin_defaults_agree():
+def test_config_and_plugin_defaults_agree():
     from zlbench.config.schema import TimerConf
 
     conf = TimerConf()
     for key, value in sampling.DEFAULTS.items():
         assert getattr(conf, key) == value, key
+        # conf/timer only selects (and overrides): no timer file sets a sampling default of its own.
         for path in sorted((REPO / "conf" / "timer").glob("*.yaml")):
-            assert yaml.safe_load(path.read_text())[key] == value, (path.name, key)
+            assert yaml.safe_load(path.read_text()).get(key, value) == value, (path.name, key)
 
 
 @pytest.mark.parametrize("override", ["timer.target_rel=0", "timer.min_samples=0", "timer.throttle_threshold=1.5"])
