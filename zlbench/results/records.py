@@ -74,6 +74,11 @@ class Row:
     placement_note: Optional[str] = None    # and why one only where more were asked for
     # The same facts for the baseline's (latency_base) timing call, as one mapping.
     timing_base: Optional[Dict[str, Any]] = None
+    # A plain run's row over its benchmark processes (zlbench/results/process_stats.py): how many
+    # measured it, and the 95% interval [lo, hi] ms for the value another run would report (null:
+    # one process, no process-level interval). Null in A/B rows (a round is one process per side).
+    processes: Optional[int] = None
+    latency_ci: Optional[List[float]] = None
 
     def __post_init__(self):
         if self.status not in STATUSES:

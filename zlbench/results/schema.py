@@ -16,6 +16,9 @@ MARKER_BIMODAL = "BENCHMARK_BIMODAL"
 # A timing call kept a sample taken below timer.throttle_threshold of the device's maximum SM clock
 # after its retries ran out (marker_reason says the clock).
 MARKER_THROTTLED = "BENCHMARK_CLOCK_THROTTLED"
+# A row's benchmark processes disagree far beyond what rows of its size in the run do (typically an
+# autotune pick drawn differently per process): its interval rests on its own spread alone.
+MARKER_PROCESS_UNSTABLE = "BENCHMARK_PROCESS_UNSTABLE"
 # pytest's own marks: FlagGems takes a test's first other mark as its op id.
 BUILTIN_MARKS = frozenset({
     "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
