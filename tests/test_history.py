@@ -339,7 +339,7 @@ def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys
     dirs = H.series(tmp_path, lat, noise=0.01, seed=1)
     history("import", *dirs, "--url", store_url, capsys=capsys)
     code, out = history("regressions", "--url", store_url, "--format", "json", capsys=capsys)
-    assert code == 0
+    assert code == 1 and "3 step(s) of kind regression: exit 1" in out.err  # a CI gate
     result = json.loads(out.out)
     steps = result["steps"]
     assert {(s["op"], s["kind"]) for s in steps} == {("exp", "regression")}, steps
@@ -350,6 +350,9 @@ def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys
         assert "corpus_commit corpus040000 -> corpus050000" in s["changed"]
     code, out = history("regressions", "--url", store_url, capsys=capsys)
     assert "| exp " in out.out and "regression" in out.out and "| add " not in out.out
+    for fail_on in ("none", "improvement"):  # what fails is chosen
+        assert history("regressions", "--url", store_url, "--fail-on", fail_on, capsys=capsys)[0] == 0
+    assert history("regressions", "--url", store_url, "--fail-on", "any", capsys=capsys)[0] == 1
 
 
 def test_regression_in_the_last_runs_is_not_yet_confirmed(tmp_path, capsys):

@@ -22,6 +22,7 @@ from typing import List, Optional
 from tabulate import tabulate
 
 from zlbench.errors import UsageError
+from zlbench.exitcodes import Exit
 
 ENV_URL = "ZLBENCH_STORE_URL"
 
@@ -119,13 +120,18 @@ def cmd_compare(args) -> int:
                 raise UsageError("compare needs two runs (ids from `history list`, run dirs or key prefixes), "
                                  "or --latest.")
             run_a, run_b = (resolve_run(store, r) for r in args.runs)
-        result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window)
+        result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window,
+                                fail_on=args.fail_on)
     if args.out:
         for p in C.write(result, args.out, args.all):
             print(f"[zlbench] wrote {p}", file=sys.stderr)
     render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
     sys.stdout.write(render[args.format](result))
-    return 0
+    failing = result["summary"]["failing_rows"]
+    if failing:
+        print(f"[zlbench] compare: {failing} row(s) {args.fail_on} beyond their noise and the threshold: exit 1 "
+              "(--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
+    return int(Exit.NOT_OK) if failing else 0
 
 
 def cmd_regressions(args) -> int:
@@ -136,7 +142,11 @@ def cmd_regressions(args) -> int:
                                ops=args.op or None, backend=args.backend, device=args.device, since=args.since)
     render = {"md": R.render_markdown, "csv": R.render_csv, "json": R.render_json}[args.format]
     _emit(render(result), args.out, f"regressions.{args.format}")
-    return 0
+    failing = sum(1 for f in result["steps"] if f["kind"] in R.FAIL_ON[args.fail_on])
+    if failing:
+        print(f"[zlbench] regressions: {failing} step(s) of kind {args.fail_on}: exit 1 (--fail-on chooses what "
+              "fails: regression, improvement, any, none).", file=sys.stderr)
+    return int(Exit.NOT_OK) if failing else 0
 
 
 def cmd_vendors(args) -> int:
@@ -198,6 +208,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--caliber", help="with --latest: the newest run of this caliber")
     sp.add_argument("--threshold", type=float, default=0.02, help="relative change that matters (default 0.02)")
     sp.add_argument("--window", type=int, default=20, help="earlier runs giving a row's noise (default 20)")
+    sp.add_argument("--fail-on", choices=("slower", "faster", "changed", "none"), default="slower",
+                    help="exit 1 when a row has this verdict (changed: slower or faster; default slower)")
     sp.add_argument("--all", action="store_true", help="Markdown: every row, not only the changed ones")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="what goes to stdout")
     sp.add_argument("--out", type=Path, help="also write compare.md, compare.csv, compare.json here")
@@ -207,7 +219,10 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--commit", help=argparse.SUPPRESS)
     sp.add_argument("-k", type=int, default=3, help="runs on each side of a step (default 3)")
     sp.add_argument("--threshold", type=float, default=0.05, help="smallest step reported (default 0.05)")
-    sp.add_argument("--z", type=float, default=3.0, help="a step must exceed z x the runs' robust spread (default 3)")
+    sp.add_argument("--z", type=float, default=3.0, help="a step must exceed z x the runs' robust spread (default 3; "
+                    "runs with process-level intervals: the intervals instead)")
+    sp.add_argument("--fail-on", choices=("regression", "improvement", "any", "none"), default="regression",
+                    help="exit 1 when a step of this kind is found (default regression)")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
     sp.add_argument("--out", type=Path, help="write regressions.<format> here instead of stdout")
 
