@@ -7,8 +7,10 @@
   vendors                 each backend's speedup and latency per op, dtype and shape
   html --out DIR          a static site (runs, trends, regressions, vendors, A/B results)
 
-The store: --url, else $ZLBENCH_STORE_URL, else zl_runs/zlbench.db under the current folder (where
-runs write it by default); `import` defaults to the store beside its first run dir."""
+The store (--url before or after the verb): --url, else $ZLBENCH_STORE_URL, else the store runs write
+beside their run dirs: ./zl_runs/zlbench.db, else the one zlbench.db up to 3 folders below the
+current folder (hydra.run.dir=runs/x writes runs/zlbench.db); what it found is said on stderr
+(history/where.py). `import` defaults to the store beside its first run dir."""
 
 from __future__ import annotations
 
@@ -23,16 +25,14 @@ from tabulate import tabulate
 
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
-
-ENV_URL = "ZLBENCH_STORE_URL"
+from zlbench.history.where import ENV_URL, find_store
 
 
 def store_url(arg: Optional[str]) -> str:
-    if arg:
-        return arg
-    if os.environ.get(ENV_URL):
-        return os.environ[ENV_URL]
-    return "sqlite:///" + str(Path("zl_runs", "zlbench.db").resolve())
+    url, note = find_store(arg)
+    if note:
+        print(f"[zlbench] {note}", file=sys.stderr)
+    return url
 
 
 def _date(text: str) -> datetime:
@@ -55,7 +55,7 @@ def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
     from zlbench.store.ingest import log_record, run_dir_record, write_record
 
-    url = args.url or os.environ.get(ENV_URL) or default_url(Path(args.paths[0]))
+    url = find_store(args.url, create=True)[0] if args.url else os.environ.get(ENV_URL) or default_url(Path(args.paths[0]))
     records = []
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
@@ -171,11 +171,15 @@ def cmd_html(args) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m zlbench.history", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    url_help = (f"store URL, SQLite file, its folder or a run dir (default: ${ENV_URL}, else ./zl_runs/zlbench.db, "
+                "else the one zlbench.db up to 3 folders below)")
+    p.add_argument("--url", help=url_help)
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     def verb(name, help_text, func):
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        sp.add_argument("--url", help=f"store URL (default: ${ENV_URL}, else ./zl_runs/zlbench.db)")
+        # SUPPRESS: when not given after the verb, the value given before it (`history --url X list`) stays.
+        sp.add_argument("--url", default=argparse.SUPPRESS, help=url_help)
         sp.set_defaults(func=func)
         return sp
 
