@@ -2,8 +2,10 @@
 
   import RUN_DIR|LOG...   (re)build the store from run dirs or FlagGems result logs
   list                    runs, with filters
-  compare A B | --latest  rows that changed beyond their own noise
-  regressions             persistent steps over a caliber's runs, with the first commit after each
+  compare A B | --latest  rows that changed beyond their own noise (their process-level intervals,
+                          rounds or history); exit 1 when a row got slower (--fail-on)
+  regressions             persistent steps over a caliber's runs, with the first commit after each;
+                          exit 1 when it finds a regression (--fail-on)
   vendors                 each backend's speedup and latency per op, dtype and shape
   html --out DIR          a static site (runs, trends, regressions, vendors, A/B results)
 
