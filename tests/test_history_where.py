@@ -68,7 +68,8 @@ def test_the_default_store_wins_and_the_others_are_named(tmp_path):
 def test_several_stores_and_none_are_one_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     out = history("list", cwd=tmp_path / "empty")
-    assert out.returncode == 2 and "no results store found. Looked at: --url (not given), $ZLBENCH_STORE_URL" in out.stderr
+    assert out.returncode == 2
+    assert "no results store found. Looked at: --url (not given), $ZLBENCH_STORE_URL" in out.stderr
     assert str(tmp_path / "empty" / "zl_runs" / "zlbench.db") in out.stderr and "Fix:" in out.stderr
     assert not list((tmp_path / "empty").iterdir())  # reading creates nothing
     recorded(tmp_path / "a" / "run")

@@ -57,7 +57,8 @@ def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
     from zlbench.store.ingest import log_record, run_dir_record, write_record
 
-    url = find_store(args.url, create=True)[0] if args.url else os.environ.get(ENV_URL) or default_url(Path(args.paths[0]))
+    url = (find_store(args.url, create=True)[0] if args.url
+           else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
     records = []
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
