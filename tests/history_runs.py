@@ -20,11 +20,12 @@ DEVICE_NAMES = {"cuda": "NVIDIA H200", "musa": "MTT S4000", "cpu": "Intel(R) Xeo
 
 def identity(backend: str = "cuda", corpus_commit: str = "c0", zlbench_commit: str = "z0", triton: str = "3.6.0",
              created: str = "2026-11-01T00:00:00+0000", timer: str = "graph", ops: Sequence[str] = ("exp",),
-             ab: Optional[str] = None) -> dict:
-    """An identity with every top-level key a real run's has (see zlbench/planning/identity.py)."""
+             ab: Optional[str] = None, processes: int = 1) -> dict:
+    """An identity with every top-level key a real run's has (see zlbench/planning/identity.py);
+    processes: timer.processes (a plain run measures each node in that many processes)."""
     device = DEVICE_NAMES.get(backend, backend)
     ident = {
-        "config": {"backend": {"name": backend}, "timer": {"name": timer, "repeat": 1},
+        "config": {"backend": {"name": backend}, "timer": {"name": timer, "repeat": 1, "processes": processes},
                    "shape": {"mode": "upstream", "level": "core", "file": None},
                    "corpus": {"name": "flaggems", "root": "/src/FlagGems"},
                    "ab": {"name": ab or "none", "var": None}, "ops": list(ops), "dtypes": ["float16"],
@@ -52,13 +53,20 @@ def identity(backend: str = "cuda", corpus_commit: str = "c0", zlbench_commit: s
 
 
 def row(op: str, shape: str, latency: float, latency_base: float, side: str = "main", rnd: int = 0,
-        dtype: str = "torch.float16", status: str = "ok", device_name: str = "NVIDIA H200") -> dict:
+        dtype: str = "torch.float16", status: str = "ok", device_name: str = "NVIDIA H200",
+        ci: Optional[Sequence[float]] = None, base_ci: Optional[Sequence[float]] = None,
+        processes: Optional[int] = None, markers: Sequence[str] = ()) -> dict:
+    """One row; ci / base_ci: the process-level intervals [lo, hi] ms of a plain run measured in
+    `processes` processes (timer.processes; null: one process)."""
     r = {k: None for k in ROW_FIELDS}
     r.update({"op": op, "dtype": dtype, "shape": shape, "legacy_shape": json.loads(shape)[0],
               "latency_base": latency_base, "latency": latency, "speedup": latency_base / latency,
-              "timer_used": "graph", "timer_used_base": "graph", "markers": [], "status": status, "side": side,
-              "round": rnd, "device": 0, "device_name": device_name, "node": f"benchmark/test_{op}.py::test_perf_{op}",
-              "unit": f"{side}.r{rnd}.d0.s0"})
+              "timer_used": "graph", "timer_used_base": "graph", "markers": list(markers), "status": status,
+              "side": side, "round": rnd, "device": 0, "device_name": device_name,
+              "node": f"benchmark/test_{op}.py::test_perf_{op}", "unit": f"{side}.r{rnd}.d0.s0",
+              "processes": processes if processes is not None else (3 if ci is not None else 1),
+              "latency_ci": list(ci) if ci is not None else None,
+              "timing_base": {"latency_ci": list(base_ci)} if base_ci is not None else None})
     return r
 
 
@@ -87,22 +95,26 @@ def write_run(run_dir: Path, ident: Mapping, rows: Sequence[Mapping], ab: Option
 
 
 def series(root: Path, latencies: Iterable[Mapping[str, float]], backend: str = "cuda", noise: float = 0.01,
-           seed: int = 0, rounds: int = 1, timer: str = "graph", first: int = 0) -> list:
+           seed: int = 0, rounds: int = 1, timer: str = "graph", first: int = 0,
+           interval: Optional[float] = None) -> list:
     """One run per element (one commit each, a day apart): {op: latency of its first shape}. Other
     shapes scale with it; every value gets lognormal noise of sd `noise`; torch stays put. `first`:
-    the index of the first commit (another machine measuring a later commit)."""
+    the index of the first commit (another machine measuring a later commit). interval: runs with
+    timer.processes=3 whose rows carry a process-level interval value x (1 -+ interval)."""
     rng = random.Random(seed)
     dirs = []
     for i, per_op in enumerate(latencies, first):
         created = f"2026-11-{i + 1:02d}T02:00:00+0000"
         ident = identity(backend=backend, corpus_commit=f"corpus{i:02d}" + "0" * 32, zlbench_commit=f"zl{i:02d}",
-                         created=created, timer=timer, ops=sorted(per_op))
+                         created=created, timer=timer, ops=sorted(per_op), processes=3 if interval else 1)
         rows = []
         for op, base in sorted(per_op.items()):
             for j, shape in enumerate(SHAPES):
                 for rnd in range(rounds):
                     lat = base * (4 ** j) * rng.lognormvariate(0, noise)
                     torch_lat = 0.01 * (4 ** j) * rng.lognormvariate(0, noise)
-                    rows.append(row(op, shape, lat, torch_lat, rnd=rnd, device_name=DEVICE_NAMES.get(backend, backend)))
+                    ci = [lat * (1 - interval), lat * (1 + interval)] if interval else None
+                    rows.append(row(op, shape, lat, torch_lat, rnd=rnd, device_name=DEVICE_NAMES.get(backend, backend),
+                                    ci=ci))
         dirs.append(write_run(root / "zl_runs" / f"2026-11-{i + 1:02d}" / "02-00-00", ident, rows))
     return dirs

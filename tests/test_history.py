@@ -227,18 +227,32 @@ def test_locked_sqlite_store_is_one_clear_error(real_runs, tmp_path, monkeypatch
     assert count(url, S.runs) == 1
 
 
-def test_old_store_opens_after_upgrade(real_runs, store_url):
+INTERVAL_COLUMNS = ("processes", "latency_lo", "latency_hi", "latency_base_lo", "latency_base_hi")  # revision 0003
+
+
+def test_old_store_opens_after_upgrade(real_runs, tmp_path, store_url):
     from zlbench.store.ingest import run_dir_record, write_record
 
     with Store(store_url, target="0001") as old:  # the first schema, as an older zlbench made it
-        write_record(old, run_dir_record(real_runs["a"]))
+        record = run_dir_record(real_runs["a"])
+        record["rows"] = [{k: v for k, v in r.items() if k not in INTERVAL_COLUMNS} for r in record["rows"]]
+        write_record(old, record)
         assert "ix_rows_run_id_op" not in {i["name"] for i in inspect(old.engine).get_indexes("rows")}
-    record_run(real_runs["b"], store_url)  # this zlbench: upgrades, then writes
+        assert "latency_lo" not in {c["name"] for c in inspect(old.engine).get_columns("rows")}
+    # This zlbench: upgrades, then writes a run whose rows carry process-level intervals.
+    ident = H.identity(processes=3)
+    record_run(H.write_run(tmp_path / "new" / "run", ident, [
+        H.row("exp", "[[64,64]]", 1.0, 0.5, ci=[0.97, 1.04], base_ci=[0.49, 0.52])]), store_url)
     with Store(store_url) as store:
         assert "ix_rows_run_id_op" in {i["name"] for i in inspect(store.engine).get_indexes("rows")}
         with store.begin("reading") as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == SCHEMA_HEAD
-    assert count(store_url, S.runs) == 2 and count(store_url, S.rows) == 6
+            got = conn.execute(select(S.rows.c.run_id, *[S.rows.c[c] for c in INTERVAL_COLUMNS])
+                               .order_by(S.rows.c.run_id)).all()
+    assert count(store_url, S.runs) == 2 and count(store_url, S.rows) == 4
+    # The old run's rows keep no interval; the new one's are stored as its rows.jsonl says.
+    assert [tuple(r)[1:] for r in got[:3]] == [(None,) * 5] * 3
+    assert tuple(got[3])[1:] == (3, 0.97, 1.04, 0.49, 0.52)
 
 
 def test_newer_store_says_how_to_migrate(store_url):
@@ -325,7 +339,7 @@ def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys
     dirs = H.series(tmp_path, lat, noise=0.01, seed=1)
     history("import", *dirs, "--url", store_url, capsys=capsys)
     code, out = history("regressions", "--url", store_url, "--format", "json", capsys=capsys)
-    assert code == 0
+    assert code == 1 and "3 step(s) of kind regression: exit 1" in out.err  # a CI gate
     result = json.loads(out.out)
     steps = result["steps"]
     assert {(s["op"], s["kind"]) for s in steps} == {("exp", "regression")}, steps
@@ -336,6 +350,9 @@ def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys
         assert "corpus_commit corpus040000 -> corpus050000" in s["changed"]
     code, out = history("regressions", "--url", store_url, capsys=capsys)
     assert "| exp " in out.out and "regression" in out.out and "| add " not in out.out
+    for fail_on in ("none", "improvement"):  # what fails is chosen
+        assert history("regressions", "--url", store_url, "--fail-on", fail_on, capsys=capsys)[0] == 0
+    assert history("regressions", "--url", store_url, "--fail-on", "any", capsys=capsys)[0] == 1
 
 
 def test_regression_in_the_last_runs_is_not_yet_confirmed(tmp_path, capsys):

@@ -161,3 +161,46 @@ def test_rows_keep_what_the_flaggems_harness_reports(tmp_path):
     record = {**RECORD, "result": [{**RECORD["result"][0], **HARNESS_FIELDS}, RECORD["result"][1]]}
     rows = rows_from_log(write_log(tmp_path / "result.log", ["[INFO] " + json.dumps(record)]))
     assert [r["tflops"] for r in rows] == [12.5, None]
+
+
+def fallback_warning(op, dtype, shape_detail, reason):
+    """The line zlbench's record plugin writes beside a record whose shape fell back to direct
+    timing (zlbench/plugins/record.py), the only trace of it in a log whose records lack markers."""
+    return (f"[WARNING] BENCHMARK_DIRECT_NO_CUDAGRAPH op={op} dtype={dtype} shape={json.dumps(shape_detail)} "
+            f"reason={reason}")
+
+
+def test_fallback_markers_logged_only_as_warning_lines_are_read(tmp_path):
+    log = write_log(tmp_path / "result_a.log", [
+        fallback_warning("exp", "torch.float16", [[64]], "capture refused: operation not permitted"),
+        "[WARNING] some other warning op=exp dtype=torch.float16 shape=[[128]]",
+        "[INFO] " + json.dumps(RECORD)])
+    rows = rows_from_log(log)
+    assert [(r["shape"], r["markers"]) for r in rows] == [("[[64]]", ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]),
+                                                          ("[[128]]", [])]
+    assert rows[0]["marker_reason"] == "capture refused: operation not permitted"
+    # A run.log whose record carries the marker itself and the warning line: marked once.
+    marked = {**RECORD, "result": [{**RECORD["result"][0], "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]},
+                                   RECORD["result"][1]]}
+    both = write_log(tmp_path / "run.log", [fallback_warning("exp", "torch.float16", [[64]], "x"),
+                                            "[INFO] " + json.dumps(marked)])
+    assert rows_from_log(both)[0]["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]
+    # Paired against a clean log, the row says it was timed another way, and the report counts it.
+    clean = write_log(tmp_path / "result_b.log", ["[INFO] " + json.dumps(RECORD)])
+    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(log), "--ab", str(clean)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "1 row(s) timed by the direct fallback on a side (BENCHMARK_DIRECT_NO_CUDAGRAPH)" in out.stdout
+    assert len([l for l in out.stdout.splitlines() if l.startswith("| exp") and "(fallback)" in l]) == 1
+
+
+def test_a_row_logged_again_is_its_next_round_and_a_lost_round_is_listed(tmp_path, capsys):
+    again = {**RECORD, "result": [{**RECORD["result"][0], "latency": 0.021}]}
+    a = write_log(tmp_path / "result_a.log", ["[INFO] " + json.dumps(RECORD), "[INFO] " + json.dumps(again)])
+    b = write_log(tmp_path / "result_b.log", ["[INFO] " + json.dumps(RECORD)])
+    rows = rows_from_log(a)
+    assert [(r["shape"], r["round"], r["latency"]) for r in rows] == [("[[64]]", 0, 0.02), ("[[128]]", 0, 0.02),
+                                                                      ("[[64]]", 1, 0.021)]
+    assert batch_summary([str(a), "--ab", str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "## Rounds dropped inside rows" in out and "round 1: missing on side B" in out

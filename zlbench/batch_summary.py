@@ -1,15 +1,26 @@
 """`python -m zlbench.batch_summary PATH [--ab PATH_B]`: summarize a run dir or a FlagGems result
-log; with --ab, pair two runs (or logs) and compare the same implementation across them."""
+log; with --ab, pair two runs (or logs) and compare the same implementation across them.
+
+Two separate runs (a multirun `-m ab=AXIS ab.side=off,on`, or any two runs or logs) are not an
+interleaved A/B: every round of one ran before any round of the other. The report names each side
+(from the run identity: the axis variable, its value and the side's name), says that the rounds
+were not interleaved and how far apart the runs ran, and points to the node-level A/B, which runs
+both sides in one run, alternating per node on each device. Rounds a paired row lost on one side
+are listed; a dead axis (identical kernels on both sides) exits 3 as a run does."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
+
+IDENTITY_FILE = "run_identity.json"
 
 
 def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dict], str]:
@@ -40,8 +51,188 @@ def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dic
     return rows, list(status.values()), path.name
 
 
+class Source:
+    """What one PATH of `--ab` is: a run dir (or a log inside one: run.log, run.<side>.log) with its
+    identity, side, kernels and when it measured, or a result log on its own."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.run_dir = path if (path / IDENTITY_FILE).is_file() else (
+            path.parent if path.is_file() and (path.parent / IDENTITY_FILE).is_file() else None)
+        self.identity: Mapping = {}
+        if self.run_dir is not None:
+            from zlbench.results.rundir import read_identity
+
+            self.identity = read_identity(self.run_dir)
+        sides = list(self.identity.get("sides") or {})
+        named = re.fullmatch(r"run\.(.+)\.log", path.name) if path.is_file() else None
+        self.side = (named[1] if named and named[1] in sides else sides[0] if len(sides) == 1 else None)
+
+    def label(self, fallback: str) -> str:
+        """`VAR=value (side)` for a side of an A/B axis, else the run's or log's name."""
+        ab = (self.identity.get("config") or {}).get("ab") or {}
+        var = ab.get("var")
+        if self.side and self.side != "main" and var:
+            return f"{var}={(self.identity.get('sides') or {})[self.side].get(var)} ({self.side})"
+        return fallback
+
+    def artifacts(self) -> Mapping[str, Sequence[str]]:
+        """The kernels this side compiled, per op (liveness): {} where unknown."""
+        from zlbench.results.rundir import load_artifacts
+
+        if self.run_dir is None or self.side is None:
+            return {}
+        return load_artifacts(self.run_dir).get(self.side, {})
+
+    def span(self) -> Optional[Tuple[float, float, str]]:
+        """(first, last, how known) of when this side measured: its units' events, else the run's
+        creation time, else a log's file time."""
+        from zlbench.results.events import read_events
+
+        if self.run_dir is not None:
+            times = [e["t"] for p in sorted((self.run_dir / "units").glob("*/events.jsonl")) for e in read_events(p)
+                     if isinstance(e.get("t"), (int, float))]
+            if times:
+                return min(times), max(times), "events"
+            created = self.identity.get("created")
+            if created:
+                t = datetime.strptime(created, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+                return t, t, "run identity"
+        if self.path.is_file():
+            t = self.path.stat().st_mtime
+            return t, t, "file time"
+        return None
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(seconds: float) -> str:
+    s = abs(seconds)
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h" if s < 172800 else f"{s / 86400:.1f} days"
+
+
+def _ran(span: Tuple[float, float, str]) -> str:
+    first, last = _when(span[0]), _when(span[1])
+    if span[1] <= span[0]:
+        return f"at {first}" + (f" ({span[2]})" if span[2] != "events" else "")
+    return f"{first[:-4]} to {last[11:] if last[:10] == first[:10] else last}"
+
+
+def not_interleaved(a: Source, b: Source, label_a: str, label_b: str) -> Tuple[str, Dict]:
+    """The report's line for two separate runs, and what it rests on (for ab.json)."""
+    spans = {"a": a.span(), "b": b.span()}
+    info: Dict = {"interleaved": False, "node_level_command": _node_level_command(a)}
+    parts = []
+    for name, label, span in (("A", label_a, spans["a"]), ("B", label_b, spans["b"])):
+        if span:
+            info[name.lower()] = {"first": _when(span[0]), "last": _when(span[1]), "from": span[2]}
+            parts.append(f"{name} ({label}) ran {_ran(span)}")
+    apart = ""
+    if spans["a"] and spans["b"]:
+        (a0, a1, _), (b0, b1, _) = spans["a"], spans["b"]
+        info["start_gap_s"] = round(b0 - a0, 1)
+        gap = max(b0 - a1, a0 - b1)
+        first, second = ("A", "B") if a0 <= b0 else ("B", "A")
+        apart = (f"; {second} started {_duration(b0 - a0)} after {first}"
+                 + (f", {_duration(gap)} after {first} ended" if gap > 0 else ", while it still ran"))
+    text = ("**Not interleaved**: two separate runs, every round of one side before any of the other ("
+            + ("; ".join(parts) or "times unknown") + apart + "). Rounds are paired by index as if they had run "
+            "side by side, so drift of the machine between the runs enters every row's change. For an "
+            "interleaved A/B (both sides in one run, alternating per node on each device): "
+            f"`{info['node_level_command']}`.")
+    return text, info
+
+
+def _node_level_command(a: Source) -> str:
+    ab = (a.identity.get("config") or {}).get("ab") or {}
+    if ab.get("name") and ab.get("name") != "none":
+        return f"python -m zlbench ab={ab['name']}" + (f" ab.var={ab['var']}" if ab["name"] == "env" else "")
+    return "python -m zlbench ab=env ab.var=VAR ab.values=[A,B]"
+
+
+def _usable(r: Mapping) -> bool:
+    v = r.get("latency")
+    return r.get("status") == "ok" and isinstance(v, (int, float)) and v > 0
+
+
+def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]:
+    """Rows paired in some rounds but not in others: which rounds each lost and why (rows paired in no
+    round are the report's unpaired rows)."""
+    from zlbench.ab.pairing import row_key
+    from zlbench.results.schema import short_dtype
+
+    by: Tuple[Dict, Dict] = ({}, {})
+    for side, rows in zip(by, (rows_a, rows_b)):
+        for r in rows:
+            if r.get("dtype") is not None or r.get("shape") is not None:
+                side.setdefault(row_key(r), {})[int(r.get("round") or 0)] = r
+    out = []
+    for key in sorted(set(by[0]) & set(by[1])):
+        ra, rb = by[0][key], by[1][key]
+        kept = [n for n in ra if n in rb and _usable(ra[n]) and _usable(rb[n])]
+        why = []
+        for n in sorted((set(ra) | set(rb)) - set(kept)):
+            x, y = ra.get(n), rb.get(n)
+            if x is None or y is None:
+                why.append(f"round {n}: missing on side {'A' if x is None else 'B'}")
+            else:
+                side, bad = ("A", x) if not _usable(x) else ("B", y)
+                why.append(f"round {n}: side {side} {bad.get('status')} {bad.get('reason') or ''}".strip())
+        if kept and why:
+            out.append({"op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "rounds_kept": len(kept),
+                        "dropped": why})
+    return out
+
+
+def dropped_markdown(dropped: Sequence[Mapping]) -> str:
+    from tabulate import tabulate
+
+    return ("\n## Rounds dropped inside rows\n\n" + tabulate(
+        [[d["op"], d["dtype"], d["shape"], d["rounds_kept"], "; ".join(d["dropped"])[:200]] for d in dropped],
+        headers=["Operator", "dtype", "shape", "rounds kept", "dropped"], tablefmt="github") + "\n")
+
+
+def compare_two(args) -> int:
+    from zlbench.report.ab import compare, render_markdown, write
+
+    rows_a, _, name_a = load(args.path, args.skip_bad_lines)
+    rows_b, _, name_b = load(args.ab, args.skip_bad_lines)
+    a, b = Source(args.path), Source(args.ab)
+    label_a, label_b = a.label(name_a), b.label(name_b)
+    caveats, info = [], {"interleaved": None}
+    if a.run_dir is not None and a.run_dir == b.run_dir:
+        text = f"Both sides come from one run ({a.run_dir}): its own ab.md has the interleaved A/B."
+    else:
+        text, info = not_interleaved(a, b, label_a, label_b)
+    dropped = dropped_rounds(rows_a, rows_b)
+    if dropped:
+        caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
+                       "on fewer rounds")
+    result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=a.artifacts(),
+                     artifacts_b=b.artifacts(), caveats=caveats)
+    result["summary"]["runs"] = info
+    result["dropped_rounds"] = dropped
+    title, rest = render_markdown(result).split("\n", 1)
+    result["markdown"] = f"{title}\n\n- {text}{rest}" + (dropped_markdown(dropped) if dropped else "")
+    if args.out is not None:
+        write(result, args.out)
+    print(result["markdown"])
+    if result["summary"]["liveness"] == "not live" and not args.allow_dead:
+        print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
+              "would (--allow-dead to accept).", file=sys.stderr)
+        return int(Exit.DEAD_AXIS)
+    return 0
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zlbench.batch_summary", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m zlbench.batch_summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path, help="run dir, run.log, or FlagGems result_*.log")
     parser.add_argument("--ab", type=Path, help="second run (side B) to pair with PATH (side A)")
     parser.add_argument("--out", type=Path, help="folder for ab.md/ab.csv/ab.json/ab.png (with --ab)")
@@ -53,29 +244,13 @@ def main(argv=None) -> int:
                         help="exit 0 even when the A/B axis is not live (default: exit 3, as a run does)")
     args = parser.parse_args(argv)
     try:
-        rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
         if args.ab is None:
             from zlbench.report.summary import render_summary
 
+            rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
             print(render_summary(rows_a, status_a, f"summary of {label_a}"))
             return 0
-        from zlbench.report.ab import compare, write
-        from zlbench.results.rundir import load_artifacts
-
-        rows_b, _, label_b = load(args.ab, args.skip_bad_lines)
-        art = [load_artifacts(p) if p.is_dir() else {} for p in (args.path, args.ab)]
-        # One side per run dir (a multirun sweep): its artifacts are under its only side.
-        art_a, art_b = (next(iter(a.values()), {}) if len(a) == 1 else {} for a in art)
-        result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold,
-                         artifacts_a=art_a, artifacts_b=art_b)
-        if args.out is not None:
-            write(result, args.out)
-        print(result["markdown"])
-        if result["summary"]["liveness"] == "not live" and not args.allow_dead:
-            print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
-                  "would (--allow-dead to accept).", file=sys.stderr)
-            return int(Exit.DEAD_AXIS)
-        return 0
+        return compare_two(args)
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)
         return e.exit_code

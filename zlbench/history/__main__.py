@@ -2,13 +2,17 @@
 
   import RUN_DIR|LOG...   (re)build the store from run dirs or FlagGems result logs
   list                    runs, with filters
-  compare A B | --latest  rows that changed beyond their own noise
-  regressions             persistent steps over a caliber's runs, with the first commit after each
+  compare A B | --latest  rows that changed beyond their own noise (their process-level intervals,
+                          rounds or history); exit 1 when a row got slower (--fail-on)
+  regressions             persistent steps over a caliber's runs, with the first commit after each;
+                          exit 1 when it finds a regression (--fail-on)
   vendors                 each backend's speedup and latency per op, dtype and shape
   html --out DIR          a static site (runs, trends, regressions, vendors, A/B results)
 
-The store: --url, else $ZLBENCH_STORE_URL, else zl_runs/zlbench.db under the current folder (where
-runs write it by default); `import` defaults to the store beside its first run dir."""
+The store (--url before or after the verb): --url, else $ZLBENCH_STORE_URL, else the store runs write
+beside their run dirs: ./zl_runs/zlbench.db, else the one zlbench.db up to 3 folders below the
+current folder (hydra.run.dir=runs/x writes runs/zlbench.db); what it found is said on stderr
+(history/where.py). `import` defaults to the store beside its first run dir."""
 
 from __future__ import annotations
 
@@ -22,16 +26,15 @@ from typing import List, Optional
 from tabulate import tabulate
 
 from zlbench.errors import UsageError
-
-ENV_URL = "ZLBENCH_STORE_URL"
+from zlbench.exitcodes import Exit
+from zlbench.history.where import ENV_URL, find_store
 
 
 def store_url(arg: Optional[str]) -> str:
-    if arg:
-        return arg
-    if os.environ.get(ENV_URL):
-        return os.environ[ENV_URL]
-    return "sqlite:///" + str(Path("zl_runs", "zlbench.db").resolve())
+    url, note = find_store(arg)
+    if note:
+        print(f"[zlbench] {note}", file=sys.stderr)
+    return url
 
 
 def _date(text: str) -> datetime:
@@ -54,7 +57,8 @@ def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
     from zlbench.store.ingest import log_record, run_dir_record, write_record
 
-    url = args.url or os.environ.get(ENV_URL) or default_url(Path(args.paths[0]))
+    url = (find_store(args.url, create=True)[0] if args.url
+           else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
     records = []
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
@@ -119,13 +123,18 @@ def cmd_compare(args) -> int:
                 raise UsageError("compare needs two runs (ids from `history list`, run dirs or key prefixes), "
                                  "or --latest.")
             run_a, run_b = (resolve_run(store, r) for r in args.runs)
-        result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window)
+        result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window,
+                                fail_on=args.fail_on)
     if args.out:
         for p in C.write(result, args.out, args.all):
             print(f"[zlbench] wrote {p}", file=sys.stderr)
     render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
     sys.stdout.write(render[args.format](result))
-    return 0
+    failing = result["summary"]["failing_rows"]
+    if failing:
+        print(f"[zlbench] compare: {failing} row(s) {args.fail_on} beyond their noise and the threshold: exit 1 "
+              "(--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
+    return int(Exit.NOT_OK) if failing else 0
 
 
 def cmd_regressions(args) -> int:
@@ -136,7 +145,11 @@ def cmd_regressions(args) -> int:
                                ops=args.op or None, backend=args.backend, device=args.device, since=args.since)
     render = {"md": R.render_markdown, "csv": R.render_csv, "json": R.render_json}[args.format]
     _emit(render(result), args.out, f"regressions.{args.format}")
-    return 0
+    failing = sum(1 for f in result["steps"] if f["kind"] in R.FAIL_ON[args.fail_on])
+    if failing:
+        print(f"[zlbench] regressions: {failing} step(s) of kind {args.fail_on}: exit 1 (--fail-on chooses what "
+              "fails: regression, improvement, any, none).", file=sys.stderr)
+    return int(Exit.NOT_OK) if failing else 0
 
 
 def cmd_vendors(args) -> int:
@@ -161,11 +174,15 @@ def cmd_html(args) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m zlbench.history", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    url_help = (f"store URL, SQLite file, its folder or a run dir (default: ${ENV_URL}, else ./zl_runs/zlbench.db, "
+                "else the one zlbench.db up to 3 folders below)")
+    p.add_argument("--url", help=url_help)
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     def verb(name, help_text, func):
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        sp.add_argument("--url", help=f"store URL (default: ${ENV_URL}, else ./zl_runs/zlbench.db)")
+        # SUPPRESS: when not given after the verb, the value given before it (`history --url X list`) stays.
+        sp.add_argument("--url", default=argparse.SUPPRESS, help=url_help)
         sp.set_defaults(func=func)
         return sp
 
@@ -198,6 +215,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--caliber", help="with --latest: the newest run of this caliber")
     sp.add_argument("--threshold", type=float, default=0.02, help="relative change that matters (default 0.02)")
     sp.add_argument("--window", type=int, default=20, help="earlier runs giving a row's noise (default 20)")
+    sp.add_argument("--fail-on", choices=("slower", "faster", "changed", "none"), default="slower",
+                    help="exit 1 when a row has this verdict (changed: slower or faster; default slower)")
     sp.add_argument("--all", action="store_true", help="Markdown: every row, not only the changed ones")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="what goes to stdout")
     sp.add_argument("--out", type=Path, help="also write compare.md, compare.csv, compare.json here")
@@ -207,7 +226,10 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--commit", help=argparse.SUPPRESS)
     sp.add_argument("-k", type=int, default=3, help="runs on each side of a step (default 3)")
     sp.add_argument("--threshold", type=float, default=0.05, help="smallest step reported (default 0.05)")
-    sp.add_argument("--z", type=float, default=3.0, help="a step must exceed z x the runs' robust spread (default 3)")
+    sp.add_argument("--z", type=float, default=3.0, help="a step must exceed z x the runs' robust spread (default 3; "
+                    "runs with process-level intervals: the intervals instead)")
+    sp.add_argument("--fail-on", choices=("regression", "improvement", "any", "none"), default="regression",
+                    help="exit 1 when a step of this kind is found (default regression)")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
     sp.add_argument("--out", type=Path, help="write regressions.<format> here instead of stdout")
 

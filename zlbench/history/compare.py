@@ -1,16 +1,24 @@
-"""Two runs of one caliber: which rows changed beyond their own noise.
+"""Two runs: which rows changed beyond their own noise.
 
 The noise of a row comes from, in this order:
 - its rounds, when both runs measured it in two or more rounds: the A/B report's paired test on
   per-round log ratios (report.stats.row_stat), rounds paired by index as `batch_summary --ab` does;
+- its process-level intervals, when both runs measured it in two or more benchmark processes (a
+  plain run with timer.processes >= 2): each run's `latency_ci` is a 95% prediction interval for the
+  value another run of the same caliber would report. The row moved when EACH run's value lies
+  outside the OTHER run's interval (see interval_stat for why this rule and not the intervals'
+  overlap). Both runs must carry one: a value measured in one process varies more than an interval
+  made for a median over K processes allows, so one run's interval alone would flag too often;
 - else its history: the run-to-run sd s of ln(latency) of that row over the earlier runs of the
   same caliber (up to `window`, at least MIN_HISTORY) since its last confirmed step (see
   regressions.py), from successive differences, so that an old regression is not taken for noise. A difference of two single runs has sd s*sqrt(2), so
   d = ln(B/A) gets a t interval with the estimator's effective degrees of freedom;
-- else none: the row is reported `inconclusive`, never as a change.
-p-values are then adjusted together (Benjamini-Hochberg) and each row gets the A/B report's verdict
-(report.stats.decide): faster, slower, changed below threshold, no difference beyond threshold,
-inconclusive, unstable."""
+- else none: the row is reported `inconclusive`, never as a change, and the report says how to get
+  intervals (timer.processes >= 2).
+p-values of the rounds and history rows are then adjusted together (Benjamini-Hochberg) and each
+row gets the A/B report's verdict (report.stats.decide): faster, slower, changed below threshold,
+no difference beyond threshold, inconclusive, unstable. Interval rows get the same vocabulary from
+interval_verdict. `fail_on` names the verdicts that make `history compare` exit 1 (a CI gate)."""
 
 from __future__ import annotations
 
@@ -24,18 +32,20 @@ from typing import Dict, List, Mapping, Optional
 from scipy import stats as sps
 from scipy.special import stdtr
 
-from zlbench.results.schema import short_dtype
+from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
 from zlbench.ab import stats
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from zlbench.ab.pairing import pair
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import VERSION_FIELDS, changed_versions, fetch_rows, iter_rows, list_runs, medians_by_run
+from zlbench.history.intervals import FAIL_ON, interval_stat, interval_verdict
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, fetch_rows, intervals_by_run, iter_rows,
+                                   list_runs, medians_by_run, row_key)
 
 MIN_HISTORY = 3
 WINDOW = 20
 FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
-          "p", "q", "mde_pct", "noise", "fallback", "verdict"]
+          "p", "q", "mde_pct", "a_lo", "a_hi", "b_lo", "b_hi", "process_unstable", "noise", "fallback", "verdict"]
 CHANGED = ("faster", "slower", "changed below threshold", "unstable")
 
 
@@ -87,55 +97,84 @@ def describe(run: Mapping) -> str:
 
 
 def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,
-                 window: int = WINDOW) -> Dict:
+                 window: int = WINDOW, fail_on: str = "slower") -> Dict:
     rows = fetch_rows(store, [run_a["run_id"], run_b["run_id"]])
     by_side = defaultdict(lambda: ([], []))
     for r in rows:
         by_side[str(r.get("side") or "main")][0 if r["run_id"] == run_a["run_id"] else 1].append(r)
-    # The history: earlier runs of B's caliber, newest `window` of them (A among them when it is one).
-    earlier = [r["run_id"] for r in list_runs(store, caliber=run_b["caliber"])
-               if (r["created"], r["run_id"]) < (run_b["created"], run_b["run_id"])][-window:]
-    history = medians_by_run(iter_rows(store, earlier, fields=("run_id", "op", "dtype", "shape", "side",
-                                                               "latency", "status")))
-    table, row_stats, unpaired = [], [], []
+    intervals = intervals_by_run(rows)
+    unstable = {(row_key(r), r["run_id"]) for r in rows if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])}
+    noise_of = _HistoryNoise(store, run_b, window)
+    table, tested, unpaired = [], [], []
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency")
         for p in pairing.rows:
             key = (*p.key, side)
-            if len(p.a) >= 2:
-                s, noise = stats.row_stat(p.a, p.b), "rounds"
+            ci_a, ci_b = (intervals.get(key, {}).get(run["run_id"]) for run in (run_a, run_b))
+            t = {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "side": side,
+                 "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+                 "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
+                 "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
+                 "process_unstable": any((key, run["run_id"]) in unstable for run in (run_a, run_b))}
+            if len(p.a) < 2 and ci_a and ci_b:
+                s = interval_stat(p.a[0], ci_a, p.b[0], ci_b)
+                s.verdict, t["noise"] = interval_verdict(s, threshold), "intervals"
+            elif len(p.a) >= 2:
+                s, t["noise"] = stats.row_stat(p.a, p.b), "rounds"
+                tested.append(s)
             else:
-                per_run = history.get(key, {})
-                h = current_level([per_run[rid] for rid in earlier if rid in per_run])  # oldest first
-                s = history_stat(statistics.median(p.a), statistics.median(p.b), h)
-                noise = f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none"
-            row_stats.append(s)
-            table.append({"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "side": side,
-                          "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
-                          "noise": noise, "fallback": p.fallback})
+                s, t["noise"] = noise_of(key, statistics.median(p.a), statistics.median(p.b))
+                tested.append(s)
+            t["stat"] = s
+            table.append(t)
         unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "side": side, "why": why}
                      for k, why in pairing.unpaired]
-    stats.analyse(row_stats, [None] * len(row_stats), threshold)
-    for t, s in zip(table, row_stats):
+    stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
+    for t in table:
+        s = t.pop("stat")
         t.update({"change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi), "p": s.p,
                   "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2), "verdict": s.verdict,
                   "ratio": s.ratio})
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
+    failing = FAIL_ON[fail_on]
     summary = {
         "run_a": _public(run_a), "run_b": _public(run_b), "label_a": describe(run_a), "label_b": describe(run_b),
         "same_caliber": run_a["caliber"] == run_b["caliber"], "threshold": threshold,
-        "history_runs": len(earlier), "paired_rows": len(table), "unpaired_rows": len(unpaired),
+        "history_runs": noise_of.runs, "paired_rows": len(table), "unpaired_rows": len(unpaired),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "noise_sources": dict(Counter(t["noise"].split(" ")[0] for t in table)),
+        # Rows left without any noise estimate, by the run that lacks a process-level interval.
+        "without_intervals": {"A": sum(1 for t in table if t["noise"] == "none" and t["a_lo"] is None),
+                              "B": sum(1 for t in table if t["noise"] == "none" and t["b_lo"] is None)},
+        "process_unstable_rows": sum(1 for t in table if t["process_unstable"]),
         "overall": stats.overall([t["ratio"] for t in table]),
         "changed_versions": changed_versions(run_a, run_b),
+        "fail_on": fail_on, "failing_rows": sum(1 for t in table if t["verdict"] in failing),
     }
-    result = {"summary": summary, "rows": table, "unpaired": unpaired}
-    return result
+    return {"summary": summary, "rows": table, "unpaired": unpaired}
 
 
+class _HistoryNoise:
+    """A row's noise from its history (module doc), the earlier runs read once and only when a
+    row needs them."""
+
+    def __init__(self, store: Store, run_b: Mapping, window: int):
+        # Earlier runs of B's caliber, newest `window` of them (A among them when it is one).
+        self.earlier = [r["run_id"] for r in list_runs(store, caliber=run_b["caliber"])
+                        if (r["created"], r["run_id"]) < (run_b["created"], run_b["run_id"])][-window:]
+        self.runs = len(self.earlier)
+        self.store = store
+        self._medians = None
+
+    def __call__(self, key, a: float, b: float):
+        if self._medians is None:
+            self._medians = medians_by_run(iter_rows(self.store, self.earlier, fields=(
+                "run_id", "op", "dtype", "shape", "side", "latency", "status")))
+        per_run = self._medians.get(key, {})
+        h = current_level([per_run[rid] for rid in self.earlier if rid in per_run])  # oldest first
+        return history_stat(a, b, h), (f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none")
 
 
 def _public(run: Mapping) -> dict:
@@ -155,8 +194,8 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
     out += _result_lines(s)
     out += _unpaired_lines(result)
     if not all_rows:
-        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) show no change "
-                   "beyond their noise (--all lists them; compare.csv and compare.json always do).")
+        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) not flagged "
+                   "(their verdicts above; --all lists them; compare.csv and compare.json always do).")
     changed = [_row_cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
     rest = [_row_cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
     # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
@@ -178,18 +217,39 @@ def _caliber_lines(s: Mapping) -> List[str]:
 
 
 def _result_lines(s: Mapping) -> List[str]:
-    """The overall change, the verdicts and where the noise came from."""
+    """The overall change, the verdicts, where the noise came from and what fails the comparison."""
     out = []
     o = s["overall"]
+    known = sum(v for k, v in s["noise_sources"].items() if k != "none")
     if o["geomean"] is not None:
         ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
         out.append(f"- Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
-                   "(geometric mean; negative = B faster).")
+                   "(geometric mean; negative = B faster)"
+                   + ("; not a verdict: no row has a noise estimate." if not known else "."))
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
     out.append(f"- Verdicts: {counts}.")
-    noise = ", ".join(f"{k}: {v}" for k, v in sorted(s["noise_sources"].items()))
-    out.append(f"- Noise from: {noise or '-'} (rounds: the rows' own rounds; history: the row over "
-               f"{s['history_runs']} earlier run(s) of this caliber; none: too little history, so inconclusive).")
+    legend = {"intervals": "each run's own process-level 95% interval, a row moved when each value lies outside "
+                           "the other run's interval",
+              "rounds": "the rows' own rounds",
+              "history": f"the row over {s['history_runs']} earlier run(s) of this caliber",
+              "none": "no interval and too little history, so inconclusive"}
+    sources = sorted(s["noise_sources"].items())
+    out.append(f"- Noise from: {', '.join(f'{k}: {v}' for k, v in sources) or '-'}"
+               + (f" ({'; '.join(f'{k}: {legend[k]}' for k, _ in sources if k in legend)})." if sources else "."))
+    missing = s.get("without_intervals") or {}
+    if s["noise_sources"].get("none"):
+        which = " and ".join(f"{k} ({v} row(s))" for k, v in sorted(missing.items()) if v) or "A or B"
+        out.append(f"- **No process-level intervals** in {which}: measured in one process (timer.processes=1, "
+                   "or a zlbench before intervals), and too little history to judge "
+                   f"{s['noise_sources']['none']} row(s). Fix: rerun with timer.processes>=2 (the default); two "
+                   "such runs compare on their own intervals.")
+    if s.get("process_unstable_rows"):
+        out.append(f"- {s['process_unstable_rows']} row(s) marked BENCHMARK_PROCESS_UNSTABLE in A or B (their "
+                   "processes disagreed, e.g. an autotune pick): their intervals rest on their own spread.")
+    wanted = sorted(FAIL_ON[s["fail_on"]])
+    if wanted:
+        out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows']} row(s) {' or '.join(wanted)}"
+                   + (": exit 1." if s["failing_rows"] else ": exit 0."))
     return out
 
 
@@ -210,7 +270,8 @@ def _row_cells(t: Mapping) -> List[str]:
     ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
     return [t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
             f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
-            t["verdict"] + (" (fallback)" if t["fallback"] else "")]
+            t["verdict"] + (" (fallback)" if t["fallback"] else "")
+            + (" (process-unstable)" if t.get("process_unstable") else "")]
 
 
 def render_csv(result: Mapping) -> str:

@@ -89,7 +89,7 @@ def latest_pair(store: Store, **filters) -> Tuple[dict, dict]:
 
 
 ROW_FIELDS = ("run_id", "op", "dtype", "shape", "side", "round", "latency", "latency_base", "speedup",
-              "status", "reason", "markers", "timer_used")
+              "status", "reason", "markers", "timer_used", "processes", "latency_lo", "latency_hi")
 
 
 def fetch_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
@@ -138,6 +138,30 @@ def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowK
         acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("side") or "main"))][r["run_id"]].append(float(v))
     return {k: {rid: (v[0] if len(v) == 1 else statistics.median(v)) for rid, v in per.items()}
             for k, per in acc.items()}
+
+
+def interval_of(r: Mapping, lo: str = "latency_lo", hi: str = "latency_hi") -> Optional[Tuple[float, float]]:
+    """A row's process-level interval (lo, hi) in ms, or None: measured in one process, an A/B round,
+    a row of an older run, or not a usable interval (0 < lo <= hi)."""
+    a, b = r.get(lo), r.get(hi)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and 0 < a <= b:
+        return float(a), float(b)
+    return None
+
+
+def intervals_by_run(rows: Iterable[Mapping], lo: str = "latency_lo", hi: str = "latency_hi",
+                     field: str = "latency") -> Dict[RowKey, Dict[int, Tuple[float, float]]]:
+    """Per row key and run: the row's interval, where the run measured the row once (a plain run's
+    row over its processes) with a usable value and interval."""
+    seen: Dict[RowKey, Dict[int, Optional[Tuple[float, float]]]] = defaultdict(dict)
+    for r in rows:
+        if not usable(r, field) or (r.get("dtype") is None and r.get("shape") is None):
+            continue
+        per = seen[row_key(r)]
+        # A second row of the key in one run (rounds): its value is a median over rounds, not the
+        # value the interval was made for.
+        per[r["run_id"]] = None if r["run_id"] in per else interval_of(r, lo, hi)
+    return {k: {rid: ci for rid, ci in per.items() if ci is not None} for k, per in seen.items()}
 
 
 VERSION_FIELDS = ("corpus_commit", "zlbench_commit", "triton_version", "torch_version", "flag_gems_version",

@@ -8,7 +8,11 @@ rounds) and for every split of the series into `k` runs before and `k` runs afte
     noise = 1.4826 * median(|x - median(its half)|) over both halves (a robust sd of one run)
 
 A split is a step when |step| >= ln(1 + threshold) (big enough to matter) and |step| >= z * noise
-(beyond the run-to-run spread). One outlier moves neither median, so it is never a step; a change
+(beyond the run-to-run spread). When every run of the row carries a process-level interval (plain
+runs with timer.processes >= 2: a 95% interval for the value another run would report), the
+intervals replace the spread, which 2k runs estimate poorly: the step must take the median after
+the split outside the before runs' interval (the medians of their bounds) and the median before
+outside the after runs' interval (the compare rule, history/intervals.py, on the two levels). One outlier moves neither median, so it is never a step; a change
 must hold for most of the k runs after it. Neighbouring splits of one change all qualify; the one
 where two flat segments fit the runs around them best (least squares) is reported, naming the
 first run after it: its commits and versions, and
@@ -28,13 +32,16 @@ from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import VERSION_FIELDS, changed_versions, iter_rows, list_runs, medians_by_run
+from zlbench.history.query import VERSION_FIELDS, changed_versions, intervals_by_run, iter_rows, list_runs, medians_by_run
 
 K = 3
 THRESHOLD = 0.05
 NOISE_Z = 3.0
+# `--fail-on` of `history regressions`: which kinds of step make it exit 1.
+FAIL_ON = {"regression": ("regression",), "improvement": ("improvement",), "any": ("regression", "improvement"),
+           "none": ()}
 FIELDS = ["op", "dtype", "shape", "side", "kind", "change_pct", "before_ms", "after_ms", "baseline_change_pct",
-          "noise_pct", "first_run", "first_created", "corpus_commit", "zlbench_commit", "triton_version",
+          "noise_pct", "noise_from", "first_run", "first_created", "corpus_commit", "zlbench_commit", "triton_version",
           "changed"]
 
 
@@ -43,24 +50,47 @@ def _robust_sd(*halves: Sequence[float]) -> float:
     return 1.4826 * float(np.median(dev)) if dev else 0.0
 
 
-def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD, z: float = NOISE_Z) -> List[Dict]:
-    """Steps in one series of positive values, oldest first: [{'index', 'step', 'noise'}], where
-    index is the first value after the step."""
+def _windows(x: Sequence[float], k: int) -> np.ndarray:
+    """Every window of k values at once."""
+    return np.lib.stride_tricks.sliding_window_view(np.asarray(x, float), k)
+
+
+def _beyond_intervals(med: np.ndarray, intervals: Sequence[Tuple[float, float]], k: int) -> np.ndarray:
+    """Per split (before = window i-k, after = window i): each side's median outside the other side's
+    interval (the medians of its runs' log bounds)."""
+    lo = np.median(_windows([math.log(c[0]) for c in intervals], k), axis=1)
+    hi = np.median(_windows([math.log(c[1]) for c in intervals], k), axis=1)
+    before, after = med[:-k], med[k:]
+    return (((after < lo[:-k]) | (after > hi[:-k])) & ((before < lo[k:]) | (before > hi[k:])))
+
+
+def _half_width(intervals: Sequence[Tuple[float, float]]) -> float:
+    """The typical half-width of these intervals in log units (what the report calls their noise)."""
+    return float(np.median([(math.log(c[1]) - math.log(c[0])) / 2 for c in intervals]))
+
+
+def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD, z: float = NOISE_Z,
+               intervals: Optional[Sequence[Tuple[float, float]]] = None) -> List[Dict]:
+    """Steps in one series of positive values, oldest first: [{'index', 'step', 'noise',
+    'noise_from'}], where index is the first value after the step. intervals: each value's
+    process-level interval (lo, hi), every one of them, or None (the spread rule)."""
     logs = [math.log(v) for v in values]
     n = len(logs)
     if n < 2 * k:
         return []
     min_step = math.log(1 + threshold)
     # Every window of k runs at once: its median and its values' distances from that median.
-    windows = np.lib.stride_tricks.sliding_window_view(np.asarray(logs), k)
+    windows = _windows(logs, k)
     med = np.median(windows, axis=1)
     dist = np.abs(windows - med[:, None])
     # Split i (k <= i <= n-k): before = window i-k, after = window i.
     steps_all = med[k:] - med[:-k]
     noise_all = 1.4826 * np.median(np.hstack([dist[:-k], dist[k:]]), axis=1)
+    beyond = (_beyond_intervals(med, intervals, k) if intervals is not None
+              else np.abs(steps_all) >= z * noise_all)
     flagged = [{"index": j + k, "step": float(st), "noise": float(no)}
-               for j, (st, no) in enumerate(zip(steps_all, noise_all))
-               if abs(st) >= min_step and abs(st) >= z * no]
+               for j, (st, no, out) in enumerate(zip(steps_all, noise_all, beyond))
+               if abs(st) >= min_step and out]
     groups: List[List[Dict]] = []
     for f in flagged:  # neighbouring splits of one change, same direction
         if groups and f["index"] - groups[-1][-1]["index"] <= 1 and (f["step"] > 0) == (groups[-1][-1]["step"] > 0):
@@ -83,8 +113,10 @@ def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD
         if best > n - k:  # fewer than k runs after it: not yet confirmed
             continue
         before, after = logs[max(0, best - k):best], logs[best:best + k]
-        steps.append({"index": best, "step": float(np.median(after) - np.median(before)),
-                      "noise": _robust_sd(before, after)})
+        noise = _half_width(intervals[max(0, best - k):best + k]) if intervals is not None \
+            else _robust_sd(before, after)
+        steps.append({"index": best, "step": float(np.median(after) - np.median(before)), "noise": noise,
+                      "noise_from": "intervals" if intervals is not None else "spread"})
     return steps
 
 
@@ -99,13 +131,16 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
     fields = ("run_id", "op", "dtype", "shape", "side", "latency", "latency_base", "status")
     lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
     base = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency_base")
+    cis = intervals_by_run(iter_rows(store, list(index), ops=ops, fields=fields + ("latency_lo", "latency_hi")))
     found = []
     for key, per_run in lat.items():
         ids = sorted(per_run, key=index.get)
         if len(ids) < 2 * k:
             continue
         values = [per_run[i] for i in ids]
-        for st in find_steps(values, k, threshold, z):
+        row_cis = cis.get(key, {})
+        intervals = [row_cis[i] for i in ids] if all(i in row_cis for i in ids) else None
+        for st in find_steps(values, k, threshold, z, intervals):
             if _kind(st) == "improvement" and not include_improvements:
                 continue
             i = st["index"]
@@ -150,7 +185,7 @@ def _step_record(key: tuple, st: Mapping, values: Sequence[float], ids: Sequence
         "change_pct": round((math.exp(st["step"]) - 1) * 100, 2),
         "before_ms": float(np.median(before)), "after_ms": float(np.median(after)),
         "baseline_change_pct": None if base_change is None else round(base_change, 2),
-        "noise_pct": round((math.exp(st["noise"]) - 1) * 100, 2),
+        "noise_pct": round((math.exp(st["noise"]) - 1) * 100, 2), "noise_from": st["noise_from"],
         "first_run": first["run_id"], "first_created": first["created"].isoformat(),
         "corpus_commit": first.get("corpus_commit"), "zlbench_commit": first.get("zlbench_commit"),
         "triton_version": first.get("triton_version"),
@@ -178,7 +213,8 @@ def render_markdown(result: Mapping) -> str:
     out = [f"# Regressions: caliber {s['caliber'][:12]} ({s['backend']}, {s['device_name']})", "",
            f"- {s['runs']} run(s) from {s['first'][:16]} to {s['last'][:16]}, ordered by date.",
            f"- Rule: median of the {s['k']} runs after a split vs the {s['k']} before, a step of at least "
-           f"{s['threshold']:.0%} and {s['z']:g}x the runs' robust spread; one outlier never counts.",
+           f"{s['threshold']:.0%} and {s['z']:g}x the runs' robust spread (rows whose runs all carry "
+           "process-level intervals: beyond those intervals instead); one outlier never counts.",
            f"- Found: {s['regressions']} regression(s), {s['improvements']} improvement(s)."]
     if s.get("other_calibers"):
         out.append(f"- The caliber with the most runs of those matching; {len(s['other_calibers'])} other(s): "
@@ -189,7 +225,7 @@ def render_markdown(result: Mapping) -> str:
         out.append(tabulate([[f["op"], f["dtype"], f["shape"], f["side"], f["kind"], f"{f['change_pct']:+.1f}%",
                               f"{f['before_ms']:.5g}", f"{f['after_ms']:.5g}",
                               "-" if f["baseline_change_pct"] is None else f"{f['baseline_change_pct']:+.1f}%",
-                              f"{f['noise_pct']:.1f}%", f"run {f['first_run']} ({f['first_created'][:16]})",
+                              f"{f['noise_pct']:.1f}% ({f['noise_from']})", f"run {f['first_run']} ({f['first_created'][:16]})",
                               f["changed"]] for f in result["steps"]],
                             headers=["Operator", "dtype", "shape", "side", "step", "change", "before ms", "after ms",
                                      "torch change", "noise", "first after", "what changed"], tablefmt="github"))

@@ -11,7 +11,7 @@ import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import select
 
@@ -19,7 +19,7 @@ from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store import schema as S
 from zlbench.store.db import Store
-from zlbench.history.query import iter_rows, list_runs, medians_by_run
+from zlbench.history.query import intervals_by_run, iter_rows, list_runs, medians_by_run
 
 MAX_CALIBERS = 6  # trend sections (the calibers with the most runs)
 MAX_CHARTS = 400
@@ -83,11 +83,15 @@ def table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[str]], 
 
 
 def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[int, float]],
-              width: int = 340, height: int = 170) -> str:
+              width: int = 340, height: int = 170,
+              bars: Optional[Mapping[str, Mapping[int, Tuple[float, float]]]] = None) -> str:
     """One chart: x = the caliber's runs in order, y = latency relative to the row's median over
-    the runs (1.0 = typical; above = slower), one line per dtype (geometric mean over its shapes)."""
+    the runs (1.0 = typical; above = slower), one line per dtype (geometric mean over its shapes);
+    bars: per dtype and run, the run's process-level interval on the same scale (a vertical bar)."""
     pad_l, pad_r, pad_t, pad_b = 44, 8, 18, 22
+    bars = bars or {}
     values = [v for line in lines.values() for v in line.values()]
+    values += [v for per in bars.values() for ci in per.values() for v in ci]
     # At least +-5% shown: run-to-run noise of 1-2% must not fill the chart and look like a change.
     lo, hi = min(values + [0.95]), max(values + [1.05])
     span = (hi - lo) or 0.1
@@ -117,9 +121,14 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
                      f'stroke-width="1.5" points="{path}"/>')
         for i, v in pts:
             r = runs[i]
+            ci = bars.get(label, {}).get(r["run_id"])
+            if ci:
+                parts.append(f'<line class="ci" x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{y(ci[0]):.1f}" '
+                             f'y2="{y(ci[1]):.1f}" stroke="{color}" stroke-width="1" opacity="0.7"/>')
+            note = f", interval {ci[0]:.3f}x..{ci[1]:.3f}x" if ci else ""
             parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="2.2" fill="{color}"><title>{esc(label)} '
                          f'run {r["run_id"]} {r["created"]:%Y-%m-%d %H:%M} corpus {(r.get("corpus_commit") or "-")[:10]}'
-                         f': {v:.3f}x</title></circle>')
+                         f': {v:.3f}x{note}</title></circle>')
     legend_x = pad_l + 4
     for color, label in zip(COLORS * 10, sorted(lines)):
         parts.append(f'<text x="{legend_x}" y="{pad_t + 10}" font-size="9" fill="{color}">{esc(label)}</text>')
@@ -128,15 +137,29 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
     return "".join(parts)
 
 
-def _trend_lines(rows: Iterable[dict]) -> Dict[str, Dict[str, Dict[int, float]]]:
-    """op -> dtype -> run_id -> geometric mean over shapes of latency / the row's median."""
-    acc: Dict[str, Dict[str, Dict[int, List[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+def _nested():
+    return defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+
+
+def _trend_lines(rows: Iterable[dict], ci_rows: Iterable[dict] = ()) -> Tuple[Dict, Dict]:
+    """(lines, bars): op -> dtype -> run_id -> the geometric mean over shapes of latency / the row's
+    median over the runs; and of the run's interval bounds on the same scale, where every shape of
+    that dtype carries one in that run (ci_rows: the rows again, with latency_lo and latency_hi)."""
+    acc, bar_acc = _nested(), _nested()
+    cis = intervals_by_run(ci_rows)
     for key, per_run in medians_by_run(rows).items():
         med = statistics.median(per_run.values())
+        label = short_dtype(key[1]) + ("" if key[3] == "main" else f" {key[3]}")
         for rid, v in per_run.items():
-            acc[key[0]][short_dtype(key[1]) + ("" if key[3] == "main" else f" {key[3]}")][rid].append(math.log(v / med))
-    return {op: {dt: {rid: math.exp(sum(v) / len(v)) for rid, v in per.items()} for dt, per in by_dt.items()}
-            for op, by_dt in acc.items()}
+            acc[key[0]][label][rid].append(math.log(v / med))
+            ci = cis.get(key, {}).get(rid)
+            bar_acc[key[0]][label][rid].append(ci and (math.log(ci[0] / med), math.log(ci[1] / med)))
+    lines = {op: {dt: {rid: math.exp(sum(v) / len(v)) for rid, v in per.items()} for dt, per in by_dt.items()}
+             for op, by_dt in acc.items()}
+    bars = {op: {dt: {rid: (math.exp(sum(c[0] for c in v) / len(v)), math.exp(sum(c[1] for c in v) / len(v)))
+                      for rid, v in per.items() if all(v)} for dt, per in by_dt.items()}
+            for op, by_dt in bar_acc.items()}
+    return lines, bars
 
 
 def build_site(store: Store, out: Path, k: int = 3, threshold: float = 0.05) -> Path:
@@ -178,20 +201,24 @@ def _trends_section(store: Store, series: List[str], by_caliber: Mapping[str, Li
     trend_parts, charts = [], 0
     for cal in series[:MAX_CALIBERS]:
         cruns = by_caliber[cal]
-        lines = _trend_lines(iter_rows(store, [r["run_id"] for r in cruns],
-                                       fields=("run_id", "op", "dtype", "shape", "side", "latency", "status")))
+        ids = [r["run_id"] for r in cruns]
+        fields = ("run_id", "op", "dtype", "shape", "side", "latency", "status")
+        lines, bars = _trend_lines(iter_rows(store, ids, fields=fields),
+                                   iter_rows(store, ids, fields=fields + ("latency_lo", "latency_hi")))
         svgs = []
         for op in sorted(lines):
             if charts >= MAX_CHARTS:
                 break
-            svgs.append(f'<div class="chart">{trend_svg(op, cruns, lines[op])}</div>')
+            svgs.append(f'<div class="chart">{trend_svg(op, cruns, lines[op], bars=bars.get(op))}</div>')
             charts += 1
         head = cruns[-1]
         trend_parts.append(f"<h3>Caliber {cal[:10]}: {esc(head['backend'])}, {esc(head['device_name'])}, timer "
                            f"{esc(head['timer'])}, {len(cruns)} runs</h3><div class=\"charts\">{''.join(svgs)}</div>")
     return ('<h2 id="trends">Trends</h2><p class="note">Latency of each operator relative to its typical '
             "value (median over the caliber's runs; 1.0 = typical, above = slower), one line per dtype, "
-            "geometric mean over shapes. Hover a point for its run.</p>"
+            "geometric mean over shapes. A vertical bar through a point: that run's process-level interval "
+            "(95%, for the value another run would report; runs with timer.processes >= 2), on the same scale. "
+            "Hover a point for its run.</p>"
             + ("".join(trend_parts) or "<p>No caliber has two runs yet.</p>"))
 
 

@@ -1,50 +1,109 @@
-"""Reader for FlagGems result logs (and zlbench's run.log): `[INFO] {json}` record lines."""
+"""Reader for FlagGems result logs (and zlbench's run.log): `[INFO] {json}` record lines, and the
+`[WARNING] <MARKER> op=... dtype=... shape=... reason=...` lines zlbench's record plugin writes
+beside them when a shape was timed another way (BENCHMARK_DIRECT_NO_CUDAGRAPH: the direct
+fallback). A log whose records do not carry the markers themselves (FlagGems' own result log, an
+older run.log) still has its fallbacks read from those lines, so a fallback is never lost."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections import defaultdict
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.results.records import Row
+from zlbench.results.schema import shape_key
+
+# The shape is JSON with spaces ("[[64, 64]]"): it runs up to " reason=" or the end of the line.
+WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(?P<op>\S+) dtype=(?P<dtype>\S+) "
+                            r"shape=(?P<shape>.*?)(?: reason=(?P<reason>.*))?$")
+
+MarkerKey = Tuple[str, str, str]  # (op, dtype, shape key)
 
 
-def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[dict]:
+def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) -> Optional[dict]:
+    """One `[INFO] {...}` line as a record, None for a line that is not one (or skipped)."""
+    try:
+        rec = json.loads(text[len("[INFO] "):])
+        result = rec.get("result") if isinstance(rec, dict) else None
+        if result is not None and not (isinstance(result, list) and all(isinstance(r, dict) for r in result)):
+            raise ValueError("its result is not a list of objects")
+    except ValueError as e:
+        if skipped is not None:
+            skipped.append(lineno)
+            return None
+        raise UsageError(
+            f"{path}:{lineno}: malformed result record ({e}). Fix: repair or delete that line "
+            "(each `[INFO] {...}` line is one JSON object), or add --skip-bad-lines to read the "
+            "rest of the log."
+        )
+    return rec if isinstance(rec, dict) and "op_name" in rec and "result" in rec else None
+
+
+def _marker(text: str) -> Optional[Tuple[MarkerKey, str, Optional[str]]]:
+    """A `[WARNING] <MARKER> op= dtype= shape= reason=` line: (key, marker, reason), or None."""
+    m = WARNING_MARKER.match(text)
+    if not m:
+        return None
+    try:
+        shape = shape_key(json.loads(m["shape"]))
+    except ValueError:
+        return None  # not a line zlbench wrote: passed over like any other warning
+    return (m["op"], m["dtype"], shape), m["marker"], m["reason"]
+
+
+def scan(path: Path, skipped: Optional[List[int]] = None,
+         markers: Optional[Dict[MarkerKey, List[Tuple[str, Optional[str]]]]] = None) -> Iterator[dict]:
     """Each `[INFO] {"op_name": ..., "result": [...]}` record. Other lines (attribute dumps, the
-    'logger enabled' banner, zlbench warnings) are passed over; a broken record line is an error that
-    names the line, or with `skipped` given, its number is added there and reading goes on."""
+    'logger enabled' banner, other warnings) are passed over; a broken record line is an error that
+    names the line, or with `skipped` given, its number is added there and reading goes on. With
+    `markers` given, the marker warnings found are added there by (op, dtype, shape)."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
-            if not text.startswith("[INFO] {"):
-                continue
-            try:
-                rec = json.loads(text[len("[INFO] "):])
-                result = rec.get("result") if isinstance(rec, dict) else None
-                if result is not None and not (isinstance(result, list) and all(isinstance(r, dict) for r in result)):
-                    raise ValueError("its result is not a list of objects")
-            except ValueError as e:
-                if skipped is not None:
-                    skipped.append(lineno)
-                    continue
-                raise UsageError(
-                    f"{path}:{lineno}: malformed result record ({e}). Fix: repair or delete that line "
-                    "(each `[INFO] {...}` line is one JSON object), or add --skip-bad-lines to read the "
-                    "rest of the log."
-                )
-            if isinstance(rec, dict) and "op_name" in rec and "result" in rec:
-                yield rec
+            if text.startswith("[INFO] {"):
+                rec = _record(text, path, lineno, skipped)
+                if rec is not None:
+                    yield rec
+            elif markers is not None and text.startswith("[WARNING] BENCHMARK_"):
+                found = _marker(text)
+                if found:
+                    markers[found[0]].append(found[1:])
+
+
+def iter_records(path: Path, skipped: Optional[List[int]] = None) -> Iterator[dict]:
+    """The log's records (see scan)."""
+    return scan(path, skipped)
+
+
+def _with_markers(row: dict, found: List[Tuple[str, Optional[str]]]) -> dict:
+    for marker, reason in found:
+        if marker not in row["markers"]:
+            row["markers"].append(marker)
+        row["marker_reason"] = row.get("marker_reason") or reason
+    return row
 
 
 def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]:
-    """The log's rows; see iter_records for `skipped`."""
-    rows = [Row.from_result(rec, res).to_dict()
-            for rec in iter_records(path, skipped) for res in rec.get("result") or []]
+    """The log's rows; see scan for `skipped`. A row measured again in the same log (a test rerun,
+    or a run.log of several rounds) is the next round: the n-th record of an (op, dtype, shape) is
+    round n-1, as a run dir numbers them, so pairing two logs never drops one silently. A marker
+    warning applies to every round of its row: a line does not say which record it belongs to, and
+    over-marking a fallback is better than losing one."""
+    markers: Dict[MarkerKey, List[Tuple[str, Optional[str]]]] = defaultdict(list)
+    rows = [Row.from_result(rec, res).to_dict() for rec in scan(path, skipped, markers)
+            for res in rec.get("result") or []]
     if not rows:
         raise UsageError(
             f"{path} holds no `[INFO] {{json}}` result records. Fix: pass a run dir, a zlbench "
             "run.log, or a FlagGems log written with --record log."
         )
+    seen: Dict[MarkerKey, int] = defaultdict(int)
+    for r in rows:
+        key = (str(r["op"]), str(r["dtype"]), str(r["shape"]))
+        r["round"], seen[key] = seen[key], seen[key] + 1
+        if key in markers:
+            _with_markers(r, markers[key])
     return rows
-

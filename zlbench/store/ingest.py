@@ -108,7 +108,20 @@ def _row_record(r: Mapping[str, Any]) -> Dict[str, Any]:
         "round": _int(r.get("round")) or 0, "device": _str(r.get("device"), 64),
         "device_name": _str(r.get("device_name"), 255), "device_bus_id": _str(r.get("device_bus_id"), 64),
         "node": _str(r.get("node")),
+        "processes": _int(r.get("processes")),
+        **_interval(r.get("latency_ci"), "latency_lo", "latency_hi"),
+        **_interval((r.get("timing_base") or {}).get("latency_ci") if isinstance(r.get("timing_base"), Mapping)
+                    else None, "latency_base_lo", "latency_base_hi"),
     }
+
+
+def _interval(ci, lo_name: str, hi_name: str) -> Dict[str, Optional[float]]:
+    """A row's [lo, hi] as two columns; anything but two finite numbers lo <= hi (a row of an older
+    run, or one measured in a single process: null) is stored as no interval."""
+    lo, hi = (_float(ci[0]), _float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+    if lo is None or hi is None or lo > hi:
+        lo = hi = None
+    return {lo_name: lo, hi_name: hi}
 
 
 def _status_record(s: Mapping[str, Any]) -> Dict[str, Any]:

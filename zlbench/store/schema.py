@@ -8,7 +8,7 @@ from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Inte
                         String, Table, Text)
 
 # The newest Alembic revision this zlbench knows (migrations/versions/).
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 
 metadata = MetaData()
 
@@ -85,6 +85,13 @@ rows = Table(
     Column("device_name", String(255)),
     Column("device_bus_id", String(64)),
     Column("node", Text),
+    # Revision 0003: the process-level interval of a plain run with timer.processes >= 2 (null for
+    # rows measured in one process, A/B rounds and rows of older runs).
+    Column("processes", Integer),
+    Column("latency_lo", Float),
+    Column("latency_hi", Float),
+    Column("latency_base_lo", Float),
+    Column("latency_base_hi", Float),
 )
 
 ab_rows = Table(

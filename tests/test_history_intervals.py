@@ -1,0 +1,207 @@
+"""`history compare`, `regressions` and the site on the rows' process-level intervals (plain runs
+with timer.processes >= 2: a 95% interval for the value another run would report), and the exit
+codes that gate CI. Synthetic run dirs in the run-dir format (tests/history_runs.py) for exact
+cases; one real pair of demo runs where the running zlbench measures processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from zlbench.history.__main__ import main as history_main
+from zlbench.history.intervals import interval_stat, interval_verdict, moved
+
+from . import history_runs as H
+from .conftest import zlbench
+
+
+def history(capsys, *args):
+    code = history_main([str(a) for a in args])
+    return code, capsys.readouterr()
+
+
+@pytest.fixture
+def url(tmp_path):
+    (tmp_path / "store").mkdir()
+    return f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+
+
+def imported(capsys, url, dirs):
+    code, out = history(capsys, "import", *dirs, "--url", url)
+    assert code == 0, out.err
+    return dirs
+
+
+def verdicts(result):
+    return {(r["op"], r["shape"]): (r["verdict"], r["noise"]) for r in result["rows"]}
+
+
+def test_two_runs_compare_on_their_intervals_and_a_slowdown_fails_the_gate(tmp_path, url, capsys):
+    """Two runs, nothing earlier: exp got 10% slower, add did not move. Their intervals (+-3%) are
+    the noise: exp is flagged and `compare` exits 1; no row is 'too little history'."""
+    imported(capsys, url, H.series(tmp_path, [{"exp": 1.0, "add": 2.0}, {"exp": 1.1, "add": 2.0}],
+                                   noise=0.003, interval=0.03))
+    code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")
+    assert code == 1 and "3 row(s) slower beyond their noise" in out.err
+    result = json.loads(out.out)
+    v = verdicts(result)
+    assert all(v[("exp", s)] == ("slower", "intervals") for s in H.SHAPES), v
+    assert all(v[("add", s)][0] not in ("slower", "faster") and v[("add", s)][1] == "intervals" for s in H.SHAPES), v
+    assert result["summary"]["noise_sources"] == {"intervals": 6} and result["summary"]["failing_rows"] == 3
+    exp = next(r for r in result["rows"] if r["op"] == "exp")
+    assert exp["a_lo"] == pytest.approx(exp["a_ms"] * 0.97) and exp["b_hi"] == pytest.approx(exp["b_ms"] * 1.03)
+    assert exp["ci_lo_pct"] > 0  # the change's interval excludes no change
+    code, out = history(capsys, "compare", "--latest", "--url", url)
+    assert code == 1 and "| exp " in out.out and "No process-level intervals" not in out.out
+    assert "Gate (--fail-on slower): 3 row(s) slower: exit 1." in out.out
+    # What fails is chosen: a faster-only gate passes this slowdown; none never fails.
+    for fail_on, want in (("faster", 0), ("none", 0), ("changed", 1)):
+        assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", fail_on)[0] == want, fail_on
+    # The same two runs the other way round: the rule is symmetric, B is now faster.
+    code, out = history(capsys, "compare", "2", "1", "--url", url, "--format", "json", "--fail-on", "faster")
+    assert code == 1 and {v for (op, _), (v, _) in verdicts(json.loads(out.out)).items() if op == "exp"} == {"faster"}
+
+
+def test_a_repeat_within_its_intervals_is_not_flagged(tmp_path, url, capsys):
+    imported(capsys, url, H.series(tmp_path, [{"exp": 1.0, "add": 2.0}] * 2, noise=0.005, interval=0.03, seed=4))
+    code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json", "--fail-on", "changed",
+                        "--threshold", "0.05")
+    result = json.loads(out.out)
+    assert code == 0, out.err
+    assert {v for v, _ in verdicts(result).values()} == {"no difference beyond threshold"}
+    assert result["summary"]["failing_rows"] == 0
+
+
+def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
+    """Issue 23: fused (A) against three-pass (B) softmax read '-69% overall', 0 changed rows, exit 0.
+    Runs with intervals: every row flagged, exit 1. Runs without: one clear line saying to rerun
+    with timer.processes>=2, every row inconclusive, nothing failed silently as 'no change'."""
+    with_ci = H.series(tmp_path / "ci", [{"softmax": 0.31}, {"softmax": 1.0}], noise=0.01, interval=0.04)
+    without = H.series(tmp_path / "one", [{"softmax": 0.31}, {"softmax": 1.0}], noise=0.01, first=2)
+    imported(capsys, url, with_ci + without)
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert code == 1 and "Changed rows (3)" in out.out and "too little history" not in out.out
+    assert "not a verdict" not in out.out
+    code, out = history(capsys, "compare", "3", "4", "--url", url)
+    assert code == 0 and "Changed rows (0)" in out.out
+    assert ("**No process-level intervals** in A (3 row(s)) and B (3 row(s))" in out.out
+            and "Fix: rerun with timer.processes>=2" in out.out), out.out
+    assert re.search(r"Overall B/A latency: \*\*\+2\d\d\.\d\d%\*\*.*not a verdict: no row has a noise estimate",
+                     out.out), out.out
+    # One run with intervals is not enough (a one-process value varies more than they allow): none.
+    code, out = history(capsys, "compare", "3", "2", "--url", url, "--format", "json")
+    result = json.loads(out.out)
+    assert code == 0 and {n for _, n in verdicts(result).values()} == {"none"}
+    assert result["summary"]["without_intervals"] == {"A": 3, "B": 0}
+
+
+def test_the_interval_rule_each_value_outside_the_others_interval():
+    # B outside A's interval, but A inside B's (B's interval is wide): not moved, whatever the change.
+    s = interval_stat(1.0, (0.97, 1.03), 1.10, (0.90, 1.30))
+    assert not moved(s) and interval_verdict(s, 0.02) == "inconclusive"
+    # Both outside: moved; by 1% only: below the threshold.
+    s = interval_stat(1.0, (0.998, 1.002), 1.01, (1.008, 1.012))
+    assert moved(s) and interval_verdict(s, 0.02) == "changed below threshold"
+    # The intervals overlap (1.03 > 1.01) and still each value is outside the other's: flagged,
+    # where a non-overlap rule would call it no change.
+    s = interval_stat(1.0, (0.96, 1.03), 1.05, (1.01, 1.10))
+    assert moved(s) and interval_verdict(s, 0.02) == "slower"
+    # Symmetric: swapping the runs gives the inverse change and the same decision.
+    back = interval_stat(1.05, (1.01, 1.10), 1.0, (0.96, 1.03))
+    assert back.ratio == pytest.approx(1 / s.ratio) and interval_verdict(back, 0.02) == "faster"
+    assert (back.lo, back.hi) == pytest.approx((1 / s.hi, 1 / s.lo))
+    # A tight pair well inside the threshold: no difference beyond it.
+    s = interval_stat(1.0, (0.995, 1.005), 1.002, (0.997, 1.007))
+    assert interval_verdict(s, 0.02) == "no difference beyond threshold"
+
+
+def test_process_unstable_rows_are_named(tmp_path, url, capsys):
+    ident = [H.identity(created=f"2026-11-0{i}T00:00:00+0000", processes=3) for i in (1, 2)]
+    runs = [H.write_run(tmp_path / f"r{i}", ident[i], [H.row("exp", "[[64,64]]", lat, 0.5, ci=[lat * 0.8, lat * 1.25],
+                                                             markers=["BENCHMARK_PROCESS_UNSTABLE"] if i else [])])
+            for i, lat in enumerate((1.0, 1.02))]
+    imported(capsys, url, runs)
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--all")
+    assert code == 0 and "1 row(s) marked BENCHMARK_PROCESS_UNSTABLE" in out.out and "(process-unstable)" in out.out
+
+
+def test_regressions_use_the_intervals_of_runs_that_carry_them(tmp_path, url, capsys):
+    """exp steps up 6% at the 4th of 6 runs with a run-to-run noise of 0.2%. The spread rule calls it
+    a regression; runs whose intervals are +-15% (their processes disagree that much) do not: the
+    step lies inside them. With +-1% intervals it is a regression again, its noise the intervals'."""
+    lat = [{"exp": 1.0}] * 3 + [{"exp": 1.06}] * 3
+    cases = {"spread": (None, 1), "wide": (0.15, 0), "narrow": (0.01, 1)}
+    for name, (interval, want) in cases.items():
+        store = f"sqlite:///{tmp_path / f'{name}.db'}"
+        imported(capsys, store, H.series(tmp_path / name, lat, noise=0.002, seed=5, interval=interval))
+        code, out = history(capsys, "regressions", "--url", store, "--format", "json")
+        steps = json.loads(out.out)["steps"]
+        assert code == want and len(steps) == 3 * want, (name, steps)
+        if interval:
+            assert all(s["noise_from"] == "intervals" and s["noise_pct"] == pytest.approx(100 * interval, rel=0.1)
+                       for s in steps), steps
+        elif steps:
+            assert {s["noise_from"] for s in steps} == {"spread"}
+
+
+def test_the_site_draws_each_runs_interval(tmp_path, url, capsys):
+    from html.parser import HTMLParser
+
+    imported(capsys, url, H.series(tmp_path / "ci", [{"exp": 1.0}] * 3, interval=0.03) +
+             H.series(tmp_path / "one", [{"exp": 1.0}] * 3, first=3))
+    assert history(capsys, "html", "--out", tmp_path / "site", "--url", url)[0] == 0
+
+    class Bars(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.charts, self.bars = [], []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "svg":
+                self.charts.append(0)
+            elif tag == "line" and a.get("class") == "ci":
+                self.charts[-1] += 1
+                self.bars.append((float(a["y1"]), float(a["y2"])))
+
+    page = Bars()
+    page.feed((tmp_path / "site" / "index.html").read_text())
+    # Two calibers (with and without processes), one chart each: bars only where runs carry intervals.
+    assert sorted(page.charts) == [0, 3], page.charts
+    assert all(y1 - y2 > 5 for y1, y2 in page.bars), page.bars  # +-3% spans pixels (y grows downwards)
+    assert "process-level interval" in (tmp_path / "site" / "index.html").read_text()
+
+
+def _timer_processes_supported() -> bool:
+    from zlbench.config.schema import TimerConf
+
+    return "processes" in {f.name for f in dataclasses.fields(TimerConf)}
+
+
+@pytest.mark.skipif(not _timer_processes_supported(), reason="this zlbench has no timer.processes yet")
+def test_real_demo_runs_compare_on_their_intervals(tmp_path):
+    """Two real plain runs of the demo corpus, each node measured in 2 processes: the fused softmax
+    (A) against the three-pass one (B, 2x to 20x slower by shape): `history compare` compares them
+    on their intervals, flags the slowdown and exits 1. (A row whose two processes disagreed widely
+    on a busy machine may honestly stay inconclusive; none may read faster.)"""
+    runs = []
+    for name, fused in (("fused", "1"), ("three-pass", "0")):
+        run_dir = tmp_path / "zl_runs" / name
+        res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", "ops=[softmax]", "dtypes=[float32]",
+                      "timer.processes=2", cwd=tmp_path, env={"DEMO_GEMS_FUSED_SOFTMAX": fused})
+        assert res.returncode == 0, res.stderr[-3000:]
+        rows = [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+        assert all(r["processes"] == 2 and r["latency_ci"] for r in rows), rows
+        runs.append(run_dir)
+    res = subprocess.run([sys.executable, "-m", "zlbench.history", "compare", *map(str, runs), "--format", "json"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 1, res.stderr[-2000:]
+    result = json.loads(res.stdout)
+    assert {r["noise"] for r in result["rows"]} == {"intervals"} and len(result["rows"]) == 3
+    got = {r["verdict"] for r in result["rows"]}
+    assert "slower" in got and got <= {"slower", "inconclusive"}, result["rows"]
