@@ -1,4 +1,4 @@
-"""Is an A/B axis live for an op? Compare the kernels each side compiled (plugins/liveness.py
+"""Is an A/B axis live for an op? Compare the kernels each side compiled (zlbench/ab/fingerprints.py
 records them as 'kernel:sha256', one per distinct compiled kernel)."""
 
 from __future__ import annotations

@@ -50,8 +50,9 @@ class SideProcess:
     crash, a timeout or a respawn)."""
 
     def __init__(self, side: str, template: Mapping, run_dir: Path, nodes: Sequence[str],
-                 extra_env: Mapping[str, Optional[str]], prober: bool = False, retune: bool = False):
+                 extra_env: Mapping[str, Optional[str]], prober: bool = False, retune: bool = False, index: int = 0):
         self.side, self.nodes, self.extra_env, self.prober = side, list(nodes), extra_env, prober
+        self.index = index  # the side's position: names its caches where the plan gave it none
         self.retune = retune  # every start tunes afresh (a FlagGems tuning cache of its own)
         self.dir = Path(run_dir) / "resident" / f"d{template['device']}.{side}{'.probe' if prober else ''}"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -98,15 +99,16 @@ class SideProcess:
         (its untimed tuning picks stay there), or with `retune` a fresh one per start (FlagGems keeps
         its picks on disk: a respawned process would only read them back). Beside the side's own,
         named as long, since liveness masks the cache path in kernels' debug info by length
-        (plugins/liveness.py)."""
+        (zlbench/ab/fingerprints.py)."""
         own = unit["env"].get("FLAGGEMS_CACHE_DIR")
         if self.prober:
             if not own:
                 return self.dir / "flaggems"
             name = Path(own).name
             return Path(own).parent / ("probe" + "_" * len(name))[:len(name)]
-        if self.retune and own:
-            return Path(own).parent / f"tune{self.starts:04d}"  # 8 characters, as 'flaggems'
+        if self.retune:  # isolate_caches or not: each start's picks are its own
+            side_dir = Path(own).parent if own else self._run_dir / "cache" / f"side{self.index}"
+            return side_dir / f"tune{self.starts:04d}"  # 8 characters, as 'flaggems'
         return None
 
     @property
@@ -185,15 +187,15 @@ class DeviceAB:
         self.steal = RoundStealing(load_plan(self.run_dir)["units"], first["device"], self.sides, self.run_dir)
         # They collect other devices' nodes too (`pool`): this device may take their later rounds.
         collected = list(first["nodes"]) + list(first.get("pool") or [])
-        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, collected, extra_env or {}, retune=retune)
-                      for s in self.sides}
+        self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, collected, extra_env or {}, retune=retune,
+                                     index=i) for i, s in enumerate(self.sides)}
         # Liveness first: round 1 runs the first side first on every node and the second side's
         # prober compiles each node without timing it (plugins/untimed_tuning.py), in a process of
         # its own so that its untimed tuning picks never reach the side's timed runs.
         self.liveness = not self.schedule.get("aa")
         second = self.sides[1]
         self.prober = SideProcess(second, self.units[(second, 0)], self.run_dir, first["nodes"], extra_env or {},
-                                  prober=True) if self.liveness else None
+                                  prober=True, index=1) if self.liveness else None
         self.node_timeout = float(first["node_timeout_s"])
         self.crash_retries = int(first.get("crash_retries") or 0)
         self.lock = first.get("device_lock")
