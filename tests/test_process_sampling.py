@@ -171,3 +171,21 @@ def test_an_aa_at_defaults_runs_every_round_in_fresh_side_processes(run_zlbench)
                            "store.url=none", "ab.respawn_every=0", run_dir=res.run_dir.parent / "resident")
     assert resident.returncode == 0, resident.stderr[-3000:]
     assert "process effects not sampled" in (resident.run_dir / "ab.md").read_text()
+
+
+@pytest.mark.slow
+def test_an_ab_times_the_baseline_in_round_one_only(run_zlbench):
+    res = run_zlbench("backend=cpu", "ab=demo_fused_softmax", "ops=[softmax]", "dtypes=[float32]", "ab.rounds=3",
+                      "ab.min_rounds=3", "store.url=none", defaults=True)  # respawns: each round its argv
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    by_round = defaultdict(list)
+    for r in rows:
+        if r["status"] == "ok":
+            by_round[r["round"]].append(r)
+    assert sorted(by_round) == [0, 1, 2]
+    assert all(r["latency_base"] for r in by_round[0]) and all(r["latency"] for rs in by_round.values() for r in rs)
+    assert all(r["latency_base"] is None for rnd in (1, 2) for r in by_round[rnd])
+    plan = json.loads((res.run_dir / "plan.json").read_text())
+    assert all(("--metrics" in u["argv"]) == (u["round"] > 0) for u in plan["units"])
+    assert "baseline was timed in round 1 only" in (res.run_dir / "ab.md").read_text()

@@ -157,6 +157,10 @@ class CorpusConf:
     rep_ms: Optional[int] = None
     env: Dict[str, str] = field(default_factory=dict)
     fast_exit: bool = True
+    # Arguments that make the corpus skip its baseline (torch) timing. An A/B compares the two
+    # sides' alternative, not the baseline: rounds after the first pass these (round 1 times the
+    # baseline on both sides, which is what ab.md's baseline drift check reads). []: every round.
+    baseline_off_args: List[str] = field(default_factory=list)
 
 
 @dataclass

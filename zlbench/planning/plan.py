@@ -292,8 +292,11 @@ class _UnitFactory:
         unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
         env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side, r)
         env["PYTHONPATH"] = self.pythonpath
+        argv = list(self.argv)
+        if r and not is_plain(cfg) and len(self.cfg["ab"].get("sides") or []) == 2 and not cfg["ab"].get("side"):
+            argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]  # the A/B compares the alternative
         return WorkUnit(
-            unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=list(self.argv),
+            unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=argv,
             env=env, corpus_root=str(self.corpus.root),
             plugin_config=PluginConfig(
                 unit=unit_id, backend=self.backend.name, timer={**dict(cfg["timer"]), "name": self.timer},

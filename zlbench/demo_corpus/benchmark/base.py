@@ -115,10 +115,13 @@ class Benchmark:
                 try:
                     metric.shape_detail = [list(a.shape) if torch.is_tensor(a) else a for a in args]
                     metric.legacy_shape = metric.shape_detail[0]
-                    metric.latency_base = self.get_latency(self.torch_op, *args)
+                    wanted = cfg.user_desired_metrics or consts.DEFAULT_METRICS  # FlagGems' --metrics
+                    if "latency_base" in wanted:
+                        metric.latency_base = self.get_latency(self.torch_op, *args)
                     metric.latency = self.get_latency(self.gems_op, *args)
-                    metric.speedup = metric.latency_base / metric.latency
-                    metric.gbps_base = self.get_gbps(args, metric.latency_base)
+                    if metric.latency_base is not None:
+                        metric.speedup = metric.latency_base / metric.latency
+                        metric.gbps_base = self.get_gbps(args, metric.latency_base)
                     metric.gbps = self.get_gbps(args, metric.latency)
                 except Exception as e:  # same contract as FlagGems: fail, no record for this dtype
                     metric.error_msg = str(e)
