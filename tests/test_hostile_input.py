@@ -20,6 +20,12 @@ def files_under(path):
 
 
 @pytest.mark.parametrize("args,message", [
+    (["dtypes=[float17]"], "zlbench: error: dtypes=[float17]: float17 is not a torch dtype name."),
+    (["devices=[]"], "zlbench: error: devices=[] selects no device. Fix: devices=all"),
+    (["gpus=[0]", "devices=[0]"], "zlbench: error: gpus= and devices= both select devices"),
+    (["+timer.rep=5"], "zlbench: error: timer.rep is not a zlbench setting. The settings of timer are: "),
+    (["+ab.foo=1"], "zlbench: error: ab.foo is not a zlbench setting."),
+    (["node_timeout_s=0"], "Fix: launcher.node_timeout_s=0."),
     (["ops=[nope]"], "zlbench: error: op 'nope' matches no test"),  # refused once Hydra made the run dir
 ])
 def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
@@ -46,10 +52,26 @@ def test_a_sweep_whose_every_job_is_refused_leaves_nothing(tmp_path):
     assert files_under(tmp_path) == []
 
 
+def test_tilde_in_a_path_value_is_the_home_folder(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "FlagGems").symlink_to(FIXTURES / "mini_corpus")
+    res = zlbench("corpus=flaggems", "corpus.root=~/FlagGems", "ops=[exp]", "dry_run=true", cwd=tmp_path,
+                  env={"HOME": str(tmp_path / "home")})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "nodes (2):\n  exp " in res.stdout
+
+
 def test_help_lists_only_the_launchers_a_user_picks(tmp_path):
     res = zlbench("--help", cwd=tmp_path)
     assert res.returncode == 0
     assert "launcher: local, slurm\n" in res.stdout and "schema" not in res.stdout
+
+
+def test_ab_rounds_below_min_rounds_is_said_with_the_fix(tmp_path):
+    res = zlbench("ab=demo_fused_softmax", "ab.rounds=2", "ops=[softmax]", "dry_run=true", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert ("[zlbench] note: ab.rounds=2 is below ab.min_rounds=4: every node runs all 2 rounds") in res.stderr
+    assert "Fix: ab.rounds=4 or more, or ab.min_rounds=2 to plan it so." in res.stderr
 
 
 def _unwritable(folder):
@@ -103,3 +125,27 @@ def test_a_run_refused_because_its_run_dir_is_live_leaves_that_run_untouched(tmp
     finally:
         os.killpg(first.pid, signal.SIGINT)  # the first run stops and writes its tables
         first.communicate(timeout=120)
+
+
+@pytest.mark.slow
+def test_no_password_is_written_into_the_run_dir_or_the_store(tmp_path):
+    secret = "s3cret-pw"
+    # On the command line: refused, with where to put it instead.
+    res = zlbench(f"store.url=postgresql://user:{secret}@127.0.0.1:9/none", *QUICK, cwd=tmp_path)
+    assert res.returncode == 2 and "ZLBENCH_STORE_URL" in res.stderr and "~/.pgpass" in res.stderr
+    assert secret not in res.stderr and files_under(tmp_path) == []
+    # From the environment: the store URL (unreachable here: one message) and a tuner DB URL the
+    # identity records among the switch variables; neither's password lands anywhere.
+    run_a, run_b = tmp_path / "zl_runs" / "a", tmp_path / "zl_runs" / "b"
+    res = zlbench(f"hydra.run.dir={run_a}", *QUICK, cwd=tmp_path,
+                  env={"ZLBENCH_STORE_URL": f"postgresql://user:{secret}@127.0.0.1:9/none"})
+    assert res.returncode == 0 and "results store not written" in res.stderr, res.stderr[-2000:]
+    assert secret not in res.stderr
+    res = zlbench(f"hydra.run.dir={run_b}", *QUICK, cwd=tmp_path,
+                  env={"FLAGGEMS_DB_URL": f"postgresql://tuner:{secret}@db.example/tuning"})
+    assert res.returncode == 0 and "recorded" in res.stderr, res.stderr[-2000:]
+    identity = (run_b / "run_identity.json").read_text()
+    assert '"FLAGGEMS_DB_URL": "postgresql://tuner:***@db.example/tuning"' in identity
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert tmp_path / "zl_runs" / "zlbench.db" in written  # the store took run b, identity and all
+    assert [str(p) for p in written if secret.encode() in p.read_bytes()] == []

@@ -20,6 +20,7 @@ from zlbench import __version__
 from zlbench.config import output_dir
 from zlbench.config.command_line import normalize_argv
 from zlbench.config.schema import conf_dir, register_schemas
+from zlbench.config.validate import config_notes
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 
@@ -63,6 +64,8 @@ def _app(cfg: DictConfig) -> None:
         _jobs.append((label, str(run_dir), int(Exit.INTERRUPTED)))  # the sweep was interrupted: skip
         return
     try:
+        for note in config_notes(cfg):
+            log.info(f"[zlbench] note: {note}")
         code = int(execute(cfg, run_dir, _provenance))
     except UsageError as e:
         remove_empty_run_dir(run_dir)
@@ -127,6 +130,8 @@ def main() -> None:
     except UsageError as e:
         _error(str(e))
         sys.exit(Exit.USAGE)
+    for line in provenance["env_ignored"].values():
+        print(f"zlbench: note: {line}", file=sys.stderr)
     _provenance.clear()
     _provenance.update(provenance)
     sys.argv = [sys.argv[0]] + argv

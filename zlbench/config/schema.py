@@ -162,6 +162,10 @@ class SlurmLauncherConf(LauncherConf):
     additional_parameters: Dict[str, Any] = field(default_factory=dict)
 
 
+# launcher=<name> -> the schema its settings validate against (conf/launcher/<name>.yaml names it).
+LAUNCHER_SCHEMAS = {"local": LocalLauncherConf, "slurm": SlurmLauncherConf}
+
+
 @dataclass
 class ABConf:
     name: str = "none"
