@@ -143,6 +143,30 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = kept
 
 
+_deselected: set = set()  # base node ids with at least one item deselected
+
+
+def pytest_deselected(items):
+    _deselected.update(base_node(item.nodeid) for item in items)
+
+
+def pytest_collection_finish(session):
+    """A node none of whose items is left to run was deselected by the corpus' pytest options (-k, -m,
+    --deselect in corpus.pytest_args), as pytest itself reports it: not a failure. Said once, at
+    collection, so that the worker does not take it for a node pytest could not find."""
+    left = {base_node(item.nodeid) for item in session.items}
+    gone = sorted(_deselected - left)
+    if not gone:
+        return
+    opts = session.config.option
+    how = [f"{flag} {value!r}" for flag, value in (("-k", getattr(opts, "keyword", "")),
+                                                     ("-m", getattr(opts, "markexpr", ""))) if value]
+    how += [f"--deselect {d}" for d in getattr(opts, "deselect", None) or []][:1]
+    reason = f"deselected by {' '.join(how) or 'a pytest option'} in corpus.pytest_args"
+    for node in gone:
+        _runtime.emit("end", node=node, status="skipped", reason=reason, deselected=True, wall_s=0.0)
+
+
 def pytest_configure(config):
     if _runtime.config().get("claims_dir"):
         config.pluginmanager.register(_SkipTakenNodes(), "zlbench-skip-taken-nodes")
