@@ -1,6 +1,6 @@
 """pytest's own options in corpus.pytest_args behave as they do under pytest: a deselected node is
 reported deselected, not failed; an option that would measure past zlbench's device pinning is
-refused."""
+refused; the corpus' record log gets a plain name."""
 
 import csv
 
@@ -22,6 +22,10 @@ def test_a_node_deselected_by_k_is_reported_deselected_not_failed(run_zlbench):
         ("exp", "main"): ("skipped", "deselected by -k 'softmax' in corpus.pytest_args"),
         ("softmax", "main"): ("ok", ""),
     }
+    # The corpus' record log is named after the unit, not after pytest's arguments.
+    unit = res.run_dir / "units" / "main.r0.d0.s0"
+    assert [p.name for p in unit.glob("result*.log")] == ["result_main.r0.d0.s0.log"]
+    assert '"op_name": "softmax"' in (unit / "result_main.r0.d0.s0.log").read_text()
 
 
 def test_a_node_deselected_by_k_in_a_node_level_ab_is_deselected_on_both_sides(run_zlbench):

@@ -4,6 +4,7 @@ errors. Events go to the unit's events.jsonl."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -167,7 +168,15 @@ def pytest_collection_finish(session):
         _runtime.emit("end", node=node, status="skipped", reason=reason, deselected=True, wall_s=0.0)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the corpus' conftest names its record log
 def pytest_configure(config):
+    # FlagGems (and the demo) name the record log after the command-line arguments, which here are
+    # plugin options and an @args file (result-p_no:cacheprovider-...@pytest_args.txt.log): name it
+    # after the unit instead (result_main.r0.d0.s0.log). pytest reads only invocation_params.dir
+    # from here on.
+    unit = _runtime.config().get("unit")
+    if unit:
+        config.invocation_params = dataclasses.replace(config.invocation_params, args=(str(unit),))
     if _runtime.config().get("claims_dir"):
         config.pluginmanager.register(_SkipTakenNodes(), "zlbench-skip-taken-nodes")
 
