@@ -104,3 +104,79 @@ def test_placements_where_the_backend_resolves_timer_auto_to_a_direct_timer_are_
     assert res.returncode == 2
     assert ("zlbench: error: timer.placements=4 does nothing with timer=host timer.stop=fixed (timer=auto is "
             "host here): placements apply to graph timing with timer.stop=fixed.") in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("arg,needle", [
+    ("timer.rep=5", "timer.rep is not a zlbench setting. The settings of timer are: name, repeat, warmup_ms,"),
+    ("+timer.rep=5", "Fix: one of timer.repeat=5, timer.rep_ms=5."),
+    ("+ab.foo=1", "ab.foo is not a zlbench setting. The settings of ab are: name, var, values,"),
+    # Hydra would answer "To append to your config use +node_timeout_s=0", then refuse that too.
+    ("node_timeout_s=0", "node_timeout_s is not a zlbench setting. The settings at the top level are: backend, "),
+    ("node_timeout_s=0", "Fix: launcher.node_timeout_s=0."),
+    ("launcher.wait=false", "launcher.wait is not a zlbench setting of launcher=local: only launcher=slurm has it. "
+                            "Fix: launcher=slurm launcher.wait=false."),
+])
+def test_unknown_keys_are_refused_before_hydra_with_the_valid_ones(arg, needle):
+    with pytest.raises(UsageError) as e:
+        normalize_argv([arg], {})
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("argv", [
+    ["launcher=slurm", "launcher.partition=gpu", "+corpus.env.X=1", "ab.fixed={A: 1}"],
+    ["-m", "launcher=local,slurm", "launcher.wait=false"],  # a sweep over launchers: any of theirs
+    ["hydra.run.dir=x", "hydra/job_logging=disabled", "~ab.fixed"],  # Hydra's own, and deletions
+])
+def test_known_keys_hydras_own_and_free_dict_keys_pass(argv):
+    normalize_argv(argv, {})
+
+
+def test_gpus_together_with_devices_is_refused():
+    with pytest.raises(UsageError, match=r"gpus= and devices= both select devices .* Fix: keep one"):
+        normalize_argv(["gpus=[0]", "devices=[1]"], {})
+    normalize_argv(["gpus=[0]"], {})
+
+
+@pytest.mark.parametrize("arg", ["store.url=postgresql://user:password@host/db",
+                                 "corpus.env.FLAGGEMS_DB_URL=postgresql://u:pw@h:5432/tuner"])
+def test_a_password_on_the_command_line_is_refused_with_the_ways_to_give_it(arg):
+    with pytest.raises(UsageError) as e:
+        normalize_argv([arg], {})
+    message = str(e.value)
+    assert "holds a password" in message and "password@" not in message and ":pw@" not in message
+    assert "~/.pgpass" in message and "libpq service file" in message and "ZLBENCH_STORE_URL" in message
+    normalize_argv(["store.url=postgresql://user@host/db"], {})  # the password elsewhere: fine
+
+
+def test_home_in_a_value_is_expanded_before_hydra_reads_it(monkeypatch):
+    from zlbench.config.command_line import expand_home
+
+    monkeypatch.setenv("HOME", "/home/me")
+    assert expand_home("corpus.root=~/FlagGems") == "corpus.root=/home/me/FlagGems"
+    assert expand_home("corpus.pythonpath=[src,~/x,~]") == "corpus.pythonpath=[src,/home/me/x,/home/me]"
+    assert expand_home("corpus.root='~/quoted'") == "corpus.root='~/quoted'"  # Hydra reads it; kept
+    assert expand_home("ops=[a~b]") == "ops=[a~b]"
+    monkeypatch.setenv("HOME", "/home/a b")
+    assert expand_home("corpus.root=~/F") == "corpus.root='/home/a b/F'"
+
+
+def test_env_selection_the_command_line_overrides_is_named():
+    argv, prov = normalize_argv(["ops=[exp]"], {"OP": "softmax", "OP_FILE": "test_norm_perf.py"})
+    assert [a for a in argv if a.split("=")[0] in ("ops", "op_file")] == ["ops=[exp]"]
+    assert prov["env_ignored"] == {
+        "OP": "environment variable OP='softmax' is ignored: the command line gives ops=[exp]. "
+              "Fix: unset OP, or drop ops=.",
+        "OP_FILE": "environment variable OP_FILE='test_norm_perf.py' is ignored: the command line gives "
+                   "ops=[exp]. Fix: unset OP_FILE, or drop ops=.",
+    }
+    _, prov = normalize_argv([], {"TEST_NODE": "benchmark/a.py::t", "OP": "exp"})
+    assert prov["env_ignored"] == {"OP": "environment variable OP='exp' is ignored: "
+                                         "TEST_NODE='benchmark/a.py::t' selects one test. Fix: unset OP or TEST_NODE."}
+
+
+def test_a_dropped_env_selection_is_said_on_the_terminal(run_zlbench):
+    res = run_zlbench("ops=[exp]", "dry_run=true", env={"OP": "softmax"})
+    assert res.returncode == 0, res.stderr
+    assert ("zlbench: note: environment variable OP='softmax' is ignored: the command line gives ops=[exp]. "
+            "Fix: unset OP, or drop ops=.") in res.stderr
+    assert "nodes (1):\n  exp " in res.stdout

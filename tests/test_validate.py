@@ -89,3 +89,99 @@ def test_cli_refuses_a_negative_shard_size_before_anything_runs(run_zlbench):
             "(0 = every node of a device in one process). Fix: launcher.shard_size=0.") in res.stderr
     assert "Traceback" not in res.stderr
     assert not (res.run_dir / "rows.jsonl").exists()
+
+
+# -- keys: every level, derived from the schema dataclasses ------------------------------------------
+
+@pytest.mark.parametrize("override,needles", [
+    # Hydra's own advice for an unknown key is `+key=`: that must not slip through either.
+    ("+timer.rep=5", ["timer.rep is not a zlbench setting", "settings of timer are: name, repeat,",
+                      "Fix: one of timer.repeat=..., timer.rep_ms=..."]),
+    ("+ab.foo=1", ["ab.foo is not a zlbench setting", "settings of ab are: name, var,", "Fix: drop it"]),
+    ("+backend.slot=2", ["backend.slot is not a zlbench setting", "Fix: backend.slots=..."]),
+    ("+store.password=x", ["store.password is not a zlbench setting", "settings of store are: url."]),
+    ("+node_timeout_s=0", ["node_timeout_s is not a zlbench setting", "Fix: launcher.node_timeout_s=..."]),
+    ("+launcher.partition=gpu", ["launcher.partition is not a zlbench setting of launcher=local",
+                                 "Fix: launcher=slurm launcher.partition=..."]),
+])
+def test_unknown_keys_are_refused_at_every_level_with_the_valid_ones(override, needles):
+    with pytest.raises(UsageError) as e:
+        validate_config(resolved(override))
+    for needle in needles:
+        assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["+corpus.env.MY_SWITCH=1", "+ab.fixed.FLAGTREE_X=0"],  # dicts the user fills
+    ["launcher=slurm", "launcher.partition=gpu", "+launcher.additional_parameters.gres=gpu:1"],
+])
+def test_keys_of_free_dicts_and_of_the_chosen_launcher_pass(overrides):
+    validate_config(resolved(*overrides))
+
+
+def test_every_schema_field_is_a_valid_key():
+    import typing
+    from dataclasses import fields, is_dataclass
+
+    from zlbench.config.keys import key_problem
+    from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
+
+    def keys(cls, prefix=""):
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            kind = LAUNCHER_SCHEMAS["slurm"] if prefix + f.name == "launcher" else hints[f.name]
+            yield prefix + f.name
+            if is_dataclass(kind):
+                yield from keys(kind, prefix + f.name + ".")
+
+    found = list(keys(ZlbenchConfig))
+    assert "launcher.partition" in found and "timer.clock_reader" in found and "ab.tuning" in found
+    assert [k for k in found if key_problem(k, launchers=["slurm"])] == []
+
+
+# -- values that would run and fail every node --------------------------------------------------------
+
+def test_the_dtype_list_holds_torch_dtype_names_as_a_corpus_takes_them():
+    import torch
+
+    from zlbench.config.validate import DTYPE_ALIASES, TORCH_DTYPES
+
+    for name in TORCH_DTYPES:
+        assert str(getattr(torch, name)) == f"torch.{name}"  # FlagGems' choices: str(dtype) less "torch."
+    for alias, name in DTYPE_ALIASES.items():
+        assert getattr(torch, alias) is getattr(torch, name)
+
+
+@pytest.mark.parametrize("override,needles", [
+    ("dtypes=[float17]", ["dtypes=[float17]: float17 is not a torch dtype name", "Fix: dtypes=[float16]"]),
+    ("dtypes=[float32,half]", ["half is torch's other name for float16", "Fix: dtypes=[float16]"]),
+    ("devices=[]", ["devices=[] selects no device", "Fix: devices=all"]),
+    ("gpus=[]", ["gpus=[] selects no device"]),
+])
+def test_values_that_select_nothing_valid_are_refused(override, needles):
+    with pytest.raises(UsageError) as e:
+        validate_config(resolved(override))
+    for needle in needles:
+        assert needle in str(e.value)
+
+
+def test_valid_dtypes_pass():
+    validate_config(resolved("dtypes=[float16,float32,bfloat16,int16,int32,bool,complex64]"))
+
+
+@pytest.mark.parametrize("overrides,noted", [
+    (["ab=demo_fused_softmax", "ab.rounds=3"], True),
+    (["ab=demo_fused_softmax", "ab.rounds=3", "ab.min_rounds=3"], False),
+    (["ab=demo_fused_softmax", "ab.rounds=3", "ab.schedule=round"], False),  # every round runs anyway
+    (["ab=demo_fused_softmax", "ab.rounds=1", "ab.side=off"], False),  # one side of a sweep
+    ([], False),  # no A/B: rounds=1 < min_rounds=4 means nothing
+])
+def test_ab_rounds_below_min_rounds_gets_a_note_with_the_fix(overrides, noted):
+    from zlbench.config.validate import config_notes
+
+    notes = config_notes(resolved(*overrides))
+    assert bool(notes) == noted
+    if noted:
+        assert notes == ["ab.rounds=3 is below ab.min_rounds=4: every node runs all 3 rounds (none stops early "
+                         "on a settled verdict) and each verdict rests on 3 rounds. Fix: ab.rounds=4 or more, "
+                         "or ab.min_rounds=3 to plan it so."]

@@ -17,13 +17,17 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from zlbench import __version__
+from zlbench.config import output_dir
 from zlbench.config.command_line import normalize_argv
 from zlbench.config.schema import conf_dir, register_schemas
+from zlbench.config.validate import config_notes
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 
 log = logging.getLogger("zlbench")
 _provenance: dict = {}
+# Folders that did not exist before Hydra made the run (or sweep) dir: a refused run removes them.
+_made: List[Path] = []
 # (job label, run dir, exit code) of every job this process ran (one, or a multirun sweep's).
 _jobs: List[Tuple[str, str, int]] = []
 # Most serious first: the code a sweep exits with.
@@ -41,6 +45,10 @@ HYDRA_HELP = """zlbench takes its configuration through Hydra. Flags:
 Any key of the config is an override: key=value (README: Configuration)."""
 
 
+# Flags with which Hydra shows something and runs nothing (no run dir).
+INFO_FLAGS = ("--help", "-h", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--resolve")
+
+
 def _error(message: str) -> None:
     print(f"zlbench: error: {message}", file=sys.stderr)
 
@@ -56,6 +64,8 @@ def _app(cfg: DictConfig) -> None:
         _jobs.append((label, str(run_dir), int(Exit.INTERRUPTED)))  # the sweep was interrupted: skip
         return
     try:
+        for note in config_notes(cfg):
+            log.info(f"[zlbench] note: {note}")
         code = int(execute(cfg, run_dir, _provenance))
     except UsageError as e:
         remove_empty_run_dir(run_dir)
@@ -66,24 +76,38 @@ def _app(cfg: DictConfig) -> None:
         _error(f"internal error ({sys.exc_info()[1]!r}); the traceback is in {run_dir / 'zlbench.log'}. "
                "Please report it with that file.")
         code = int(Exit.INTERNAL)
+    if not run_dir.exists():  # a refused or dry run: nothing of it stays, zl_runs/<date>/ neither
+        output_dir.remove_made_folders(run_dir, _made)
     _jobs.append((label, str(run_dir), code))
 
 
 def _check_output_dir(argv: List[str]) -> None:
-    """Hydra creates the run (or sweep) dir before zlbench runs and answers a dir it cannot create
-    with a traceback: try it first, and say what to do instead."""
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir") or not value or "${" in value:
-            continue
-        path = Path(value.strip("'\"")).expanduser()
-        existed = path.exists()
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            if not existed:
-                path.rmdir()
-        except OSError as e:
-            raise UsageError(f"cannot create {key}={value}: {e.strerror or e}. Fix: {key}=<a writable folder>.")
+    """Before Hydra makes the run (or sweep) dir and writes .hydra/ into it: refuse a dir that cannot
+    be written, or that a live run holds (its .hydra/ files would be overwritten by a run that is
+    then refused), and remember which folders Hydra will make for it."""
+    key, value, path = output_dir.planned(argv)
+    _made.clear()
+    if path is None or any(a in INFO_FLAGS for a in argv):
+        return
+    output_dir.check_writable(key, value, path)
+    if key == "hydra.run.dir" and (path / ".zlbench.lock").exists():
+        from zlbench.engine.locks import RunDirLock
+
+        with RunDirLock(path):  # raises UsageError (naming the holder) while that run is alive
+            pass
+    _made.extend(output_dir.missing_folders(path))
+
+
+def _remove_refused_sweep() -> None:
+    """Every job of a sweep was refused: its dir holds only Hydra's multirun.yaml."""
+    sweep = {Path(d).parent for _, d, _ in _jobs}
+    if len(sweep) != 1 or any(code != Exit.USAGE for _, _, code in _jobs):
+        return
+    folder = sweep.pop()
+    if folder.is_dir() and [p.name for p in folder.iterdir()] == ["multirun.yaml"]:
+        (folder / "multirun.yaml").unlink()
+        folder.rmdir()
+        output_dir.remove_made_folders(folder, _made)
 
 
 def _sweep_table() -> None:
@@ -106,6 +130,8 @@ def main() -> None:
     except UsageError as e:
         _error(str(e))
         sys.exit(Exit.USAGE)
+    for line in provenance["env_ignored"].values():
+        print(f"zlbench: note: {line}", file=sys.stderr)
     _provenance.clear()
     _provenance.update(provenance)
     sys.argv = [sys.argv[0]] + argv
@@ -120,6 +146,8 @@ def main() -> None:
         raise
     if len(_jobs) > 1:
         _sweep_table()
+    if any(a in ("-m", "--multirun") for a in argv):
+        _remove_refused_sweep()
     codes = {code for _, _, code in _jobs}
     sys.exit(next((int(c) for c in SEVERITY if c in codes), 0))
 

@@ -3,11 +3,15 @@ before Hydra composes anything. Command-line overrides win over env vars; both a
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
 from zlbench.backends import canonical_name
-from zlbench.errors import UsageError
+from zlbench.config.keys import key_problem
+from zlbench.config.secrets import has_password
 from zlbench.config.validate import SHAPE_LEVELS, SHAPE_MODES
+from zlbench.errors import UsageError
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
@@ -84,29 +88,94 @@ def _normalize_backend(arg: str) -> str:
     return f"{key}={','.join(names)}"
 
 
-def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[List[str], dict]:
-    """Returns (argv for Hydra, provenance). Raises UsageError on an unknown backend or a bad env value."""
-    flags = [a for a in argv if a.startswith("-") or "=" not in a]
-    overrides = [_normalize_backend(a) for a in argv if not (a.startswith("-") or "=" not in a)]
-    cli_keys = {override_key(a) for a in overrides}
-    if "backend.name" in cli_keys:
-        cli_keys.add("backend")
-    env_used: Dict[str, str] = {}
-    env_overrides: List[str] = []
+def _launchers(overrides: Sequence[str]) -> Tuple[str, ...]:
+    """The launcher option(s) the command line picks (a sweep may pick several); local by default."""
+    chosen = [a.split("=", 1)[1] for a in overrides if override_key(a) == "launcher"]
+    return tuple(v.strip() for v in chosen[-1].split(",")) if chosen else ("local",)
+
+
+def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
+    """Refuse, before Hydra composes anything, what Hydra would take or answer with the wrong advice:
+    unknown keys at any level (Hydra suggests `+key=`, which would then run), both gpus= and
+    devices=, and a password on the command line (written into .hydra/ and run_identity.json)."""
+    launchers = _launchers(overrides)
+    problems = []
+    for arg in overrides:
+        key, _, value = arg.partition("=")
+        name = override_key(key)
+        if name == "hydra" or name.startswith("hydra.") or "/" in name or "@" in name or key.startswith("~"):
+            continue  # Hydra's own settings and config groups: Hydra checks them
+        if (problem := key_problem(name, value, launchers)):
+            problems.append(problem)
+        if has_password(value):
+            problems.append(f"{name}= holds a password, and zlbench writes its command line into the run dir "
+                            "(.hydra/, run_identity.json) and the results store. Fix: give the URL without it "
+                            "and keep the password in ~/.pgpass or a libpq service file, or export "
+                            "ZLBENCH_STORE_URL=<the URL> (read at run time, written nowhere).")
+    if {"gpus", "devices"} <= cli_keys:
+        problems.append("gpus= and devices= both select devices (gpus is the old runner's spelling of devices). "
+                        "Fix: keep one, e.g. devices=[0,1].")
+    if problems:
+        raise UsageError("\n".join(problems))
+
+
+# `~` at the start of a value (or of a list element): Hydra's lexer cannot read it, and the shell
+# does not expand it after `=` (corpus.root=~/FlagGems).
+_HOME = re.compile(r"(?P<lead>^|[\[,])(?P<path>~[\w.-]*(?:/[^,\]]*)?)(?=[,\]]|$)")
+_PLAIN = re.compile(r"^[\w./@+:-]+$")  # what Hydra reads unquoted in a path
+
+
+def expand_home(arg: str) -> str:
+    key, sep, value = arg.partition("=")
+    if not sep or "~" not in value:
+        return arg
+
+    def expanded(m: "re.Match[str]") -> str:
+        path = os.path.expanduser(m.group("path"))
+        return m.group("lead") + (path if _PLAIN.match(path) else _quote(path))
+
+    return f"{key}={_HOME.sub(expanded, value)}"
+
+
+def _env_overrides(environ: Mapping[str, str],
+                   overrides: Sequence[str]) -> Tuple[Dict[str, str], List[str], Dict[str, str]]:
+    """(env vars used, the overrides they make, env vars ignored -> why)."""
+    used: Dict[str, str] = {}
+    made: List[str] = []
+    ignored: Dict[str, str] = {}
     for name, (keys, build) in ENV_MIGRATION.items():
         if name not in environ:
             continue
         value = environ[name]
-        env_used[name] = value
-        if any(k in cli_keys for k in keys):
-            continue  # the command line wins
-        if keys == SELECTION and any(o.startswith("test_node=") for o in env_overrides):
-            continue  # TEST_NODE alone wins; OP with OP_FILE is one selection (the op's tests in that file)
-        env_overrides.append(build(name, value))
+        used[name] = value
+        given = [a for a in overrides if override_key(a.replace("backend.name=", "backend=", 1)) in keys]
+        if given:  # the command line wins
+            ignored[name] = (f"environment variable {name}={value!r} is ignored: the command line gives "
+                             f"{given[-1]}. Fix: unset {name}, or drop {override_key(given[-1])}=.")
+            continue
+        if keys == SELECTION and any(o.startswith("test_node=") for o in made):
+            # TEST_NODE alone wins; OP with OP_FILE is one selection (the op's tests in that file)
+            ignored[name] = (f"environment variable {name}={value!r} is ignored: TEST_NODE={environ['TEST_NODE']!r} "
+                             f"selects one test. Fix: unset {name} or TEST_NODE.")
+            continue
+        made.append(build(name, value))
+    return used, made, ignored
+
+
+def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[List[str], dict]:
+    """Returns (argv for Hydra, provenance). Raises UsageError on an unknown backend or key, a bad env
+    value, a password on the command line. provenance["env_ignored"]: env vars the command line
+    overrode (name -> a line saying so)."""
+    flags = [a for a in argv if a.startswith("-") or "=" not in a]
+    overrides = [expand_home(_normalize_backend(a)) for a in argv if not (a.startswith("-") or "=" not in a)]
+    cli_keys = {override_key(a) for a in overrides}
+    _check_overrides(overrides, cli_keys)
+    env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")
-    provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides)}
+    provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides),
+                  "env_ignored": ignored}
     # Env-derived overrides first: a later override of the same key (from the CLI) would win anyway.
     return flags + env_overrides + overrides, provenance

@@ -204,6 +204,10 @@ class SlurmLauncherConf(LauncherConf):
     additional_parameters: Dict[str, Any] = field(default_factory=dict)
 
 
+# launcher=<name> -> the schema its settings validate against (conf/launcher/<name>.yaml names it).
+LAUNCHER_SCHEMAS = {"local": LocalLauncherConf, "slurm": SlurmLauncherConf}
+
+
 @dataclass
 class ABConf:
     """An A/B axis. Its file in conf/ab/ names the variable, its values and side names, and what both
@@ -279,6 +283,7 @@ class ZlbenchConfig:
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="zlbench_schema", node=ZlbenchConfig)
-    # Each launcher option validates against its own schema (conf/launcher/*.yaml name it).
-    cs.store(group="launcher", name="local_schema", node=LocalLauncherConf)
-    cs.store(group="launcher", name="slurm_schema", node=SlurmLauncherConf)
+    # Each launcher option validates against its own schema (conf/launcher/*.yaml name it). Stored
+    # outside the launcher group, which --help lists as the options a user picks from.
+    cs.store(name="launcher_local_schema", node=LocalLauncherConf)
+    cs.store(name="launcher_slurm_schema", node=SlurmLauncherConf)

@@ -7,11 +7,25 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Callable, List, Mapping, Optional, Sequence
 
+from zlbench.config.keys import unknown_keys
 from zlbench.errors import UsageError
 from zlbench.exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
 
 SHAPE_LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
+# torch's dtype names as a corpus takes them (`--dtypes float16`, FlagGems' conftest: getattr(torch,
+# name), its choices spelled as str(dtype) less "torch."), listed so that a bad name is refused
+# before any process starts, without importing torch here (tests/test_validate.py checks the list
+# against torch). FlagGems' own choices: float16, float32, bfloat16, int16, int32, bool, complex64.
+TORCH_DTYPES = (
+    "float16", "float32", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "bool", "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
+)
+# torch's other names for them: a corpus' --dtypes choices hold only the names above.
+DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "short": "int16",
+                 "int": "int32", "long": "int64", "chalf": "complex32", "cfloat": "complex64",
+                 "cdouble": "complex128"}
 
 
 @dataclass(frozen=True)
@@ -106,18 +120,6 @@ def problem(rule: Rule, value: Any) -> Optional[str]:
     return f"{rule.key}={_show(value)} is not valid: it must be {rule.valid}. Fix: {rule.fix}."
 
 
-def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
-    """Top-level keys the schema does not know (`+foo=1` is accepted by Hydra and would change the
-    identity hash while doing nothing)."""
-    from dataclasses import fields
-
-    from zlbench.config.schema import ZlbenchConfig
-
-    known = {f.name for f in fields(ZlbenchConfig)}
-    return [f"{k} is not a zlbench setting. Fix: drop +{k}=... (README lists the settings)."
-            for k in resolved if k not in known]
-
-
 def placement_problem(timer: Mapping[str, Any], timer_name: Optional[str]) -> Optional[str]:
     """timer.placements > 1 where it would do nothing: with timer=direct or host (as named, or as
     timer=auto resolved for the backend) or with timer.stop=adaptive."""
@@ -130,10 +132,46 @@ def placement_problem(timer: Mapping[str, Any], timer_name: Optional[str]) -> Op
             "or timer.placements=1.")
 
 
+def dtype_problem(dtypes: Any) -> Optional[str]:
+    bad = [str(d) for d in dtypes or [] if str(d) not in TORCH_DTYPES]
+    if not bad:
+        return None
+    what = f"{bad[0]} is not a torch dtype name" if len(bad) == 1 else f"{', '.join(bad)} are not torch dtype names"
+    first = bad[0].replace("torch.", "")
+    fix = DTYPE_ALIASES.get(first, first if first in TORCH_DTYPES else "float16")
+    alias = f" ({bad[0]} is torch's other name for {fix}: a corpus takes {fix})" if first in DTYPE_ALIASES else ""
+    return (f"dtypes=[{','.join(map(str, dtypes))}]: {what}{alias}. Valid: {', '.join(TORCH_DTYPES)} "
+            "(FlagGems takes float16, float32, bfloat16, int16, int32, bool, complex64). "
+            f"Fix: dtypes=[{fix}], or dtypes=[] for the corpus' own choice.")
+
+
+def devices_problem(resolved: Mapping[str, Any]) -> Optional[str]:
+    """An empty selection (devices=[], gpus=[]) selects nothing to run on."""
+    for key in ("gpus", "devices"):
+        value = resolved.get(key)
+        if isinstance(value, (list, tuple)) and not value:
+            return f"{key}=[] selects no device. Fix: devices=all, or devices=[0] (indices of the backend's devices)."
+    return None
+
+
+def config_notes(resolved: Mapping[str, Any]) -> List[str]:
+    """Settings that run but may not do what they seem to: said when the run starts."""
+    ab = resolved.get("ab") or {}
+    rounds, least = ab.get("rounds"), ab.get("min_rounds")
+    schedule = getattr(ab.get("schedule"), "value", ab.get("schedule"))  # an enum where Hydra composed it
+    interleaved = ab.get("name", "none") != "none" and not ab.get("side") and schedule == "node"
+    if interleaved and isinstance(rounds, int) and isinstance(least, int) and rounds < least:
+        return [f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
+                f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
+                f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so."]
+    return []
+
+
 def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
+    problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved)) if p]
     timer = resolved.get("timer") or {}
     if (p := placement_problem(timer, timer.get("name"))):
         problems.append(p)

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 from zlbench import __version__
 from zlbench._version_info import dist_version, git_commit
 from zlbench.backends import DeviceBackend
+from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
@@ -85,8 +86,9 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
         "clocks": backend.clock_reading(environ),
         "host": socket.gethostname(),
     }
+    identity = scrub(identity)  # a URL's password (FLAGGEMS_DB_URL, identity.env=[...]) is recorded masked
     identity["identity_hash"] = identity_hash(identity)
-    identity["provenance"] = dict(provenance)
+    identity["provenance"] = scrub(dict(provenance))
     identity["fail_on"] = list(cfg.get("fail_on") or [])
     identity["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return identity

@@ -150,6 +150,14 @@ def corpus_args(cfg: Mapping[str, Any], timer: str, known_ops: Optional[Sequence
         raise UsageError(f"corpus.pytest_args={args} asks pytest-xdist for several processes ({parallel[0]}), "
                          "which would measure on one device at once. Fix: drop it; zlbench runs one "
                          "benchmark process per device: devices=[0,1,...] spreads the work.")
+    # FlagGems' own --parallel N spreads a test's shapes over devices 0..N-1 from inside the process,
+    # past the one device zlbench pinned it to (0 is its default: serial).
+    spread = [(a, b) for a, b in zip(args, args[1:] + [""]) if a == "--parallel" and b != "0"] + \
+        [(a, "") for a in args if a.startswith("--parallel=") and a != "--parallel=0"]
+    if spread:
+        raise UsageError(f"corpus.pytest_args={args} asks the corpus to spread its shapes over several devices "
+                         f"({' '.join(x for x in spread[0] if x)}), past the one device zlbench pins each "
+                         "benchmark process to. Fix: drop it; devices=[0,1,...] spreads the work.")
     args += ["--level", str(shape.get("level", "core"))]
     if shape.get("mode") == "file":
         if not shape.get("file"):

@@ -4,6 +4,7 @@ errors. Events go to the unit's events.jsonl."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -143,7 +144,39 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = kept
 
 
+_deselected: set = set()  # base node ids with at least one item deselected
+
+
+def pytest_deselected(items):
+    _deselected.update(base_node(item.nodeid) for item in items)
+
+
+def pytest_collection_finish(session):
+    """A node none of whose items is left to run was deselected by the corpus' pytest options (-k, -m,
+    --deselect in corpus.pytest_args), as pytest itself reports it: not a failure. Said once, at
+    collection, so that the worker does not take it for a node pytest could not find."""
+    left = {base_node(item.nodeid) for item in session.items}
+    gone = sorted(_deselected - left)
+    if not gone:
+        return
+    opts = session.config.option
+    how = [f"{flag} {value!r}" for flag, value in (("-k", getattr(opts, "keyword", "")),
+                                                     ("-m", getattr(opts, "markexpr", ""))) if value]
+    how += [f"--deselect {d}" for d in getattr(opts, "deselect", None) or []][:1]
+    reason = f"deselected by {' '.join(how) or 'a pytest option'} in corpus.pytest_args"
+    for node in gone:
+        _runtime.emit("end", node=node, status="skipped", reason=reason, deselected=True, wall_s=0.0)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the corpus' conftest names its record log
 def pytest_configure(config):
+    # FlagGems (and the demo) name the record log after the command-line arguments, which here are
+    # plugin options and an @args file (result-p_no:cacheprovider-...@pytest_args.txt.log): name it
+    # after the unit instead (result_main.r0.d0.s0.log). pytest reads only invocation_params.dir
+    # from here on.
+    unit = _runtime.config().get("unit")
+    if unit:
+        config.invocation_params = dataclasses.replace(config.invocation_params, args=(str(unit),))
     if _runtime.config().get("claims_dir"):
         config.pluginmanager.register(_SkipTakenNodes(), "zlbench-skip-taken-nodes")
 

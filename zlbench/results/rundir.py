@@ -142,8 +142,11 @@ def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]], why: str
 class _Collector:
     """Folds the events of every unit into rows, per-node status and run.log lines."""
 
-    def __init__(self, plan: Mapping):
+    def __init__(self, plan: Mapping, deselected: Optional[set] = None):
         self.plan = plan
+        # (node, side) that pytest deselected (corpus.pytest_args -k/-m): the "not collected" ends
+        # a worker or resident process adds for them in any round say the same, not a failure.
+        self.deselected = deselected or set()
         self.devices = {d["index"]: d for d in plan.get("devices", [])}
         self.rows: List[dict] = []
         self.nodes: Dict[Tuple[str, str], dict] = {}  # (node, side) -> status row
@@ -193,6 +196,8 @@ class _Collector:
 
     def _status(self, node: str, unit: Mapping, dev, where: Mapping, e: Mapping) -> None:
         key = (node, unit["side"])
+        if key in self.deselected and not e.get("deselected"):
+            return
         entry = {"op": e.get("op") or "", "test_node": node, "side": unit["side"], "status": e["status"],
                  "reason": (e.get("reason") or "")[:500], "wall_s": float(e.get("wall_s") or 0.0),
                  "device": dev, "resumable": bool(e.get("resumable")), **where}
@@ -255,8 +260,9 @@ def unit_rows(unit: Mapping, events: List[dict]) -> List[dict]:
 def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
     """Derive rows and per-node status from the events of every unit of the plan."""
     plan = load_plan(run_dir)
-    c = _Collector(plan)
     events = {u["unit_id"]: ev.read_events(ev.events_path(run_dir, u["unit_id"])) for u in plan["units"]}
+    c = _Collector(plan, {(ev.base_node(e["node"]), u["side"]) for u in plan["units"] for e in events[u["unit_id"]]
+                          if e.get("event") == "end" and e.get("deselected")})
     measured = measured_nodes(run_dir, plan, events)
     for u in plan["units"]:
         c.unit(u, events[u["unit_id"]], measured[(u["side"], u["round"])])

@@ -1,0 +1,151 @@
+"""Hostile input through `python -m zlbench`, as a user meets it: refused before anything runs, one
+message with the fix, exit 2, nothing left behind (no run dir, no zl_runs/<date>/, no store row), and
+nothing of a live run touched. Secrets stay out of every file a run writes."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import FIXTURES, wait_for, zlbench
+
+WAIT = FIXTURES / "wait_corpus"
+QUICK = ["ops=[exp]", "dtypes=[float32]", "progress=none"]
+
+
+def files_under(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["dtypes=[float17]"], "zlbench: error: dtypes=[float17]: float17 is not a torch dtype name."),
+    (["devices=[]"], "zlbench: error: devices=[] selects no device. Fix: devices=all"),
+    (["gpus=[0]", "devices=[0]"], "zlbench: error: gpus= and devices= both select devices"),
+    (["+timer.rep=5"], "zlbench: error: timer.rep is not a zlbench setting. The settings of timer are: "),
+    (["+ab.foo=1"], "zlbench: error: ab.foo is not a zlbench setting."),
+    (["node_timeout_s=0"], "Fix: launcher.node_timeout_s=0."),
+    (["ops=[nope]"], "zlbench: error: op 'nope' matches no test"),  # refused once Hydra made the run dir
+])
+def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
+    """Run where a user runs it: the default run dir zl_runs/<date>/<time> under the working dir,
+    the default store beside it."""
+    res = zlbench(*args, "progress=none", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert message in res.stderr and "Traceback" not in res.stderr
+    assert "To append to your config use" not in res.stderr  # Hydra's advice that would then run
+    assert len([l for l in res.stderr.splitlines() if l.startswith("zlbench: error:")]) == 1
+    assert files_under(tmp_path) == []  # no run dir, no zl_runs/<date>/, no zlbench.db
+
+
+def test_a_dry_run_leaves_no_dated_folder(tmp_path):
+    res = zlbench("dry_run=true", "ops=[exp]", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert files_under(tmp_path) == []
+
+
+def test_a_sweep_whose_every_job_is_refused_leaves_nothing(tmp_path):
+    res = zlbench("-m", "ops=[nope],[nope2]", "progress=none", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "exit   2  ops=[nope]" in res.stderr and "exit   2  ops=[nope2]" in res.stderr
+    assert files_under(tmp_path) == []
+
+
+def test_tilde_in_a_path_value_is_the_home_folder(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "FlagGems").symlink_to(FIXTURES / "mini_corpus")
+    res = zlbench("corpus=flaggems", "corpus.root=~/FlagGems", "ops=[exp]", "dry_run=true", cwd=tmp_path,
+                  env={"HOME": str(tmp_path / "home")})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "nodes (2):\n  exp " in res.stdout
+
+
+def test_help_lists_only_the_launchers_a_user_picks(tmp_path):
+    res = zlbench("--help", cwd=tmp_path)
+    assert res.returncode == 0
+    assert "launcher: local, slurm\n" in res.stdout and "schema" not in res.stdout
+
+
+def test_ab_rounds_below_min_rounds_is_said_with_the_fix(tmp_path):
+    res = zlbench("ab=demo_fused_softmax", "ab.rounds=2", "ops=[softmax]", "dry_run=true", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert ("[zlbench] note: ab.rounds=2 is below ab.min_rounds=4: every node runs all 2 rounds") in res.stderr
+    assert "Fix: ab.rounds=4 or more, or ab.min_rounds=2 to plan it so." in res.stderr
+
+
+def _unwritable(folder):
+    """Make an existing folder unwritable even for root (chattr +i); None where that cannot be done."""
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return lambda: folder.chmod(0o755)
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        return None
+    return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("sub", ["", "run"])
+def test_a_run_dir_that_cannot_be_written_is_one_line(tmp_path, sub):
+    ro = tmp_path / "ro"
+    undo = _unwritable(ro)
+    if undo is None:
+        pytest.skip("cannot make a folder unwritable here (chattr +i needs root on ext4/xfs)")
+    try:
+        run_dir = ro / sub if sub else ro
+        res = zlbench(f"hydra.run.dir={run_dir}", *QUICK, cwd=tmp_path)
+    finally:
+        undo()
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    verb = "create" if sub else "write into"
+    assert f"zlbench: error: cannot {verb} hydra.run.dir={run_dir}: " in res.stderr
+    assert "Fix: hydra.run.dir=<a writable folder>." in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert files_under(ro) == []
+
+
+@pytest.mark.slow
+def test_a_run_refused_because_its_run_dir_is_live_leaves_that_run_untouched(tmp_path):
+    run_dir = tmp_path / "live"
+    env = {k: v for k, v in os.environ.items() if k not in ("OP", "TEST_NODE", "ZL_BACKEND")}
+    first = subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", "backend=cpu",
+                              "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_00']", "progress=none"],
+                             cwd=tmp_path, env={**env, "WAIT_S": "600"}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert wait_for(lambda: (run_dir / ".zlbench.lock.holder.json").exists(), timeout=120)
+        hydra_files = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
+        log = (run_dir / "zlbench.log").read_bytes()
+        for how in ([f"hydra.run.dir={run_dir}", "ops=[exp]"], [f"resume={run_dir}"]):
+            res = zlbench(*how, "progress=none", cwd=tmp_path)
+            assert res.returncode == 2, res.stderr[-2000:]
+            assert f"zlbench: error: {run_dir} is in use by a live zlbench run (pid {first.pid} " in res.stderr
+            assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == hydra_files
+            assert (run_dir / "zlbench.log").read_bytes() == log
+    finally:
+        os.killpg(first.pid, signal.SIGINT)  # the first run stops and writes its tables
+        first.communicate(timeout=120)
+
+
+@pytest.mark.slow
+def test_no_password_is_written_into_the_run_dir_or_the_store(tmp_path):
+    secret = "s3cret-pw"
+    # On the command line: refused, with where to put it instead.
+    res = zlbench(f"store.url=postgresql://user:{secret}@127.0.0.1:9/none", *QUICK, cwd=tmp_path)
+    assert res.returncode == 2 and "ZLBENCH_STORE_URL" in res.stderr and "~/.pgpass" in res.stderr
+    assert secret not in res.stderr and files_under(tmp_path) == []
+    # From the environment: the store URL (unreachable here: one message) and a tuner DB URL the
+    # identity records among the switch variables; neither's password lands anywhere.
+    run_a, run_b = tmp_path / "zl_runs" / "a", tmp_path / "zl_runs" / "b"
+    res = zlbench(f"hydra.run.dir={run_a}", *QUICK, cwd=tmp_path,
+                  env={"ZLBENCH_STORE_URL": f"postgresql://user:{secret}@127.0.0.1:9/none"})
+    assert res.returncode == 0 and "results store not written" in res.stderr, res.stderr[-2000:]
+    assert secret not in res.stderr
+    res = zlbench(f"hydra.run.dir={run_b}", *QUICK, cwd=tmp_path,
+                  env={"FLAGGEMS_DB_URL": f"postgresql://tuner:{secret}@db.example/tuning"})
+    assert res.returncode == 0 and "recorded" in res.stderr, res.stderr[-2000:]
+    identity = (run_b / "run_identity.json").read_text()
+    assert '"FLAGGEMS_DB_URL": "postgresql://tuner:***@db.example/tuning"' in identity
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert tmp_path / "zl_runs" / "zlbench.db" in written  # the store took run b, identity and all
+    assert [str(p) for p in written if secret.encode() in p.read_bytes()] == []

@@ -1,0 +1,109 @@
+"""Which keys the config has, derived from the schema dataclasses (zlbench/config/schema.py): a
+field added there is a valid key everywhere at once. Hydra takes any `+key=value` (and suggests it
+for a key it does not know), and an unknown key would enter the identity hash while it changes
+nothing, so every level is checked: on the command line before Hydra composes anything, and on
+the composed config."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
+
+FREE = "free"  # a Dict field (corpus.env, ab.fixed, ...): any key is the user's to name
+Children = Any  # Dict[str, Any] of a settings group, FREE, or None for a value
+
+
+def _children(tp: Any) -> Children:
+    """What a field of type `tp` holds: its settings (a dataclass), any key (a dict), or a value."""
+    if dataclasses.is_dataclass(tp):
+        return {name: _children(hint) for name, hint in typing.get_type_hints(tp).items()}
+    origin = typing.get_origin(tp)
+    if origin in (dict, Dict):
+        return FREE
+    if origin is typing.Union:
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _children(inner[0]) if len(inner) == 1 else None
+    return None
+
+
+def _launcher_settings(names: Sequence[str]) -> Dict[str, Any]:
+    merged: Dict[str, Any] = {}
+    for name in names:
+        if name in LAUNCHER_SCHEMAS:
+            merged.update(_children(LAUNCHER_SCHEMAS[name]))
+    return merged or _children(LAUNCHER_SCHEMAS["local"])
+
+
+def settings(launchers: Sequence[str] = ("local",)) -> Dict[str, Any]:
+    """The whole tree of settings for these launcher choices (a sweep over launchers: all of them)."""
+    tree = _children(ZlbenchConfig)
+    tree["launcher"] = _launcher_settings(launchers)
+    return tree
+
+
+def _paths(tree: Mapping[str, Any], prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[str, ...]]:
+    for name, sub in tree.items():
+        yield prefix + (name,)
+        if isinstance(sub, dict):
+            yield from _paths(sub, prefix + (name,))
+
+
+def _elsewhere(name: str, tree: Mapping[str, Any]) -> List[str]:
+    """Full keys whose last part is `name` (node_timeout_s -> launcher.node_timeout_s)."""
+    return [".".join(p) for p in _paths(tree) if p[-1] == name and len(p) > 1]
+
+
+def key_problem(key: str, value: Optional[str] = None, launchers: Sequence[str] = ("local",)) -> Optional[str]:
+    """None when `key` (dotted) is a setting; else one line: what is wrong, what is valid, the fix."""
+    parts = key.split(".")
+    tree = settings(launchers)
+    node: Children = tree
+    for i, part in enumerate(parts):
+        where = ".".join(parts[:i])
+        if node == FREE:
+            return None
+        if node is None:
+            return (f"{key} is not a zlbench setting: {where} is a value, it has no settings of its own. "
+                    f"Fix: {where}=VALUE.")
+        if part not in node:
+            return _unknown(key, parts[:i], part, list(node), "..." if value is None else value, launchers)
+        node = node[part]
+    return None
+
+
+def _unknown(key: str, parent: Sequence[str], part: str, valid: List[str], value: str,
+             launchers: Sequence[str]) -> str:
+    where = ".".join(parent)
+    if where == "launcher":
+        owners = [n for n, schema in LAUNCHER_SCHEMAS.items() if part in _children(schema)]
+        if owners:
+            return (f"{key} is not a zlbench setting of launcher={','.join(launchers)}: only launcher={owners[0]} "
+                    f"has it. Fix: launcher={owners[0]} {key}={value}.")
+    moved = [k for k in _elsewhere(part, settings(launchers)) if k != key]
+    close = [f"{where + '.' if where else ''}{c}" for c in difflib.get_close_matches(part, valid, n=2, cutoff=0.5)]
+    fixes = [f"{k}={value}" for k in (moved or close)]
+    fix = f"{fixes[0]}" if len(fixes) == 1 else f"one of {', '.join(fixes)}" if fixes else "drop it"
+    return (f"{key} is not a zlbench setting. The settings {'of ' + where if where else 'at the top level'} "
+            f"are: {', '.join(valid)}. Fix: {fix}.")
+
+
+def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
+    """A problem line for every key of the composed config that the schema does not know."""
+    launcher = (resolved.get("launcher") or {}).get("name") or "local"
+    problems: List[str] = []
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for name, sub in node.items():
+            key = f"{prefix}{name}"
+            problem = key_problem(key, launchers=[launcher])
+            if problem:
+                problems.append(problem)
+            elif isinstance(sub, Mapping):
+                walk(sub, key + ".")
+
+    walk({k: v for k, v in resolved.items() if k != "hydra"}, "")
+    return problems
