@@ -21,6 +21,7 @@ rather than baked into one side.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.engine.locks import DeviceLock
+from zlbench.engine.locks import DeviceLock, held_fds
 from zlbench.ab.fingerprints import cache_entries
 from zlbench.ab.kernels import compare_kernels
 from zlbench.results import events as ev
@@ -91,7 +92,8 @@ class SideProcess:
             out.flush()
             self.proc = subprocess.Popen(argv, cwd=self.dir, env=process_env(unit, dict(self.extra_env), cfg_path),
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=die_with_parent)
+                                         preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                                         pass_fds=held_fds())
         self.seq = 0
 
     def tuning_cache(self, unit: Mapping) -> Optional[Path]:

@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from zlbench.engine.device_ab import run_device_ab
+from zlbench.engine.locks import worker_of
 from zlbench.engine.plain_worker import run_unit
 
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
               extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
     """The job function both launchers run: a device's units, in order (a node-level A/B's units
-    all at once, by zlbench/engine/device_ab.py)."""
-    if units and units[0].get("schedule"):
-        return run_device_ab(units, run_dir, deadline, extra_env)
-    return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}
+    all at once, by zlbench/engine/device_ab.py). The run dir stays locked while it works."""
+    with worker_of(run_dir):
+        if units and units[0].get("schedule"):
+            return run_device_ab(units, run_dir, deadline, extra_env)
+        return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}

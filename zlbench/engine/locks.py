@@ -2,17 +2,23 @@
 live run dir is refused) and one per accelerator device (held by a benchmark process for as long as
 it runs, so two runs never share a GPU). Both are flock(2) locks through filelock: the kernel frees
 them when their holder dies, so a killed run's lock is taken over, never stale. Beside each lock a
-small JSON file names the holder for the message."""
+small JSON file names the holder for the message.
+
+A run dir has a second lock that every worker of the run holds shared (and hands on to its
+benchmark processes), so the run dir stays locked while any process of the run lives, not just its
+orchestrator: a resume right after the orchestrator was killed waits for the rest of the run to die
+(they die with it) instead of measuring next to it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from filelock import FileLock, Timeout
 
@@ -20,6 +26,14 @@ from zlbench.errors import UsageError
 
 # Where device locks live (one machine's devices, shared by every run on it).
 LOCK_DIR_ENV = "ZLBENCH_LOCK_DIR"
+# Held shared by every worker of a run, probed exclusively by a run that starts in the dir.
+WORKERS_LOCK = ".zlbench.workers.lock"
+# How long a run waits for the processes of an earlier run in its dir to end (they die with their
+# orchestrator within moments; a benchmark process tearing down a device context takes longer).
+WAIT_ENV = "ZLBENCH_RUN_DIR_WAIT_S"
+WAIT_S = 60.0
+# Set in the environment of every process of a local run: names them in messages.
+RUN_DIR_ENV = "ZLBENCH_RUN_DIR"
 
 
 def _holder() -> dict:
@@ -57,7 +71,8 @@ class _HeldLock:
 
 
 class RunDirLock:
-    """Held by the orchestrator for the whole run: a second run into the same dir is refused."""
+    """Held by the orchestrator for the whole run: a second run into the same dir is refused, and
+    a run waits (then is refused) while processes of an earlier run in the dir still live."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
@@ -71,13 +86,106 @@ class RunDirLock:
                 f"{self.run_dir} is in use by a live zlbench run ({_describe(self._lock.holder)}). Two runs "
                 "in one run dir would measure every node twice at once. Fix: wait for it to end, or give "
                 "this run its own hydra.run.dir=...")
+        try:
+            self._wait_for_workers()
+        except BaseException:
+            self._lock.release()
+            raise
         if stale:
             print(f"[zlbench] taking over {self.run_dir} from a run that ended without releasing it "
                   f"({previous})", file=sys.stderr)
         return self
 
+    def _wait_for_workers(self) -> None:
+        try:
+            fd = os.open(self.run_dir / WORKERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return  # an unwritable run dir: said clearly when the run writes its files
+        try:
+            if _try_flock(fd, exclusive=True):
+                return
+            wait_s = float(os.environ.get(WAIT_ENV) or WAIT_S)
+            print(f"[zlbench] waiting up to {wait_s:g} s for the processes of an earlier run in {self.run_dir} "
+                  f"to end: {_describe_processes(self.run_dir)}", file=sys.stderr, flush=True)
+            deadline = time.time() + wait_s
+            while time.time() < deadline:
+                time.sleep(0.2)
+                if _try_flock(fd, exclusive=True):
+                    return
+            raise UsageError(
+                f"{self.run_dir} is still in use by processes of an earlier run "
+                f"({_describe_processes(self.run_dir)}); measuring next to them would record nodes twice. "
+                f"Fix: wait for them to end, or end them (kill <pid>), then run again.")
+        finally:
+            os.close(fd)  # drops the probe's lock
+
     def __exit__(self, *exc) -> None:
         self._lock.release()
+
+
+def _try_flock(fd: int, exclusive: bool) -> bool:
+    # fcntl directly, not filelock: filelock has no shared mode, and the descriptor must be
+    # handed on to child processes so that they hold the same lock.
+    import fcntl
+
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def run_processes(run_dir: Path) -> List[int]:
+    """Live processes of a local run in run_dir (this one excluded), found by their environment."""
+    import psutil
+
+    want, out = str(Path(run_dir).resolve()), []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and p.environ().get(RUN_DIR_ENV) == want:
+                out.append(p.pid)
+        except (psutil.Error, OSError):
+            continue  # gone, or another user's
+    return out
+
+
+def _describe_processes(run_dir: Path) -> str:
+    pids = run_processes(run_dir)
+    return f"pid {', '.join(map(str, pids))}" if pids else "pids unknown (another host, or another user's)"
+
+
+# run dir -> the descriptor this process holds WORKERS_LOCK on (shared) while it works in it.
+_held: Dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def worker_of(run_dir: str) -> Iterator[None]:
+    """Around a worker's job: hold the run dir's workers lock shared. Benchmark processes started
+    with pass_fds=held_fds() hold it too, for as long as they live."""
+    import fcntl
+
+    key = str(Path(run_dir).resolve())
+    try:
+        fd = os.open(Path(key) / WORKERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        fd = None  # the run reports the unwritable dir on its own
+    if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:  # a file system without flock: no lock, as before
+            pass
+        _held[key] = fd
+    try:
+        yield
+    finally:
+        if fd is not None:
+            _held.pop(key, None)
+            os.close(fd)
+
+
+def held_fds() -> tuple:
+    """The descriptors a benchmark process inherits so that it holds the run dir's lock too."""
+    return tuple(_held.values())
 
 
 def device_lock_path(key: str) -> Path:

@@ -10,7 +10,9 @@ they are produced.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from zlbench.engine.locks import DeviceLock
+from zlbench.engine.locks import DeviceLock, held_fds
 from zlbench.engine.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
 from zlbench.results import events as ev
 from zlbench.engine.stealing import Ownership
@@ -198,8 +200,11 @@ class UnitRunner:
         with DeviceLock(self.unit.get("device_lock"), waiting), open(self.log, "a", encoding="utf-8") as out:
             out.write(f"\n==== zlbench: launching pytest over {len(nodes)} node(s)\n")
             out.flush()
+            # It dies with this worker, and holds the run dir's lock while it lives (its device
+            # may still be in use for a moment after this worker is gone).
             proc = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=die_with_parent)
+                                    start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                                    pass_fds=held_fds())
             killed_for = _watch(proc, self.events, pos, self.node_timeout, self.deadline)
         # When the process was gone (after session_end: the interpreter's and device's teardown).
         ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)

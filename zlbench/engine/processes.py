@@ -43,15 +43,44 @@ def job_id() -> str:
         return ""
 
 
-def die_with_parent() -> None:
-    """In the benchmark process, before exec: get SIGKILL when the worker dies (Linux), so a killed
-    run leaves no orphan measuring on a device that a resumed run is about to use."""
+# The signals the orchestrator answers by stopping the run (Ctrl-C, kill, a closed terminal or
+# SSH session). Blocked around process starts so none is lost; unblocked in every child.
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: Optional[int] = None) -> None:
+    """In a child before exec (or first thing in a process): get SIGKILL when the parent dies
+    (Linux), so a killed run leaves no orphan measuring on a device that a resumed run is about to
+    use. `parent`: the pid the child was started by; if it is already gone, die now (the signal
+    would never come)."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except Exception:
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def child_of(parent: int):
+    """A preexec_fn for a process this one starts with INTERRUPTS blocked: it dies with `parent`
+    and gets the signals unblocked again (a blocked mask is inherited through exec)."""
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+        die_with_parent(parent)
+    return preexec
+
+
+def descendants(pid: int) -> List[int]:
+    """Every live process below pid."""
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def _args_file_supported() -> bool:

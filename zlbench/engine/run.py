@@ -23,6 +23,7 @@ from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity
 from zlbench.engine.locks import RunDirLock, check_devices_free
+from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
 from zlbench.results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
@@ -216,10 +217,10 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     keys = [k for k in backend.visibility([0]) if k.endswith("_DEVICES") or k.endswith("_SLOT")]
     # Interrupts stay handled until the tables are written: a second Ctrl-C exits at once.
     with Interrupts(launcher) as interrupts:
-        with interrupts.ignored_by_children():
+        with interrupts.deferred():
             launcher.submit(LaunchContext(run_dir, queues_of(plan), deadline, visibility_snapshot(), keys,
                                           backend.name != "cpu"))
-        if not launcher.waits:
+        if not launcher.waits and interrupts.signum is None:
             log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
                      f"`python -m zlbench.collect {run_dir}`")
             return Exit.OK
@@ -265,8 +266,8 @@ def finish(run_dir: Path, fail_on=None, why_cut: str = "") -> int:
 
 
 class Interrupts:
-    """The first Ctrl-C (or SIGTERM) stops the run's jobs and lets the run write its tables from
-    what finished; a second one exits at once."""
+    """The first Ctrl-C (or SIGTERM, or SIGHUP: a closed terminal or SSH session) stops the run's
+    jobs and lets the run write its tables from what finished; a second one exits at once."""
 
     def __init__(self, launcher):
         self.launcher = launcher
@@ -275,7 +276,7 @@ class Interrupts:
         self._old: Dict[int, Any] = {}
 
     def __enter__(self) -> "Interrupts":
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in INTERRUPTS:
             self._old[s] = signal.signal(s, self._handle)
         return self
 
@@ -284,15 +285,20 @@ class Interrupts:
             signal.signal(s, handler)
 
     @contextmanager
-    def ignored_by_children(self):
-        """Processes started in here ignore SIGINT (an ignored signal stays ignored across exec, and
-        Python then installs no KeyboardInterrupt): a Ctrl-C to the terminal's process group reaches
-        only this process, which stops them all, instead of each printing its own traceback."""
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def deferred(self):
+        """Processes start in here: an interrupt that arrives meanwhile waits (blocked, not
+        ignored, which would lose it) until they have all started, then stops every one of them.
+        The children unblock it (processes.child_of) and run in sessions of their own, so a Ctrl-C
+        at the terminal reaches this process alone."""
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, self._handle)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a pending interrupt is handled here
+        if self.signum is not None:
+            # One taken by another thread of this process ran the handler before every process
+            # had started: stop those started since.
+            self.launcher.cancel()
 
     def _handle(self, signum, _frame) -> None:
         self.launcher.cancel()

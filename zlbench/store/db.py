@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
+from filelock import FileLock
 from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
@@ -158,25 +159,17 @@ MIGRATION_LOCK_ID = 0x7A6C6265  # "zlbe": the advisory lock that serializes crea
 
 @contextmanager
 def _creation_lock(url: str) -> Iterator[None]:
-    """SQLite: an exclusive flock on a sibling file (zlbench.db.lock) while the schema is checked,
-    created or upgraded. SQLite runs DDL outside transactions here, so two runs finishing at once
+    """SQLite: an exclusive lock (filelock) on a sibling file (zlbench.db.lock) while the schema is
+    checked, created or upgraded. SQLite runs DDL outside transactions here, so two runs finishing at once
     could each create half the tables. Never on the database file itself: closing any descriptor
     of it drops the POSIX locks SQLite holds in this process, and the database gets corrupted."""
     parsed = make_url(url)
     db = parsed.database if parsed.get_backend_name() == "sqlite" else None
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock (one writer at a time, as before)
-        fcntl = None
-    if not db or db == ":memory:" or fcntl is None:
+    if not db or db == ":memory:":
         yield
         return
-    with open(db + ".lock", "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    with FileLock(db + ".lock"):
+        yield
 
 
 class Store:

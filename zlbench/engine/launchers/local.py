@@ -1,37 +1,56 @@
 """The local device pool: one submitit job per device, each running that device's queue in turn.
 
 A local run has no time limit of its own (a full FlagGems pass on one GPU takes hours):
-launcher.run_timeout_s bounds it when asked, enforced by the worker, which marks what it cuts."""
+launcher.run_timeout_s bounds it when asked, enforced by the worker, which marks what it cuts.
+
+Every process of a local run dies with the orchestrator, however it ends (SIGKILL by the OOM killer
+included): submitit's controller gets a parent-death signal from the orchestrator, the worker from
+its controller, each benchmark process from its worker."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
-from typing import List
 
 import submitit
+from submitit.local.local import LocalJob
 
 from zlbench.engine.jobs import run_queue
 from zlbench.engine.launchers.base import LaunchContext, Launcher
+from zlbench.engine.locks import RUN_DIR_ENV
+from zlbench.engine.processes import child_of, descendants, die_with_parent
 
 # submitit's local executor kills a job at its timeout_min: far beyond any run.
 NO_LIMIT_MIN = 60 * 24 * 365
 
 
-def descendants(pid: int) -> List[int]:
-    """Every process below pid (Linux /proc), children first found first."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for children in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(c) for c in children.read_text().split()]
-            except (OSError, ValueError):
-                continue
-            out += kids
-            todo += kids
-    return out
+def local_job(units, run_dir, deadline, restore_env):
+    """The job function of a local job: first tie this worker to its submitit controller."""
+    die_with_parent(int(os.environ.get("SUBMITIT_LOCAL_JOB_ID") or os.getppid()))
+    return run_queue(units, run_dir, deadline, restore_env)
+
+
+class _Executor(submitit.LocalExecutor):
+    """submitit's local executor, except how it starts a job's controller process (what
+    submitit.local.local.start_controller does, for one task and no setup commands): as a child
+    that dies with this process, in a session of its own (a Ctrl-C at the terminal reaches the
+    orchestrator alone, which stops every job), marked as a process of the run."""
+
+    run_dir = ""
+
+    def _submit_command(self, command: str) -> LocalJob:
+        env = dict(os.environ, SUBMITIT_LOCAL_NTASKS="1", SUBMITIT_LOCAL_COMMAND=command,
+                   SUBMITIT_LOCAL_TIMEOUT_S=str(int(60 * self.parameters["timeout_min"])),
+                   SUBMITIT_LOCAL_SIGNAL_DELAY_S=str(int(self.parameters.get("signal_delay_s", 30))),
+                   SUBMITIT_LOCAL_NODEID="0", SUBMITIT_LOCAL_JOB_NUM_NODES="1", SUBMITIT_STDERR_TO_STDOUT="",
+                   SUBMITIT_EXECUTOR="local", CUDA_VISIBLE_DEVICES="", SUBMITIT_LOCAL_WITH_SHELL="")
+        env[RUN_DIR_ENV] = self.run_dir
+        process = subprocess.Popen([sys.executable, "-m", "submitit.local._local", str(self.folder)], env=env,
+                                   start_new_session=True, preexec_fn=child_of(os.getpid()))
+        return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=[0])
 
 
 class LocalLauncher(Launcher):
@@ -48,8 +67,9 @@ class LocalLauncher(Launcher):
                 pass
 
     def submit(self, ctx: LaunchContext) -> None:
-        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit"), cluster="local")
-        executor.update_parameters(timeout_min=NO_LIMIT_MIN, name="zlbench")
+        executor = _Executor(folder=str(ctx.run_dir / "submitit"))
+        executor.run_dir = str(Path(ctx.run_dir).resolve())
+        executor.update_parameters(timeout_min=NO_LIMIT_MIN)
         with executor.batch():
             for _device, units in sorted(ctx.queues.items()):
-                self.jobs.append(executor.submit(run_queue, units, str(ctx.run_dir), ctx.deadline, ctx.restore_env))
+                self.jobs.append(executor.submit(local_job, units, str(ctx.run_dir), ctx.deadline, ctx.restore_env))

@@ -1,0 +1,72 @@
+"""A Ctrl-C is never lost: SIGINT to the orchestrator at any moment of a run's start (while it starts
+submitit's job controllers, while a worker starts its benchmark process, once nodes are measured)
+stops the run with exit 130, writes the tables, and leaves no process behind; SIGHUP (a closed
+terminal or SSH session) is handled as SIGINT is. Real zlbench processes, real signals; each moment
+is found by what appears on disk, not by sleeping."""
+
+import json
+import os
+import signal
+
+import psutil
+import pytest
+
+from .conftest import wait_for, zlbench
+from .test_orphans import ARGS, of_run, start, statuses
+
+pytestmark = pytest.mark.slow
+
+
+def events(run_dir, kind):
+    out = []
+    for path in run_dir.glob("units/*/events.jsonl"):
+        out += [e for e in map(json.loads, path.read_text().splitlines()) if e.get("event") == kind]
+    return out
+
+
+# The moments of a run's start, each as the first sign of it on disk.
+MOMENTS = {
+    # The orchestrator is starting the job controllers: it pickles each job just before it starts it.
+    "starting_jobs": lambda run: any((run / "submitit").glob("*.pkl")),
+    # A worker is starting its benchmark process.
+    "starting_benchmark": lambda run: bool(events(run, "launch")),
+    # The first node is being measured.
+    "measuring": lambda run: bool(events(run, "start")),
+}
+
+
+@pytest.mark.parametrize("moment,signum,group", [
+    ("starting_jobs", signal.SIGINT, False), ("starting_benchmark", signal.SIGINT, False),
+    ("measuring", signal.SIGINT, False), ("measuring", signal.SIGHUP, False),
+    # A Ctrl-C at the terminal goes to its whole foreground process group: the orchestrator's
+    # processes run in sessions of their own, so it alone gets it, and stops them all.
+    ("measuring", signal.SIGINT, True)])
+def test_an_interrupt_at_any_moment_of_the_start_stops_the_run_and_leaves_nothing(tmp_path, moment, signum, group):
+    run = tmp_path / "run"
+    # Four job controllers to start (a wider window), nodes slow enough not to finish first.
+    proc = start(run, "backend.slots=4", env={"WAIT_S": "2"})
+    main = psutil.Process(proc.pid)
+    seen = MOMENTS[moment]
+    assert wait_for(lambda: (run / "submitit").is_dir() and seen(run) or proc.poll() is not None, timeout=180)
+    family = [p.pid for p in main.children(recursive=True)]
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        os.kill(proc.pid, signum)  # the orchestrator alone
+    assert proc.wait(timeout=120) == 130, (tmp_path / "run.stderr").read_text()[-3000:]
+    err = (tmp_path / "run.stderr").read_text()
+    assert "Traceback" not in err and f"resume={run}" in err, err[-3000:]
+    assert wait_for(lambda: not of_run(run, family), timeout=60), of_run(run, family)
+    st = statuses(run)
+    assert len(st) == 10 and set(st.values()) != {"ok"}, st  # every node listed; some left to resume
+
+
+def test_an_interrupted_start_resumes_to_every_node(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, env={"WAIT_S": "1"})
+    assert wait_for(lambda: bool(events(run, "launch")) or proc.poll() is not None, timeout=180)
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert set(statuses(run).values()) == {"ok"} and len(statuses(run)) == 10
