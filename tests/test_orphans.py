@@ -19,7 +19,7 @@ from .conftest import FIXTURES, measured_ends, wait_for, zlbench
 pytestmark = pytest.mark.slow
 WAIT = FIXTURES / "wait_corpus"
 ARGS = ["backend=cpu", "backend.slots=2", "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']",
-        "progress=plain"]
+        "progress=plain", "timer.processes=1"]
 
 
 def start(run_dir, *extra, env=None, log=None):
