@@ -114,11 +114,8 @@ class DeviceAB:
 
     def _round(self, r: int) -> bool:
         """Run round r; False when the run's time limit cut it (everything left is marked)."""
-        every = int(self.schedule.get("respawn_every") or 0)
-        if r and every and r % every == 0:
-            for p in self.procs.values():
-                p.stop()
         if r:
+            self._respawn_if_due(r)
             self._stop_decided(r)
         order = self.units[(self.sides[0], r)]["nodes"]
         done = {s: self._done(self.units[(s, r)]) for s in self.sides}
@@ -130,21 +127,35 @@ class DeviceAB:
             first, second = self.sides if probing or (i + r) % 2 == 0 else self.sides[::-1]
             if any(node not in done[s] for s in self.sides) and not self.steal.take(node, r):
                 continue  # another device took this round of the node (it reports it there)
-            for side in (first, second):
-                if node in done[side]:
-                    continue
-                if self.deadline is not None and time.time() >= self.deadline:
-                    self._cut_by_deadline()
-                    return False
-                if probing and side == second and \
-                        self._probe_liveness(self.units[(first, 0)], self.units[(second, 0)], node) is False:
-                    # Later rounds first: once round 1 reads as done, other devices could take round 2.
-                    self._stop(node, "not live", 1)
-                    self._stop(node, "not live", 0, sides=[second])
-                    continue
-                self._run_node(side, self.units[(side, r)], node)
+            if not self._node_round(node, r, (first, second), done, probing):
+                return False
         if probing:
             self.prober.stop()  # its GPU memory back before round 2
+        return True
+
+    def _respawn_if_due(self, r: int) -> None:
+        """Every respawn_every rounds both sides start afresh (the next node starts them)."""
+        every = int(self.schedule.get("respawn_every") or 0)
+        if every and r % every == 0:
+            for p in self.procs.values():
+                p.stop()
+
+    def _node_round(self, node: str, r: int, order: Sequence[str], done: Mapping[str, set], probing: bool) -> bool:
+        """Both sides of one node's round r in the given order; False when the time limit cut it."""
+        first, second = order
+        for side in order:
+            if node in done[side]:
+                continue
+            if self.deadline is not None and time.time() >= self.deadline:
+                self._cut_by_deadline()
+                return False
+            if probing and side == second and \
+                    self._probe_liveness(self.units[(first, 0)], self.units[(second, 0)], node) is False:
+                # Later rounds first: once round 1 reads as done, other devices could take round 2.
+                self._stop(node, "not live", 1)
+                self._stop(node, "not live", 0, sides=[second])
+                continue
+            self._run_node(side, self.units[(side, r)], node)
         return True
 
     def _probe_file(self) -> Path:

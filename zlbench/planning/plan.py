@@ -142,22 +142,27 @@ def balance(nodes: Sequence[TestNode], devices: Sequence[DeviceInfo],
     return {i: sorted(v, key=lambda n: rank[n.nodeid]) for i, v in out.items()}
 
 
-def corpus_args(cfg: Mapping[str, Any], timer: str, known_ops: Optional[Sequence[str]] = None) -> List[str]:
-    corpus, shape = cfg["corpus"], cfg["shape"]
-    args = list(corpus.get("pytest_args") or [])
+def check_pytest_args(args: Sequence[str]) -> None:
+    """Refuse what would measure on more than the one device zlbench pins a process to."""
     parallel = [a for a in args if a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n=", "--numprocesses", "--dist="))]
     if parallel:
-        raise UsageError(f"corpus.pytest_args={args} asks pytest-xdist for several processes ({parallel[0]}), "
+        raise UsageError(f"corpus.pytest_args={list(args)} asks pytest-xdist for several processes ({parallel[0]}), "
                          "which would measure on one device at once. Fix: drop it; zlbench runs one "
                          "benchmark process per device: devices=[0,1,...] spreads the work.")
     # FlagGems' own --parallel N spreads a test's shapes over devices 0..N-1 from inside the process,
     # past the one device zlbench pinned it to (0 is its default: serial).
-    spread = [(a, b) for a, b in zip(args, args[1:] + [""]) if a == "--parallel" and b != "0"] + \
+    spread = [(a, b) for a, b in zip(args, list(args[1:]) + [""]) if a == "--parallel" and b != "0"] + \
         [(a, "") for a in args if a.startswith("--parallel=") and a != "--parallel=0"]
     if spread:
-        raise UsageError(f"corpus.pytest_args={args} asks the corpus to spread its shapes over several devices "
+        raise UsageError(f"corpus.pytest_args={list(args)} asks the corpus to spread its shapes over several devices "
                          f"({' '.join(x for x in spread[0] if x)}), past the one device zlbench pins each "
                          "benchmark process to. Fix: drop it; devices=[0,1,...] spreads the work.")
+
+
+def corpus_args(cfg: Mapping[str, Any], timer: str, known_ops: Optional[Sequence[str]] = None) -> List[str]:
+    corpus, shape = cfg["corpus"], cfg["shape"]
+    args = list(corpus.get("pytest_args") or [])
+    check_pytest_args(args)
     args += ["--level", str(shape.get("level", "core"))]
     if shape.get("mode") == "file":
         if not shape.get("file"):
@@ -203,15 +208,22 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     units = abba_units(make_unit, sides, rounds, devices, assignment, shard, rotate=plain)
     for u in units:
         u.schedule = schedule
-    if cfg["launcher"].get("steal", True) and plain:
-        for r in range(rounds):  # within a pass: a device done with its nodes takes others' waiting ones
-            of_pass = [u for u in units if u.round == r]
-            if len(of_pass) > 1:
-                share_waiting_nodes(of_pass, run_dir / "claims" / f"{sides[0].name}.r{r}")
-    elif cfg["launcher"].get("steal", True) and schedule and len(devices) > 1:
-        share_waiting_rounds(units, run_dir)
+    if cfg["launcher"].get("steal", True):
+        share_work(units, run_dir, plain, bool(schedule) and len(devices) > 1)
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes,
                 processes=rounds if plain else None)
+
+
+def share_work(units: Sequence[WorkUnit], run_dir: Path, plain: bool, node_level_ab: bool) -> None:
+    """Let a device done with its own work take work waiting on others: in a plain run a node of
+    the same pass (claims per pass), in a node-level A/B on several devices a node's later round."""
+    if plain:
+        for r in sorted({u.round for u in units}):
+            of_pass = [u for u in units if u.round == r]
+            if len(of_pass) > 1:
+                share_waiting_nodes(of_pass, run_dir / "claims" / f"{of_pass[0].side}.r{r}")
+    elif node_level_ab:
+        share_waiting_rounds(units, run_dir)
 
 
 def is_plain(cfg: Mapping[str, Any]) -> bool:

@@ -202,11 +202,18 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
              f"p90 {_pct(widths[int(0.9 * (len(widths) - 1))][0])}, widest {_pct(widths[-1][0])} "
              f"({_row_name(widths[-1][1])})"]
     if unstable:
-        lines.append(f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond "
-                     "rows of their size (an autotune pick or placement drawn per process); widest: "
-                     + "; ".join(f"{_row_name(r)}: {r.get('marker_reason')}" for r in sorted(
-                         unstable, key=lambda r: r["latency_ci"][0] / r["latency_ci"][1] if r.get("latency_ci") else 0)[:3]))
+        lines.append(_unstable_line(unstable))
     return lines + [""]
+
+
+def _unstable_line(unstable: List[dict]) -> str:
+    def narrowness(r: dict) -> float:
+        return r["latency_ci"][0] / r["latency_ci"][1] if r.get("latency_ci") else 0.0
+
+    widest = sorted(unstable, key=narrowness)[:3]
+    return (f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond rows of "
+            "their size (an autotune pick or placement drawn per process); widest: "
+            + "; ".join(f"{_row_name(r)}: {r.get('marker_reason')}" for r in widest))
 
 
 def _row_name(r: dict) -> str:
