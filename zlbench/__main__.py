@@ -116,7 +116,21 @@ def _sweep_table() -> None:
         print(f"  exit {code:3d}  {label}  -> {run_dir}", file=sys.stderr)
 
 
+# One front door: `zlbench VERB ...` for the commands that read run dirs and the store (each also
+# runs as `python -m zlbench.VERB-MODULE`); anything else is a run's Hydra overrides.
+VERBS = {"collect": "zlbench.collect", "summary": "zlbench.batch_summary", "history": "zlbench.history.__main__"}
+
+
+def _verb(argv: List[str]) -> None:
+    """Run `zlbench VERB ARGS` and exit with its code, when argv starts with a verb."""
+    if argv and argv[0] in VERBS:
+        import importlib
+
+        sys.exit(importlib.import_module(VERBS[argv[0]]).main(argv[1:]))
+
+
 def main() -> None:
+    _verb(sys.argv[1:])
     register_schemas()
     if "--version" in sys.argv[1:] or "-V" in sys.argv[1:]:
         print(f"zlbench {__version__}")
