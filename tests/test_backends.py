@@ -82,6 +82,16 @@ def test_graph_capability_and_default_timers():
     assert get_backend("ascend").default_timer == "direct"
 
 
+def test_every_backends_default_timer_is_pinned():
+    """Graph capture by default only where it is validated on the vendor's hardware (CUDA, the H200);
+    every other backend is timed directly, as the runner zlbench replaced did; the CPU by the host."""
+    from zlbench.backends import backend_names
+
+    defaults = {name: get_backend(name).default_timer for name in backend_names()}
+    assert defaults == {"cuda": "graph", "rocm": "direct", "musa": "direct", "ascend": "direct", "cpu": "host"}
+    assert get_backend("rocm").supports_graph  # timer=graph stays available on ROCm, opt-in
+
+
 def test_capture_failure_classification_is_vendor_data():
     cuda, musa = get_backend("cuda"), get_backend("musa")
     assert cuda.classify_capture_failure("operation not permitted when stream is capturing") == "refused"
