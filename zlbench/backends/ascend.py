@@ -20,6 +20,7 @@ class AscendBackend(DeviceBackend):
     enumerate_command = ("npu-smi", "info")
     graph_class = "torch_npu.npu.NPUGraph"
     default_timer = "direct"
+    corpus_timer_entry_points = ("triton.backends.ascend.testing:do_bench_npu",)
     device_fault_wording = ("aicore exception", "EZ9999", "out of memory")
     switch_env_prefixes = ("FLAGTREE_", "TRITON_", "ASCEND_")
     # torch_npu's task queue, allocator and overflow mode.

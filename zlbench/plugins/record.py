@@ -16,7 +16,8 @@ import time
 import pytest
 
 from zlbench.results.events import base_node
-from zlbench.results.schema import BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from zlbench.results.schema import (BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_NOT_ZLBENCH_TIMER,
+                                    MARKER_POISONED)
 from zlbench.plugins import _runtime
 
 from zlbench.ab import fingerprints
@@ -39,6 +40,10 @@ def _markers_for_results(n_results: int):
     latency is measured). When the count does not fit, every shape carries the union of markers:
     a fallback is over-marked rather than lost; sampling facts are then not attributed."""
     calls, _runtime.timing_calls[:] = list(_runtime.timing_calls), []
+    if n_results and not calls:  # the corpus timed these itself: said, never accepted silently
+        return [{"timer_used": None, "timer_used_base": None, "markers": [MARKER_NOT_ZLBENCH_TIMER],
+                 "marker_reason": "no zlbench timing call: the corpus timed this row itself", "facts": None,
+                 "facts_base": None} for _ in range(n_results)]
     fits = True
     if n_results and len(calls) == 2 * n_results:
         per = [calls[2 * i : 2 * i + 2] for i in range(n_results)]

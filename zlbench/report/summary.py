@@ -9,7 +9,8 @@ from typing import Dict, Iterable, List, Optional
 from tabulate import tabulate
 
 from zlbench.results.records import SAMPLING_FIELDS
-from zlbench.results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED
+from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NOT_ZLBENCH_TIMER,
+                                    MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED)
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import SEVERITY, STATUSES
 
@@ -296,6 +297,11 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
     if fallback_rows:
         lines += ["", f"> {fallback_rows} row(s) were timed by the direct fallback "
                   f"({MARKER_FALLBACK}): their regime differs from graph replay."]
+    corpus_timed = sum(1 for r in rows if MARKER_NOT_ZLBENCH_TIMER in (r.get("markers") or []))
+    if corpus_timed:
+        lines += ["", f"> {corpus_timed} row(s) were timed by the corpus itself ({MARKER_NOT_ZLBENCH_TIMER}: a "
+                  "timing path zlbench does not patch, e.g. FlagGems' --mode operator|wrapper): their regime is "
+                  "the corpus', not the run's timer."]
     processes = process_lines(rows, identity)
     if processes:
         lines += [""] + processes[:-1]

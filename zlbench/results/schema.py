@@ -19,6 +19,9 @@ MARKER_THROTTLED = "BENCHMARK_CLOCK_THROTTLED"
 # A row's benchmark processes disagree far beyond what rows of its size in the run do (typically an
 # autotune pick drawn differently per process): its interval rests on its own spread alone.
 MARKER_PROCESS_UNSTABLE = "BENCHMARK_PROCESS_UNSTABLE"
+# The corpus timed the row itself (a timing path zlbench does not patch: FlagGems' --mode
+# operator|wrapper, a vendor timer the backend does not name): its regime is the corpus', not zlbench's.
+MARKER_NOT_ZLBENCH_TIMER = "BENCHMARK_NOT_ZLBENCH_TIMER"
 # pytest's own marks: FlagGems takes a test's first other mark as its op id.
 BUILTIN_MARKS = frozenset({
     "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
