@@ -86,6 +86,10 @@ def test_every_readme_command_runs_as_written(tmp_path):
     assert (work / "runs" / "site" / "index.html").is_file()
     assert list((work / "zl_runs").glob("*/*/summary.md")), "set-up command 1 wrote no run dir"
     assert not (work / "zl_runs" / "multirun").exists()
+    # summary.md: a side column only where there are sides (issue 26).
+    def results_header(run):
+        return next(l for l in (work / "runs" / run / "summary.md").read_text().splitlines() if l.startswith("| op "))
+    assert "side" not in results_header("base") and "| side " in results_header("ab")
     # Every file "What a run writes" names is in the plain run or the A/B the README ran.
     for name in files_the_readme_names():
         if "<" in name or name in CONDITIONAL:

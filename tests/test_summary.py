@@ -86,3 +86,20 @@ def test_ab_columns_of_a_row_that_stopped_early_use_the_rounds_its_change_rests_
     import csv
     row = next(r for r in csv.DictReader(open(tmp_path / "ab.csv")) if r["shape"] == "[[1024]]")
     assert float(row["b_ms"]) < 0.81
+
+
+def test_a_plain_run_s_summary_has_no_side_column_and_names_its_estimators():
+    """Issue 26: a plain run showed `side: main` on every line; the header now says which value is a
+    median and which a geometric mean."""
+    plain = [row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1),
+             row("exp", "benchmark/test_unary.py::test_exp", 0.4, 0.1, shape="[[128]]")]
+    text = render_summary(plain, [{"op": "exp", "test_node": "benchmark/test_unary.py::test_exp", "status": "ok"}], "t")
+    header = next(line for line in text.splitlines() if line.startswith("| op"))
+    assert "side" not in header and "main" not in text
+    assert "torch ms (median)" in header and "speedup (geomean)" in header
+    line = next(line for line in text.splitlines() if line.startswith("| exp"))
+    assert line.split("|")[2].strip() == "float16"
+    assert "geometric mean" in text and "median" in text
+    ab = [{**r, "side": side} for r in plain for side in ("off", "on")]
+    header_ab = next(line for line in render_summary(ab, [], "t").splitlines() if line.startswith("| op"))
+    assert header_ab.split("|")[2].strip() == "side"
