@@ -253,7 +253,8 @@ def render_markdown(result: Mapping) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(result: Mapping, out_dir: Path) -> None:
+def write(result: Mapping, out_dir: Path, where: str = "") -> None:
+    """ab.md, ab.csv, ab.json and ab.png; where: the plot's what/where/when (condensed.plot_title)."""
     from zlbench.report.plots import forest_plot
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -266,4 +267,5 @@ def write(result: Mapping, out_dir: Path) -> None:
     (out_dir / "ab.json").write_text(json.dumps({k: v for k, v in result.items() if k != "markdown"},
                                                 indent=1, default=str), encoding="utf-8")
     forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
-                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}")
+                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
+                + (f" - {where}" if where else ""))
