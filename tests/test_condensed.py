@@ -95,3 +95,54 @@ def _rows_of(result, which):
             out.append({"op": t["op"], "dtype": "torch." + t["dtype"], "shape": t["shape"], "side": side,
                         "round": rnd, "latency": value * wobble, "latency_base": 1.0, "status": "ok", "markers": []})
     return out
+
+
+def test_the_forest_plot_clips_a_wild_interval_and_marks_it(tmp_path):
+    """Issue 26: one +3296% interval squashed every other row of ab.png to a dot. The axis now spans
+    the rows' estimates (and intervals near them); the wild ends are clipped and labelled."""
+    import matplotlib.pyplot as plt
+
+    from zlbench.report import plots
+
+    rows = [{"label": f"softmax float32 [[{n},1024]]", "ratio": r, "lo": lo, "hi": hi, "verdict": v}
+            for n, (r, lo, hi, v) in enumerate([(0.9, 0.88, 0.92, "faster"), (1.01, 0.99, 1.03, "no difference"),
+                                                (1.5, 0.2, 33.96, "inconclusive"), (1.05, 1.03, 1.07, "slower")])]
+    xmin, xmax = plots.forest_range(rows)
+    assert 0.2 < xmin < 0.88 and 1.5 < xmax < 3.0  # every estimate and narrow interval inside, 33.96 and 0.2 not
+    labels = []
+    orig = plt.Axes.annotate
+    plt.Axes.annotate = lambda self, text, *a, **k: labels.append(text) or orig(self, text, *a, **k)
+    try:
+        assert plots.forest_plot(rows, tmp_path / "ab.png", "t")
+    finally:
+        plt.Axes.annotate = orig
+    assert labels == ["-80%", "+3296%"]
+    assert mpimg.imread(tmp_path / "ab.png").shape[1] == 880
+    # Without a wild interval nothing is clipped: the axis takes in every interval.
+    calm = rows[:2] + rows[3:]
+    lo, hi = plots.forest_range(calm)
+    assert lo < 0.88 and hi > 1.07
+
+
+def test_speedup_png_says_what_where_when_and_its_ticks_do_not_collide(tmp_path):
+    """Issue 26: speedup.png had no title and matplotlib's minor labels (3x10^-1, 4x10^-1) overlapped."""
+    import matplotlib.pyplot as plt
+
+    from zlbench.report import plots
+    from zlbench.report.condensed import plot_title
+
+    identity = {"corpus": {"name": "flaggems"}, "backend": {"name": "cuda"}, "devices": [{"name": "NVIDIA H200"}],
+                "timer": {"name": "graph"}, "created": "2026-12-01T16:38:09+0000"}
+    title = plot_title(identity, "speedup over torch")
+    for part in ("flaggems", "cuda", "NVIDIA H200", "timer graph", "2026-12-01 16:38"):
+        assert part in title
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    plots.log_ticks(ax, [0.104, 0.3, 0.4, 1.0, 2.75])
+    fig.canvas.draw()
+    major = [t.get_text() for t in ax.get_xticklabels()]
+    assert major == ["0.1x", "0.2x", "0.5x", "1x", "2x"]
+    assert all(not t.get_text() for t in ax.xaxis.get_minorticklabels())
+    plt.close(fig)
+    rows = [{"op": "exp", "dtype": "torch.float16", "status": "ok", "speedup": s, "side": "main"} for s in (0.3, 0.4)]
+    assert plots.speedup_plot(rows, tmp_path / "speedup.png", title)

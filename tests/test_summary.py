@@ -55,3 +55,51 @@ def test_a_round_that_jumps_against_the_same_rows_other_rounds_is_called_out():
     for r in rounds:
         r.update(latency=2.0 if r["round"] == 3 else 0.25)
     assert contention_warning(rounds) is None
+
+
+def test_ab_columns_of_a_row_that_stopped_early_use_the_rounds_its_change_rests_on(tmp_path):
+    """Issue 26: a row settled at round 4 while its node ran on to round 8 for a noisier row; its A and
+    B columns covered all 8 rounds while change, interval and verdict rest on 4 (B 20% faster there,
+    slower after): the columns contradicted the change. Now one set of rounds for every column."""
+    import math
+
+    from zlbench.report.ab import compare, write
+
+    node = "benchmark/test_norm.py::test_layer_norm"
+    settled_b = [0.80, 0.81, 0.79, 0.80, 1.30, 1.31, 1.29, 1.30]  # B/A per round; A = 1 ms
+    noisy_b = [1.05, 0.95, 1.04, 0.97, 1.06, 0.94, 1.03, 0.96]
+
+    def side(b):
+        return [{"op": "layer_norm", "dtype": "torch.bfloat16", "shape": shape, "round": r, "status": "ok",
+                 "node": node, "markers": [], "latency": x if b else 1.0}
+                for shape, xs in (("[[1024]]", settled_b), ("[[64]]", noisy_b)) for r, x in enumerate(xs)]
+
+    res = compare(side(False), side(True), "off", "on", stops={node: {"why": "settled", "round": 8}},
+                  rounds={"min": 4, "max": 10})
+    for t in res["rows"]:
+        assert math.isclose(t["b_ms"] / t["a_ms"] - 1, t["change_pct"] / 100, rel_tol=1e-3, abs_tol=1e-5), t
+    settled = next(t for t in res["rows"] if t["shape"] == "[[1024]]")
+    assert settled["verdict"] == "faster" and settled["look"] == 4 and settled["rounds"] == 8
+    assert math.isclose(settled["b_ms"], math.exp(sum(math.log(x) for x in settled_b[:4]) / 4), rel_tol=1e-9)
+    assert "| 8 (settled at 4) " in res["markdown"]
+    write(res, tmp_path)
+    import csv
+    row = next(r for r in csv.DictReader(open(tmp_path / "ab.csv")) if r["shape"] == "[[1024]]")
+    assert float(row["b_ms"]) < 0.81
+
+
+def test_a_plain_run_s_summary_has_no_side_column_and_names_its_estimators():
+    """Issue 26: a plain run showed `side: main` on every line; the header now says which value is a
+    median and which a geometric mean."""
+    plain = [row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1),
+             row("exp", "benchmark/test_unary.py::test_exp", 0.4, 0.1, shape="[[128]]")]
+    text = render_summary(plain, [{"op": "exp", "test_node": "benchmark/test_unary.py::test_exp", "status": "ok"}], "t")
+    header = next(line for line in text.splitlines() if line.startswith("| op"))
+    assert "side" not in header and "main" not in text
+    assert "torch ms (median)" in header and "speedup (geomean)" in header
+    line = next(line for line in text.splitlines() if line.startswith("| exp"))
+    assert line.split("|")[2].strip() == "float16"
+    assert "geometric mean" in text and "median" in text
+    ab = [{**r, "side": side} for r in plain for side in ("off", "on")]
+    header_ab = next(line for line in render_summary(ab, [], "t").splitlines() if line.startswith("| op"))
+    assert header_ab.split("|")[2].strip() == "side"

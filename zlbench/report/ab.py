@@ -127,8 +127,9 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
 def _table_row(p, s, lv) -> Dict:
     return {
         "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "rounds": s.n,
-        # Geometric means over rounds: the same estimator as the change (B/A = exp(mean d)).
-        "a_ms": _geomean(p.a), "b_ms": _geomean(p.b),
+        # Geometric means over the rounds the change and verdict rest on (a row frozen at an earlier
+        # look while its node ran on for other rows: that look's rounds), so B/A = the change.
+        "a_ms": _geomean(p.a[:s.look or len(p.a)]), "b_ms": _geomean(p.b[:s.look or len(p.b)]),
         "change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi),
         "p": s.p, "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2),
         "live": {True: "live", False: "not live", None: "unknown"}[lv],
@@ -222,12 +223,12 @@ def _fmt_pct(ratio: Optional[float]) -> str:
 
 
 def _rounds_cell(t: Mapping) -> str:
-    """Rounds done and why they stopped; a futile row's verdict rests on an earlier look when its node
-    ran on for another row: "6 (futile at 4)"."""
+    """Rounds done and why they stopped; a settled or futile row's verdict (and its A, B and change
+    columns) rests on an earlier look when its node ran on for another row: "6 (futile at 4)"."""
     if not t.get("stop"):
         return f"{t['rounds']}"
     look = t.get("look")
-    at = f" at {look}" if t["stop"] == FUTILE and look and look != t["rounds"] else ""
+    at = f" at {look}" if t["stop"] in (FUTILE, SETTLED) and look and look != t["rounds"] else ""
     return f"{t['rounds']} ({t['stop']}{at})"
 
 
@@ -252,7 +253,8 @@ def render_markdown(result: Mapping) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(result: Mapping, out_dir: Path) -> None:
+def write(result: Mapping, out_dir: Path, where: str = "") -> None:
+    """ab.md, ab.csv, ab.json and ab.png; where: the plot's what/where/when (condensed.plot_title)."""
     from zlbench.report.plots import forest_plot
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -265,4 +267,5 @@ def write(result: Mapping, out_dir: Path) -> None:
     (out_dir / "ab.json").write_text(json.dumps({k: v for k, v in result.items() if k != "markdown"},
                                                 indent=1, default=str), encoding="utf-8")
     forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
-                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}")
+                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
+                + (f" - {where}" if where else ""))

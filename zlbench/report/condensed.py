@@ -113,8 +113,9 @@ def plot_title(identity: Optional[Mapping], what: str) -> str:
         return what
     dev = next((p.get("device_name") for p in identity.get("processes") or [] if p.get("device_name")), None) \
         or ", ".join(sorted({d.get("name", "") for d in identity.get("devices") or []}))
-    return (f"{what} - {identity.get('created', '')[:16]} - {(identity.get('backend') or {}).get('name')} "
-            f"{dev} - timer {(identity.get('timer') or {}).get('name')}")
+    return (f"{what} - {(identity.get('corpus') or {}).get('name')} corpus - "
+            f"{(identity.get('backend') or {}).get('name')} {dev} - timer {(identity.get('timer') or {}).get('name')} - "
+            f"{identity.get('created', '')[:16].replace('T', ' ')}")
 
 
 def ab_overview_plot(result: Mapping, path: Path, title: str, top: int = 25) -> bool:

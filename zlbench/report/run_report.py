@@ -81,11 +81,13 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1))
-    write(result, run_dir)
+    from zlbench.report.condensed import plot_title
+
+    write(result, run_dir, plot_title(identity, "A/B"))
     if len(result["rows"]) > LARGE:
         # At corpus scale: a fixed-size overview instead of one forest-plot line per row, and a
         # Markdown under a pull-request comment's limit (ab.csv and ab.json keep every row).
-        from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, plot_title, ab_markdown, ab_overview_plot
+        from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, ab_overview_plot
 
         ab_overview_plot(result, run_dir / "ab.png", plot_title(identity, "A/B"))
         if len(result["markdown"]) > GITHUB_COMMENT_LIMIT:
@@ -101,7 +103,7 @@ def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> b
     groups = {(r.get("op"), r.get("dtype"), r.get("side")) for r in rows if r.get("speedup")}
     if len(groups) > LARGE:
         return speedup_overview_plot(rows, path, plot_title(identity, "speedup over torch"))
-    return speedup_plot(rows, path)
+    return speedup_plot(rows, path, plot_title(identity, "speedup over torch"))
 
 
 def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str]] = None,

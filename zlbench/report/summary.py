@@ -286,12 +286,17 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
             headers=["op", "test node", "side", "status", "reason"], tablefmt="github"))
         lines.append("")
     table = per_op_table(rows)
+    headers = ["op", "side", "dtype", "shapes", "torch ms (median)", "gems ms (median)",
+               "speedup (geomean)", "range", "timer"]
+    if len({line[1] for line in table}) <= 1:  # one side (a plain run's "main"): the column says nothing
+        headers.pop(1)
+        table = [line[:1] + line[2:] for line in table]
     lines += ["## Results per op and dtype", "",
-              "latencies are medians over shapes (ms) of each row's value (itself the median over its processes); "
-              "speedup = torch / alternative per row, their geometric mean (so it need not equal the ratio of "
-              "the two medians).", ""]
-    lines.append(tabulate(table, headers=["op", "side", "dtype", "shapes", "torch ms", "gems ms",
-                                          "speedup", "range", "timer"], tablefmt="github")
+              "torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the "
+              "median over its processes); speedup: the geometric mean over shapes of each row's "
+              "torch / gems, so it need not equal the ratio of the two medians; range: the lowest and "
+              "highest row speedup.", ""]
+    lines.append(tabulate(table, headers=headers, tablefmt="github")
                  if table else "(no measured rows)")
     fallback_rows = sum(1 for r in rows if MARKER_FALLBACK in (r.get("markers") or []))
     if fallback_rows:
