@@ -180,3 +180,14 @@ def test_a_dropped_env_selection_is_said_on_the_terminal(run_zlbench):
     assert ("zlbench: note: environment variable OP='softmax' is ignored: the command line gives ops=[exp]. "
             "Fix: unset OP, or drop ops=.") in res.stderr
     assert "nodes (1):\n  exp " in res.stdout
+
+
+def test_shell_completion_installs_for_the_zlbench_script(tmp_path):
+    """Hydra's completion takes words of its own (install=bash): they are not overrides to refuse."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "zlbench", "-sc", "install=bash"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "hydra_bash_completion" in res.stdout

@@ -166,6 +166,9 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     """Returns (argv for Hydra, provenance). Raises UsageError on an unknown backend or key, a bad env
     value, a password on the command line. provenance["env_ignored"]: env vars the command line
     overrode (name -> a line saying so)."""
+    if any(a in ("-sc", "--shell-completion") for a in argv):
+        # Hydra's shell completion takes its own words (install=bash, query=...): not overrides.
+        return list(argv), {"env": {}, "env_overrides": [], "cli_overrides": [], "env_ignored": {}}
     flags = [a for a in argv if a.startswith("-") or "=" not in a]
     overrides = [expand_home(_normalize_backend(a)) for a in argv if not (a.startswith("-") or "=" not in a)]
     cli_keys = {override_key(a) for a in overrides}
