@@ -13,15 +13,25 @@ DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def zlbench(*args, cwd=None, env=None, timeout=600):
-    """Run `python -m zlbench` for real, as a user would."""
+def _env(env):
     full_env = dict(os.environ)
     for k in ("ZL_BACKEND", "ZL_ENABLE_CUDAGRAPH", "ZL_DIRECT_REPEAT", "BENCH_LEVEL", "SHAPE_MODE",
               "TEST_NODE", "OP", "OP_FILE", "USE_FLAGTUNE", "FLAGGEMS_ROOT", "ZLBENCH_SMI_OUTPUT"):
         full_env.pop(k, None)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "zlbench", *args], cwd=cwd, env=full_env,
+    return full_env
+
+
+def zlbench(*args, cwd=None, env=None, timeout=600):
+    """Run `python -m zlbench` for real, as a user would."""
+    return subprocess.run([sys.executable, "-m", "zlbench", *args], cwd=cwd, env=_env(env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def start_zlbench(*args, cwd, env=None):
+    """`python -m zlbench` started in a session of its own (a test signals it, or its group)."""
+    return subprocess.Popen([sys.executable, "-m", "zlbench", *args], cwd=cwd, env=_env(env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 @pytest.fixture

@@ -4,11 +4,12 @@ liveness first, crashes and hangs inside a resident process, A/A."""
 
 import csv
 import json
+import signal
 from collections import defaultdict
 
 import pytest
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, start_zlbench, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -195,16 +196,32 @@ def test_on_two_devices_both_sides_of_a_round_run_on_one_device(run_zlbench):
     assert len({r["pid"] for r in runs}) == 4
 
 
-def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(run_zlbench):
+# Three nodes of equal cost split 2:1 over two devices (device 0 holds two).
+TAKING = [*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]"]
+
+
+def taking_env(tmp_path, **extra):
+    return {"ZL_FIXTURE_SLEEP": "0.05", "ZL_FIXTURE_AWAY": str(tmp_path / "away"), "ZL_FIXTURE_HOLD": "0", **extra}
+
+
+def assert_layout(run_dir):
+    plan = json.loads((run_dir / "plan.json").read_text())
+    per_device = {d: len(next(u["nodes"] for u in plan["units"] if u["device"] == d)) for d in (0, 1)}
+    assert per_device == {0: 2, 1: 1}, f"ZL_FIXTURE_HOLD=0 assumes device 0 holds two nodes: {per_device}"
+
+
+def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(run_zlbench, tmp_path):
     """Three nodes of equal cost split 2:1 over two devices: the device with one node finishes its
     rounds first and takes later rounds of the other's nodes (both sides of a round at once), so
     every (node, side, round) is measured once, each round's pair on one device."""
-    res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]", "ab.rounds=5",
-                      "ab.min_rounds=5", env={"ZL_FIXTURE_SLEEP": "0.4"})
+    # Device 0 holds its nodes after their round 1 until device 1 took a round (ZL_FIXTURE_HOLD):
+    # taking is then certain, whatever the machine's speed.
+    res = run_zlbench(*TAKING, "ab.rounds=4", "ab.min_rounds=4", env=taking_env(tmp_path))
     assert res.returncode == 0, res.stderr[-3000:]
+    assert_layout(res.run_dir)
     runs = runs_by_device(res.run_dir)
     keys = [(r["node"], r["side"], r["round"]) for r in runs]
-    assert len(keys) == len(set(keys)) == 3 * 2 * 5 and all(r["status"] == "ok" for r in runs), runs
+    assert len(keys) == len(set(keys)) == 3 * 2 * 4 and all(r["status"] == "ok" for r in runs), runs
     for key in {(r["node"], r["round"]) for r in runs}:
         assert len({r["device"] for r in runs if (r["node"], r["round"]) == key}) == 1, key
     taken = [(r["node"], r["round"]) for r in runs if r["device"] != r["home"]]
@@ -214,7 +231,7 @@ def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nod
         mine = [r for r in runs if r["device"] == dev]
         assert all(b["t0"] >= a["t1"] for a, b in zip(mine, mine[1:])), mine
     # The report counts every round wherever it ran; nothing reads as missing or cut.
-    assert {v["rounds"] for v in ab_rows(res.run_dir).values()} == {"5"}
+    assert {v["rounds"] for v in ab_rows(res.run_dir).values()} == {"4"}
     statuses = {(r["test_node"], r["side"]): r["status"] for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
     assert len(statuses) == 6 and set(statuses.values()) == {"ok"}, statuses
 
@@ -227,15 +244,27 @@ def test_tuning_replay_runs_round_by_round_and_says_so(run_zlbench):
     assert res.returncode == 2 and "ab.min_rounds=1" in res.stderr and "Fix: ab.min_rounds=4" in res.stderr
 
 
-def test_a_cut_run_whose_devices_took_each_others_rounds_resumes_to_every_round_once(run_zlbench):
-    args = [*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]", "ab.rounds=5", "ab.min_rounds=5"]
-    env = {"ZL_FIXTURE_SLEEP": "0.4"}
-    cut = run_zlbench(*args, "launcher.run_timeout_s=9", env=env)
-    assert cut.returncode == 4, cut.stderr[-3000:]
-    assert "Run cut short" in (cut.run_dir / "ab.md").read_text()
-    done = run_zlbench(*args, f"resume={cut.run_dir}", env=env)
+def test_a_run_cut_between_the_sides_of_a_taken_round_resumes_to_every_round_once(run_zlbench, tmp_path):
+    """Cut (Ctrl-C) while device 1 times side B of the first round it took of device 0's nodes, side A
+    of it measured: the resume measures side B alone, so every (node, side, round) is measured once."""
+    args = [*TAKING, "ab.rounds=3", "ab.min_rounds=3"]
+    env = taking_env(tmp_path, ZL_FIXTURE_AWAY_STALL="1")
+    run = tmp_path / "run"
+    proc = start_zlbench(f"hydra.run.dir={run}", "progress=plain", *args, cwd=tmp_path, env=env)
+    stalled = tmp_path / "away" / "stalled"
+    assert wait_for(lambda: stalled.exists() or proc.poll() is not None, timeout=600), "no round taken"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=600)
+    assert stalled.exists() and proc.returncode == 130, err[-3000:]
+    assert_layout(run)
+    away = [r for r in runs_by_device(run) if r["device"] != r["home"]]
+    # Side A of the taken round measured; side B cut (its placeholder: a resume measures it).
+    assert [(r["status"], r["round"]) for r in away] == [("ok", 1), ("crashed", 1)], away
+    assert away[0]["node"] == away[1]["node"] and away[0]["side"] != away[1]["side"], away
+    assert "Run cut short" in (run / "ab.md").read_text()
+    done = run_zlbench(*args, f"resume={run}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    ok = [(r["node"], r["side"], r["round"]) for r in runs_by_device(cut.run_dir) if r["status"] == "ok"]
-    assert len(ok) == len(set(ok)) == 3 * 2 * 5, sorted(ok)
-    assert {v["rounds"] for v in ab_rows(cut.run_dir).values()} == {"5"}
-    assert "Run cut short" not in (cut.run_dir / "ab.md").read_text()
+    ok = [(r["node"], r["side"], r["round"]) for r in runs_by_device(run) if r["status"] == "ok"]
+    assert len(ok) == len(set(ok)) == 3 * 2 * 3, sorted(ok)
+    assert {v["rounds"] for v in ab_rows(run).values()} == {"3"}
+    assert "Run cut short" not in (run / "ab.md").read_text()
