@@ -65,10 +65,35 @@ def measured_ends(run_dir):
     return out
 
 
-def wait_for(predicate, timeout=120):
+def wait_for(predicate, timeout=300):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return True
         time.sleep(0.1)
     return False
+
+
+def processes_in(run_dir):
+    """Live processes working in the run dir (benchmark processes run in their unit dirs)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if cwd.startswith(str(run_dir)) or str(run_dir).encode() in cmd:
+            out.append(int(pid))
+    return out
+
+
+def none_left(run_dir, timeout=120):
+    """Every process of the run has ended (within timeout s: processes die asynchronously after a
+    kill). False while any lives on: an orphan."""
+    return wait_for(lambda: processes_in(run_dir) == [], timeout=timeout)
+
+
+def held(tickets, n=1):
+    """At least n nodes of the wait corpus wait in flight for the test (its TICKETS / HOLD_FROM)."""
+    return wait_for(lambda: len(list(Path(tickets).glob("held.*"))) >= n)
