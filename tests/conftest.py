@@ -45,6 +45,34 @@ def run_zlbench(tmp_path):
     return _run
 
 
+EXP_RUN = ("ops=[exp]", "dtypes=[float32]")  # a demo run several tests read (shared_run)
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory):
+    """A run several tests read and none modifies (copy it first: copied_run), made once per
+    session for its arguments: `python -m zlbench` costs seconds, whatever it measures."""
+    made = {}
+
+    # Laid out as Hydra's default run dirs (zl_runs/<date>/<time>): the store goes to zl_runs/zlbench.db.
+    def _run(*args, env=None, where="zl_runs/2026-11-30/12-00-00"):
+        key = (args, tuple(sorted((env or {}).items())), where)
+        if key not in made:
+            base = tmp_path_factory.mktemp("shared")
+            res = zlbench(f"hydra.run.dir={base / where}", "progress=plain", *args, cwd=base, env=env)
+            res.run_dir = base / where
+            made[key] = res
+        return made[key]
+
+    return _run
+
+
+def copied_run(res, dst):
+    """A copy of a shared run's dir that a test may modify."""
+    shutil.copytree(res.run_dir, dst)
+    return dst
+
+
 @pytest.fixture
 def faulty_corpus(tmp_path):
     """A copy of the fault fixture corpus (FlagGems layout) the test may modify."""

@@ -96,8 +96,11 @@ def test_respawn_restarts_both_sides_every_k_rounds(run_zlbench):
     assert len(set(caches.values())) == 4 and all(c.endswith(("tune0001", "tune0002")) for c in caches.values())
 
 
-def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate(run_zlbench):
-    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true")
+AA = [*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true"]
+
+
+def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate(shared_run):
+    res = shared_run(*AA)
     assert res.returncode == 0, res.stderr[-3000:]
     ab = json.loads((res.run_dir / "ab.json").read_text())
     assert ab["summary"]["aa"] and ab["summary"]["paired_rows"] == 4
@@ -111,7 +114,7 @@ def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_proc
     # The node timeout also covers a fresh process' start (import, collection) before its first
     # node: on a busy machine that takes seconds, which a short timeout would call a hang.
     res = run_zlbench(*CORPUS, "ops=[flaky_op,live_op]", "ab.rounds=3", "ab.min_rounds=3",
-                      "launcher.node_timeout_s=15", "fail_on=[]", env=env)
+                      "launcher.node_timeout_s=12", "fail_on=[]", env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     runs = node_runs(res.run_dir)
     flaky = [r for r in runs if r[4].endswith("test_perf_flaky_op")]
@@ -123,7 +126,7 @@ def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_proc
     assert len({r[5] for r in runs}) >= 3
     st = {(r["op"], r["side"]): r for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
     assert {st[("flaky_op", s)]["status"] for s in ("off", "on")} <= {"crashed", "timeout"}
-    assert any("node_timeout_s=15" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
+    assert any("node_timeout_s=12" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
 
 
 def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):
@@ -192,16 +195,15 @@ def runs_by_device(run_dir):
     return sorted(out, key=lambda r: r["t0"])
 
 
-def test_on_two_devices_both_sides_of_a_round_run_on_one_device(run_zlbench):
-    res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[live_op,slow_op]", "ab.rounds=3",
-                      "ab.min_rounds=3")
+def test_on_two_devices_both_sides_of_a_round_run_on_one_device(shared_run, tmp_path_factory):
+    res = taking_run(shared_run, tmp_path_factory)
     assert res.returncode == 0, res.stderr[-3000:]
     plan = json.loads((res.run_dir / "plan.json").read_text())
     assert {u["device"] for u in plan["units"]} == {0, 1}
     runs = runs_by_device(res.run_dir)
     for key in {(r["node"], r["round"]) for r in runs}:
         assert len({r["device"] for r in runs if (r["node"], r["round"]) == key}) == 1, key
-    # One resident process per side and device.
+    # One resident process per side and device (rounds taken from another device included).
     assert len({r["pid"] for r in runs}) == 4
 
 
@@ -219,13 +221,17 @@ def assert_layout(run_dir):
     assert per_device == {0: 2, 1: 1}, f"ZL_FIXTURE_HOLD=0 assumes device 0 holds two nodes: {per_device}"
 
 
-def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(run_zlbench, tmp_path):
+def taking_run(shared_run, tmp_path_factory):
+    """4 rounds of TAKING; device 0 holds its nodes after their round 1 until device 1 took a round
+    (ZL_FIXTURE_HOLD): taking is then certain, whatever the machine's speed."""
+    return shared_run(*TAKING, "ab.rounds=4", "ab.min_rounds=4", env=taking_env(tmp_path_factory.getbasetemp() / "taking"))
+
+
+def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(shared_run, tmp_path_factory):
     """Three nodes of equal cost split 2:1 over two devices: the device with one node finishes its
     rounds first and takes later rounds of the other's nodes (both sides of a round at once), so
     every (node, side, round) is measured once, each round's pair on one device."""
-    # Device 0 holds its nodes after their round 1 until device 1 took a round (ZL_FIXTURE_HOLD):
-    # taking is then certain, whatever the machine's speed.
-    res = run_zlbench(*TAKING, "ab.rounds=4", "ab.min_rounds=4", env=taking_env(tmp_path))
+    res = taking_run(shared_run, tmp_path_factory)
     assert res.returncode == 0, res.stderr[-3000:]
     assert_layout(res.run_dir)
     runs = runs_by_device(res.run_dir)
@@ -277,3 +283,18 @@ def test_a_run_cut_between_the_sides_of_a_taken_round_resumes_to_every_round_onc
     assert len(ok) == len(set(ok)) == 3 * 2 * 3, sorted(ok)
     assert {v["rounds"] for v in ab_rows(run).values()} == {"3"}
     assert "Run cut short" not in (run / "ab.md").read_text()
+
+
+def test_aa_starts_no_prober_and_alternates_from_round_one(shared_run):
+    res = shared_run(*AA)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    assert not list((d / "resident").glob("*.probe")) and not list((d / "units").glob("*/probe.jsonl"))
+    plan = json.loads((d / "plan.json").read_text())
+    sides = plan["units"][0]["schedule"]["sides"]
+    runs = node_runs(d)
+    for rnd in range(3):
+        order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == sides[0])
+        for i, node in enumerate(order):
+            got = [r[2] for r in runs if r[3] == rnd and r[4] == node]
+            assert got == (sides if (i + rnd) % 2 == 0 else sides[::-1]), (rnd, i, got)

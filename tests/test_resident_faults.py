@@ -1,5 +1,5 @@
 """Node-level A/B (zlbench/engine/device_ab.py) under faults of its liveness prober, cuts and resumes while
-it probes, A/A, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
+it probes, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
 ZL_FIXTURE_FAULT / ZL_FIXTURE_PROBER_BROKEN hit one process of the run (the prober, side on/off)."""
 
 import json
@@ -135,21 +135,6 @@ def test_a_resume_does_not_probe_again_what_the_cut_run_probed(run_zlbench, tmp_
     ab = json.loads((d / "ab.json").read_text())
     assert {r["live"] for r in ab["rows"]} == {"live"}
     assert_no_process_left(d)
-
-
-def test_aa_starts_no_prober_and_alternates_from_round_one(run_zlbench):
-    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true")
-    assert res.returncode == 0, res.stderr[-3000:]
-    d = res.run_dir
-    assert not list((d / "resident").glob("*.probe")) and not list((d / "units").glob("*/probe.jsonl"))
-    plan = json.loads((d / "plan.json").read_text())
-    sides = plan["units"][0]["schedule"]["sides"]
-    runs = node_runs(d)
-    for rnd in range(3):
-        order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == sides[0])
-        for i, node in enumerate(order):
-            got = [r[2] for r in runs if r[3] == rnd and r[4] == node]
-            assert got == (sides if (i + rnd) % 2 == 0 else sides[::-1]), (rnd, i, got)
 
 
 def test_a_crash_in_a_respawned_process_restarts_it_with_a_tuning_cache_of_its_own(run_zlbench, tmp_path):

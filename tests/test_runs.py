@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import FIXTURES, held, measured_ends, none_left, processes_in, wait_for, zlbench
+from .conftest import EXP_RUN, FIXTURES, held, measured_ends, none_left, processes_in, wait_for, zlbench
 
 pytestmark = pytest.mark.slow
 WAIT = FIXTURES / "wait_corpus"
@@ -206,8 +206,8 @@ def test_version_and_hydra_help(tmp_path):
     assert res.returncode == 0 and "--multirun" in res.stdout and "completion" not in res.stdout
 
 
-def test_a_run_dir_holds_what_it_says_and_no_clutter(run_zlbench):
-    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+def test_a_run_dir_holds_what_it_says_and_no_clutter(shared_run):
+    res = shared_run(*EXP_RUN)
     assert res.returncode == 0, res.stderr[-2000:]
     d = res.run_dir
     assert "[zlbench] run" in (d / "zlbench.log").read_text()  # terminal lines are logged too
@@ -232,11 +232,11 @@ def test_devices_in_use_by_another_run_are_refused(tmp_path):
     assert not list(locks.glob("*.holder.json"))  # released when its process ended
 
 
-def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_message(tmp_path):
-    run = tmp_path / "zl_runs" / "2026-11-30" / "12-00-00"
-    res = zlbench(f"hydra.run.dir={run}", "ops=[exp]", "dtypes=[float32]", "progress=none", cwd=tmp_path)
+def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_message(shared_run, tmp_path):
+    res = shared_run(*EXP_RUN)  # in <tmp>/zl_runs/2026-11-30/12-00-00
+    run = res.run_dir
     assert res.returncode == 0, res.stderr[-2000:]
-    db = tmp_path / "zl_runs" / "zlbench.db"
+    db = run.parent.parent / "zlbench.db"
     assert db.is_file() and "recorded" in res.stderr
     listed = subprocess.run([sys.executable, "-m", "zlbench.history", "list", "--url", f"sqlite:///{db}",
                              "--format", "json"], capture_output=True, text=True)
