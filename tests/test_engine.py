@@ -7,11 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from .conftest import FIXTURES, measured_ends, wait_for, zlbench
+from .conftest import FIXTURES, held, measured_ends, none_left, processes_in, zlbench
 
 pytestmark = pytest.mark.slow
 WAIT = FIXTURES / "wait_corpus"
@@ -29,25 +28,25 @@ def row_set(run_dir):
     return sorted((r["op"], r["dtype"], r["shape"], r["status"], r["latency"]) for r in rows)
 
 
-def start_run(run_dir, *extra, wait_s="0.4"):
-    env = {k: v for k, v in os.environ.items() if k not in ("ZL_BACKEND", "OP", "TEST_NODE")}
-    env["WAIT_S"] = wait_s
+def start_run(run_dir, *extra, env=None):
+    full = {k: v for k, v in os.environ.items() if k not in ("ZL_BACKEND", "OP", "TEST_NODE")}
+    full.update({"WAIT_S": "0.05", **(env or {})})
     return subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", *ARGS, *extra],
-                            cwd=run_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=run_dir.parent, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
 
 
 def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(tmp_path):
-    killed = tmp_path / "killed"
-    proc = start_run(killed, *TWO)
-    assert wait_for(lambda: (killed / "units").exists() and len(measured_ends(killed)) >= 4)
+    killed, tickets = tmp_path / "killed", tmp_path / "tickets"
+    # Four nodes end; the next ones wait in flight (one per device) until the kill.
+    proc = start_run(killed, *TWO, env={"TICKETS": str(tickets), "HOLD_FROM": "4"})
+    assert held(tickets, 2) and len(measured_ends(killed)) == 4
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert none_left(killed), processes_in(killed)  # nothing of the run lives on to measure more
     before = sorted(measured_ends(killed))
-    time.sleep(1.5)
-    assert sorted(measured_ends(killed)) == before  # nothing kept measuring after the kill
-    assert 4 <= len(before) < 9
-    env = {"WAIT_S": "0.4"}
+    assert len(before) == 4
+    env = {"WAIT_S": "0.05"}
     # Look at the partial results first (this writes wall times a fresh plan would balance by).
     collected = subprocess.run([sys.executable, "-m", "zlbench.collect", str(killed)], capture_output=True, text=True)
     assert collected.returncode == 4, collected.stderr  # cut short: nodes left to resume
@@ -78,9 +77,9 @@ def test_resume_refuses_another_caliber(tmp_path):
 
 
 def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
-    run = tmp_path / "run"
-    proc = start_run(run, wait_s="0.5")
-    assert wait_for(lambda: (run / "units").exists() and len(measured_ends(run)) >= 2)
+    run, tickets = tmp_path / "run", tmp_path / "tickets"
+    proc = start_run(run, env={"TICKETS": str(tickets), "HOLD_FROM": "2"})  # the third node waits in flight
+    assert held(tickets) and len(measured_ends(run)) == 2
     jobs = [p for p in os.listdir("/proc") if p.isdigit() and _is_job_of(p, run)]
     assert jobs, "no submitit job process found"
     for pid in jobs:
@@ -92,6 +91,7 @@ def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
     reasons = (run / "ops_status.csv").read_text()
     assert "resume to measure it" in reasons and "ended early" in reasons  # which job, and why
     assert proc.returncode == 4 and "Run cut short" in (run / "summary.md").read_text()
+    assert none_left(run), processes_in(run)
 
 
 def _is_job_of(pid, run_dir):
@@ -167,11 +167,15 @@ def _ran_where(run_dir):
 
 @pytest.mark.parametrize("steal", [True, False])
 def test_a_device_done_early_takes_the_nodes_waiting_on_another(tmp_path, steal):
-    # Device 0 is slow to start (4 s, as a GPU importing flag_gems can be); device 1 finishes its
-    # own 4 nodes and takes device 0's. Each node still runs exactly once, every row recorded.
+    # Device 0 is slow to start (as a GPU importing flag_gems can be); device 1 finishes its own 5
+    # nodes and takes device 0's. Each node still runs exactly once, every row recorded.
     run = tmp_path / "run"
+    # Device 0 loads the corpus only once 7 nodes started elsewhere (3 without taking): device 1
+    # surely took 2 or more of its 5, whatever the machine's speed.
+    env = {"WAIT_S": "0.05", "SLOW_SLOT": "0", "TICKETS": str(tmp_path / "tickets"),
+           "IMPORT_AFTER": "7" if steal else "3"}
     res = zlbench(f"hydra.run.dir={run}", *ARGS, "backend.slots=2", f"launcher.steal={str(steal).lower()}",
-                  cwd=tmp_path, env={"WAIT_S": "0.2", "IMPORT_WAIT_S": "4", "SLOW_SLOT": "0"})
+                  cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     planned, ran = _ran_where(run)
     assert sorted(ran) == sorted(planned) and all(len(d) == 1 for d in ran.values()), ran

@@ -4,11 +4,12 @@ liveness first, crashes and hangs inside a resident process, A/A."""
 
 import csv
 import json
+import signal
 from collections import defaultdict
 
 import pytest
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, start_zlbench, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -95,8 +96,11 @@ def test_respawn_restarts_both_sides_every_k_rounds(run_zlbench):
     assert len(set(caches.values())) == 4 and all(c.endswith(("tune0001", "tune0002")) for c in caches.values())
 
 
-def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate(run_zlbench):
-    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true")
+AA = [*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true"]
+
+
+def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate(shared_run):
+    res = shared_run(*AA)
     assert res.returncode == 0, res.stderr[-3000:]
     ab = json.loads((res.run_dir / "ab.json").read_text())
     assert ab["summary"]["aa"] and ab["summary"]["paired_rows"] == 4
@@ -107,8 +111,10 @@ def test_aa_measures_every_row_on_both_sides_and_reports_the_false_positive_rate
 
 def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_process(run_zlbench, tmp_path):
     env = {"ZL_FIXTURE_CRASH_ONCE": str(tmp_path / "crashed"), "ZL_FIXTURE_HANG_ONCE": str(tmp_path / "hung")}
+    # The node timeout also covers a fresh process' start (import, collection) before its first
+    # node: on a busy machine that takes seconds, which a short timeout would call a hang.
     res = run_zlbench(*CORPUS, "ops=[flaky_op,live_op]", "ab.rounds=3", "ab.min_rounds=3",
-                      "launcher.node_timeout_s=4", "fail_on=[]", env=env)
+                      "launcher.node_timeout_s=12", "fail_on=[]", env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     runs = node_runs(res.run_dir)
     flaky = [r for r in runs if r[4].endswith("test_perf_flaky_op")]
@@ -120,7 +126,7 @@ def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_proc
     assert len({r[5] for r in runs}) >= 3
     st = {(r["op"], r["side"]): r for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
     assert {st[("flaky_op", s)]["status"] for s in ("off", "on")} <= {"crashed", "timeout"}
-    assert any("node_timeout_s=4" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
+    assert any("node_timeout_s=12" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
 
 
 def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):
@@ -134,19 +140,26 @@ def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):
 
 
 def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resumes(run_zlbench, tmp_path):
-    env = {"ZL_FIXTURE_SWING": "0.2", "ZL_FIXTURE_SLEEP": "0.3"}
+    # Cut (Ctrl-C) once slow_op's 7th run (round 4, side on) started: 3 of its 4 rounds measured.
+    env = {"ZL_FIXTURE_SWING": "0.2", "ZL_FIXTURE_SLEEP": "0.05", "ZL_FIXTURE_RUNS": str(tmp_path / "runs"),
+           "ZL_FIXTURE_STALL": "7"}
     args = [*CORPUS, "ops=[slow_op]", "ab.rounds=4", "ab.min_rounds=3"]
-    cut = run_zlbench(*args, "launcher.run_timeout_s=3", env=env)
-    assert cut.returncode == 4, cut.stderr[-3000:]
-    md = (cut.run_dir / "ab.md").read_text()
+    run = tmp_path / "run"
+    proc = start_zlbench(f"hydra.run.dir={run}", "progress=plain", *args, "launcher.run_timeout_s=3600",
+                         cwd=tmp_path, env=env)
+    assert wait_for(lambda: (tmp_path / "runs" / "stalled").exists() or proc.poll() is not None)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    md = (run / "ab.md").read_text()
     assert md.splitlines()[2].startswith("- **Run cut short**") and "of the 3 to 4 rounds planned" in md
-    assert "inconclusive (cut)" in md and "A/B Run cut short" in cut.stderr
-    # A resume (another time limit is not another caliber) runs what the limit cut, to the maximum.
-    done = run_zlbench(*args, f"resume={cut.run_dir}", env=env)
+    assert "inconclusive (cut)" in md and "A/B Run cut short" in err
+    # A resume (another time limit is not another caliber) runs what the cut left, to the maximum.
+    done = run_zlbench(*args, f"resume={run}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = ab_rows(cut.run_dir)
+    rows = ab_rows(run)
     assert {(v["rounds"], v["stop"]) for v in rows.values()} == {("4", "max rounds")}, rows
-    assert "Run cut short" not in (cut.run_dir / "ab.md").read_text()
+    assert "Run cut short" not in (run / "ab.md").read_text()
 
 
 def test_the_demo_switch_is_found_node_by_node(run_zlbench):
@@ -182,29 +195,48 @@ def runs_by_device(run_dir):
     return sorted(out, key=lambda r: r["t0"])
 
 
-def test_on_two_devices_both_sides_of_a_round_run_on_one_device(run_zlbench):
-    res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[live_op,slow_op]", "ab.rounds=3",
-                      "ab.min_rounds=3")
+def test_on_two_devices_both_sides_of_a_round_run_on_one_device(shared_run, tmp_path_factory):
+    res = taking_run(shared_run, tmp_path_factory)
     assert res.returncode == 0, res.stderr[-3000:]
     plan = json.loads((res.run_dir / "plan.json").read_text())
     assert {u["device"] for u in plan["units"]} == {0, 1}
     runs = runs_by_device(res.run_dir)
     for key in {(r["node"], r["round"]) for r in runs}:
         assert len({r["device"] for r in runs if (r["node"], r["round"]) == key}) == 1, key
-    # One resident process per side and device.
+    # One resident process per side and device (rounds taken from another device included).
     assert len({r["pid"] for r in runs}) == 4
 
 
-def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(run_zlbench):
+# Three nodes of equal cost split 2:1 over two devices (device 0 holds two).
+TAKING = [*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]"]
+
+
+def taking_env(tmp_path, **extra):
+    return {"ZL_FIXTURE_SLEEP": "0.05", "ZL_FIXTURE_RUNS": str(tmp_path / "runs"), "ZL_FIXTURE_HOLD": "0", **extra}
+
+
+def assert_layout(run_dir):
+    plan = json.loads((run_dir / "plan.json").read_text())
+    per_device = {d: len(next(u["nodes"] for u in plan["units"] if u["device"] == d)) for d in (0, 1)}
+    assert per_device == {0: 2, 1: 1}, f"ZL_FIXTURE_HOLD=0 assumes device 0 holds two nodes: {per_device}"
+
+
+def taking_run(shared_run, tmp_path_factory):
+    """4 rounds of TAKING; device 0 holds its nodes after their round 1 until device 1 took a round
+    (ZL_FIXTURE_HOLD): taking is then certain, whatever the machine's speed."""
+    return shared_run(*TAKING, "ab.rounds=4", "ab.min_rounds=4", env=taking_env(tmp_path_factory.getbasetemp() / "taking"))
+
+
+def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nodes(shared_run, tmp_path_factory):
     """Three nodes of equal cost split 2:1 over two devices: the device with one node finishes its
     rounds first and takes later rounds of the other's nodes (both sides of a round at once), so
     every (node, side, round) is measured once, each round's pair on one device."""
-    res = run_zlbench(*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]", "ab.rounds=5",
-                      "ab.min_rounds=5", env={"ZL_FIXTURE_SLEEP": "0.4"})
+    res = taking_run(shared_run, tmp_path_factory)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert_layout(res.run_dir)
     runs = runs_by_device(res.run_dir)
     keys = [(r["node"], r["side"], r["round"]) for r in runs]
-    assert len(keys) == len(set(keys)) == 3 * 2 * 5 and all(r["status"] == "ok" for r in runs), runs
+    assert len(keys) == len(set(keys)) == 3 * 2 * 4 and all(r["status"] == "ok" for r in runs), runs
     for key in {(r["node"], r["round"]) for r in runs}:
         assert len({r["device"] for r in runs if (r["node"], r["round"]) == key}) == 1, key
     taken = [(r["node"], r["round"]) for r in runs if r["device"] != r["home"]]
@@ -214,7 +246,7 @@ def test_a_device_done_with_its_rounds_takes_later_rounds_of_another_devices_nod
         mine = [r for r in runs if r["device"] == dev]
         assert all(b["t0"] >= a["t1"] for a, b in zip(mine, mine[1:])), mine
     # The report counts every round wherever it ran; nothing reads as missing or cut.
-    assert {v["rounds"] for v in ab_rows(res.run_dir).values()} == {"5"}
+    assert {v["rounds"] for v in ab_rows(res.run_dir).values()} == {"4"}
     statuses = {(r["test_node"], r["side"]): r["status"] for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
     assert len(statuses) == 6 and set(statuses.values()) == {"ok"}, statuses
 
@@ -227,15 +259,42 @@ def test_tuning_replay_runs_round_by_round_and_says_so(run_zlbench):
     assert res.returncode == 2 and "ab.min_rounds=1" in res.stderr and "Fix: ab.min_rounds=4" in res.stderr
 
 
-def test_a_cut_run_whose_devices_took_each_others_rounds_resumes_to_every_round_once(run_zlbench):
-    args = [*CORPUS, "backend=cpu", "backend.slots=2", "ops=[slow_op,nap_op,doze_op]", "ab.rounds=5", "ab.min_rounds=5"]
-    env = {"ZL_FIXTURE_SLEEP": "0.4"}
-    cut = run_zlbench(*args, "launcher.run_timeout_s=9", env=env)
-    assert cut.returncode == 4, cut.stderr[-3000:]
-    assert "Run cut short" in (cut.run_dir / "ab.md").read_text()
-    done = run_zlbench(*args, f"resume={cut.run_dir}", env=env)
+def test_a_run_cut_between_the_sides_of_a_taken_round_resumes_to_every_round_once(run_zlbench, tmp_path):
+    """Cut (Ctrl-C) while device 1 times side B of the first round it took of device 0's nodes, side A
+    of it measured: the resume measures side B alone, so every (node, side, round) is measured once."""
+    args = [*TAKING, "ab.rounds=3", "ab.min_rounds=3"]
+    env = taking_env(tmp_path, ZL_FIXTURE_STALL="away")
+    run = tmp_path / "run"
+    proc = start_zlbench(f"hydra.run.dir={run}", "progress=plain", *args, cwd=tmp_path, env=env)
+    stalled = tmp_path / "runs" / "stalled"
+    assert wait_for(lambda: stalled.exists() or proc.poll() is not None, timeout=600), "no round taken"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert stalled.exists() and proc.returncode == 130, err[-3000:]
+    assert_layout(run)
+    away = [r for r in runs_by_device(run) if r["device"] != r["home"]]
+    # Side A of the taken round measured; side B cut (its placeholder: a resume measures it).
+    assert [(r["status"], r["round"]) for r in away] == [("ok", 1), ("crashed", 1)], away
+    assert away[0]["node"] == away[1]["node"] and away[0]["side"] != away[1]["side"], away
+    assert "Run cut short" in (run / "ab.md").read_text()
+    done = run_zlbench(*args, f"resume={run}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    ok = [(r["node"], r["side"], r["round"]) for r in runs_by_device(cut.run_dir) if r["status"] == "ok"]
-    assert len(ok) == len(set(ok)) == 3 * 2 * 5, sorted(ok)
-    assert {v["rounds"] for v in ab_rows(cut.run_dir).values()} == {"5"}
-    assert "Run cut short" not in (cut.run_dir / "ab.md").read_text()
+    ok = [(r["node"], r["side"], r["round"]) for r in runs_by_device(run) if r["status"] == "ok"]
+    assert len(ok) == len(set(ok)) == 3 * 2 * 3, sorted(ok)
+    assert {v["rounds"] for v in ab_rows(run).values()} == {"3"}
+    assert "Run cut short" not in (run / "ab.md").read_text()
+
+
+def test_aa_starts_no_prober_and_alternates_from_round_one(shared_run):
+    res = shared_run(*AA)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    assert not list((d / "resident").glob("*.probe")) and not list((d / "units").glob("*/probe.jsonl"))
+    plan = json.loads((d / "plan.json").read_text())
+    sides = plan["units"][0]["schedule"]["sides"]
+    runs = node_runs(d)
+    for rnd in range(3):
+        order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == sides[0])
+        for i, node in enumerate(order):
+            got = [r[2] for r in runs if r[3] == rnd and r[4] == node]
+            assert got == (sides if (i + rnd) % 2 == 0 else sides[::-1]), (rnd, i, got)

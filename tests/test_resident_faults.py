@@ -1,5 +1,5 @@
 """Node-level A/B (zlbench/engine/device_ab.py) under faults of its liveness prober, cuts and resumes while
-it probes, A/A, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
+it probes, and crashes in respawned processes: real runs of the fixture corpus, whose knobs
 ZL_FIXTURE_FAULT / ZL_FIXTURE_PROBER_BROKEN hit one process of the run (the prober, side on/off)."""
 
 import json
@@ -11,6 +11,9 @@ import pytest
 from .test_resident import CORPUS, DEAD, LIVE, ab_rows, node_runs
 
 pytestmark = pytest.mark.slow
+# A run cut by its time limit while a fixture process stalls (until killed) at a chosen point: the
+# limit must leave room to reach that point on a busy machine, and is all the stall costs.
+CUT_S = 20
 
 
 def events_of(run_dir, name="events.jsonl"):
@@ -71,15 +74,16 @@ def test_a_prober_that_crashes_mid_probe_costs_only_that_probe(run_zlbench):
 
 def test_a_prober_that_cannot_start_leaves_every_node_timed_on_both_sides(run_zlbench):
     res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3",
-                      "launcher.node_timeout_s=30", env={"ZL_FIXTURE_PROBER_BROKEN": "1"})
+                      "launcher.node_timeout_s=300", env={"ZL_FIXTURE_PROBER_BROKEN": "1"})
     assert res.returncode == 0, res.stderr[-3000:]
     d = res.run_dir
     runs = node_runs(d)
     for node in (LIVE, DEAD):
         assert sorted((r[2], r[3]) for r in runs if r[4] == node and r[6] == "ok") == \
             [("off", 0), ("off", 1), ("off", 2), ("on", 0), ("on", 1), ("on", 2)], node
-    # No node timeout waited for it, and it was started once: a second start would only fail again.
-    assert runs[-1][1] - min(e["t"] for e in events_of(d)) < 30
+    # No node timeout waited for it (the whole run took less than one), and it was started once: a
+    # second start would only fail again.
+    assert runs[-1][1] - min(e["t"] for e in events_of(d)) < 300
     assert (d / "resident" / "d0.on.probe" / "pytest.log").read_text().count("==== zlbench: resident prober") == 1
     # Liveness comes from the timed runs: both sides compiled both ops.
     ab = json.loads((d / "ab.json").read_text())
@@ -94,9 +98,10 @@ def test_a_run_cut_while_the_prober_probes_resumes_to_the_verdicts_of_an_uncut_r
     # The time limit kills the prober in the middle of dead_op's probe (its kernel already in the
     # Triton cache it shares with side B): the resume probes it again and finds it not live.
     args = [*CORPUS, "ops=[dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.allow_dead=true"]
-    env = {"ZL_FIXTURE_FAULT": "prober:dead_kernel:60", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "stalled")}
-    cut = run_zlbench(*args, "launcher.run_timeout_s=8", env=env)
+    env = {"ZL_FIXTURE_FAULT": "prober:dead_kernel:600", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "stalled")}
+    cut = run_zlbench(*args, f"launcher.run_timeout_s={CUT_S}", env=env)
     assert cut.returncode == 4, cut.stderr[-3000:]
+    assert (tmp_path / "stalled").exists(), f"the time limit came before the stall: raise CUT_S={CUT_S}"
     d = cut.run_dir
     probes = probe_events(d)
     assert [e["node"] for e in probes if e["event"] == "start"] == [DEAD + "[64]"] or \
@@ -113,9 +118,10 @@ def test_a_run_cut_while_the_prober_probes_resumes_to_the_verdicts_of_an_uncut_r
 def test_a_resume_does_not_probe_again_what_the_cut_run_probed(run_zlbench, tmp_path):
     # Cut while side B times live_op in round 1, after the prober found it live.
     args = [*CORPUS, "ops=[live_op]", "ab.rounds=3", "ab.min_rounds=3"]
-    env = {"ZL_FIXTURE_FAULT": "on:live_kernel:60", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "stalled")}
-    cut = run_zlbench(*args, "launcher.run_timeout_s=8", env=env)
+    env = {"ZL_FIXTURE_FAULT": "on:live_kernel:600", "ZL_FIXTURE_FAULT_ONCE": str(tmp_path / "stalled")}
+    cut = run_zlbench(*args, f"launcher.run_timeout_s={CUT_S}", env=env)
     assert cut.returncode == 4, cut.stderr[-3000:]
+    assert (tmp_path / "stalled").exists(), f"the time limit came before the stall: raise CUT_S={CUT_S}"
     d = cut.run_dir
     assert [e["node"] for e in probe_events(d) if e["event"] == "served"] == [LIVE]
     assert [(r[2], r[6]) for r in node_runs(d)] == [("off", "ok"), ("on", "timeout")]
@@ -129,21 +135,6 @@ def test_a_resume_does_not_probe_again_what_the_cut_run_probed(run_zlbench, tmp_
     ab = json.loads((d / "ab.json").read_text())
     assert {r["live"] for r in ab["rows"]} == {"live"}
     assert_no_process_left(d)
-
-
-def test_aa_starts_no_prober_and_alternates_from_round_one(run_zlbench):
-    res = run_zlbench(*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true")
-    assert res.returncode == 0, res.stderr[-3000:]
-    d = res.run_dir
-    assert not list((d / "resident").glob("*.probe")) and not list((d / "units").glob("*/probe.jsonl"))
-    plan = json.loads((d / "plan.json").read_text())
-    sides = plan["units"][0]["schedule"]["sides"]
-    runs = node_runs(d)
-    for rnd in range(3):
-        order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == sides[0])
-        for i, node in enumerate(order):
-            got = [r[2] for r in runs if r[3] == rnd and r[4] == node]
-            assert got == (sides if (i + rnd) % 2 == 0 else sides[::-1]), (rnd, i, got)
 
 
 def test_a_crash_in_a_respawned_process_restarts_it_with_a_tuning_cache_of_its_own(run_zlbench, tmp_path):

@@ -197,3 +197,30 @@ def test_a_round_a_taker_claimed_before_a_cut_runs_on_resume_whenever_its_home_d
     monkeypatch.setattr(taker.steal, "next_round", home_finishes_after_the_look)
     taker._take_others()
     assert sorted(ran) == [("off", 2), ("on", 2)]
+
+
+def test_a_taken_round_cut_between_its_sides_runs_only_the_side_left_on_resume(tmp_path):
+    """A taker ran side A of N's round 2 and was cut before side B (a time limit or a Ctrl-C: side B
+    got a placeholder in the taker's unit). Resumed, the taker still holds the round: it runs side
+    B alone; side A measured again would be a second row of one (node, side, round)."""
+    units = plan_units(tmp_path)
+    for r in (0, 1, 3):  # N's home device ran every other round of it
+        for s in SIDES:
+            ev.append(ev.events_path(tmp_path, f"d0.{s}.r{r}"), "end", node=N, status="ok")
+    RoundStealing(units, 0, SIDES, tmp_path).finished()
+    taker = home_ab(units, tmp_path, device=1)
+    taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
+    taker.procs = {s: CountedSide() for s in SIDES}
+    assert taker.steal.take(N, 2)
+    ev.append(ev.events_path(tmp_path, "d1.off.r2"), "end", node=N, status="ok")
+    ev.append(ev.events_path(tmp_path, "d1.on.r2"), "end", node=N, status="timeout", resumable=True,
+              reason="the run's time limit")
+    ran = []
+
+    def run_node(side, unit, node):
+        ran.append((side, unit["round"]))
+        ev.append(ev.events_path(tmp_path, unit["unit_id"]), "end", node=node, status="ok")
+
+    taker._run_node = run_node
+    taker._take_others()
+    assert ran == [("on", 2)]

@@ -7,11 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from .conftest import FIXTURES, measured_ends, wait_for, zlbench
+from .conftest import EXP_RUN, FIXTURES, held, measured_ends, none_left, processes_in, wait_for, zlbench
 
 pytestmark = pytest.mark.slow
 WAIT = FIXTURES / "wait_corpus"
@@ -28,37 +27,33 @@ def row_set(run_dir):
     return sorted((r["op"], r["dtype"], r["shape"], r["status"], r["latency"]) for r in rows)
 
 
-def start(run_dir, *extra, env=None):
+def start(run_dir, *extra, env=None, stderr=subprocess.PIPE):
     full = {k: v for k, v in os.environ.items() if k not in ("ZL_BACKEND", "OP", "TEST_NODE")}
-    full.update({"WAIT_S": "0.4", **(env or {})})
+    full.update({"WAIT_S": "0.05", **(env or {})})
     return subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run_dir}", *ARGS, *extra],
-                            cwd=run_dir.parent, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=run_dir.parent, env=full, stdout=subprocess.PIPE, stderr=stderr,
                             text=True, start_new_session=True)
 
 
-def processes_in(run_dir):
-    """Live processes working in the run dir (benchmark processes run in their unit dirs)."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
-        except OSError:
-            continue
-        if cwd.startswith(str(run_dir)) or str(run_dir).encode() in cmd:
-            out.append(int(pid))
-    return out
+def holding(tmp_path, hold_from=0, **extra):
+    """The wait corpus' nodes from the hold_from-th on wait in flight until release(tmp_path)."""
+    return {"TICKETS": str(tmp_path / "tickets"), "HOLD_FROM": str(hold_from), **extra}
+
+
+def release(tmp_path):
+    (tmp_path / "tickets" / "release").touch()
 
 
 def test_a_local_run_has_no_time_limit_of_its_own(tmp_path):
     run = tmp_path / "run"
-    proc = start(run, "ops=['wait_00']", env={"WAIT_S": "3"})
+    proc = start(run, "ops=['wait_00']", env=holding(tmp_path))
     try:
-        assert wait_for(lambda: (run / "units").exists() and any(_controller_timeouts(run)), timeout=60)
+        assert held(tmp_path / "tickets")  # the job is surely alive
         # submitit kills a local job at its timeout: it is far beyond any run (no Slurm-only 60 min).
         assert min(_controller_timeouts(run)) >= 300 * 24 * 3600
     finally:
-        proc.communicate(timeout=120)
+        release(tmp_path)
+        proc.communicate(timeout=300)
     assert proc.returncode == 0
     # A Slurm-only setting on the local launcher is refused by its own schema, exit 2.
     res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, "launcher.time_min=1", cwd=tmp_path)
@@ -89,48 +84,48 @@ def test_exit_codes_follow_fail_on(tmp_path, faulty_corpus):
 
 def test_ctrl_c_on_the_main_process_stops_everything_and_writes_the_tables(tmp_path):
     run = tmp_path / "run"
-    proc = start(run, "backend.slots=2")
-    assert wait_for(lambda: (run / "units").exists() and len(measured_ends(run)) >= 3, timeout=120)
+    # Three nodes end, the next ones wait in flight until the run is stopped: it cannot end otherwise.
+    proc = start(run, "backend.slots=2", env=holding(tmp_path, 3))
+    assert held(tmp_path / "tickets", 2) and len(measured_ends(run)) == 3  # one per device
     proc.send_signal(signal.SIGINT)  # the main process alone, not its group
-    sent = time.time()
-    out, err = proc.communicate(timeout=60)
-    assert time.time() - sent < 10
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and f"resume={run}" in err
-    time.sleep(1)
-    assert processes_in(run) == []  # no orphan kept measuring
+    assert none_left(run), processes_in(run)  # no orphan kept measuring
     st = statuses(run)
     assert len(st) == 10  # every planned node listed: measured, or left to resume
     left = [n for n, (s, reason) in st.items() if "resume" in reason]
     assert left and all(st[n][0] == "crashed" for n in left)
     assert "Run cut short** (interrupted)" in (run / "summary.md").read_text()
-    res = zlbench(*ARGS, "backend.slots=2", f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.4"})
+    res = zlbench(*ARGS, "backend.slots=2", f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.05"})
     assert res.returncode == 0 and "resuming" in res.stderr, res.stderr[-2000:]
     assert {s for s, _ in statuses(run).values()} == {"ok"}
     assert len(row_set(run)) == 20  # two shapes per node, once each
 
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
-    run = tmp_path / "run"
-    proc = start(run, env={"WAIT_S": "2"})
-    assert wait_for(lambda: (run / "units").exists() and any('"start"' in p.read_text()
-                                                              for p in run.glob("units/*/events.jsonl")))
+    run, err = tmp_path / "run", tmp_path / "stderr"
+    with open(err, "w") as f:
+        proc = start(run, env=holding(tmp_path), stderr=f)
+    assert held(tmp_path / "tickets")
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    # The second once the first is handled (two signals before Python runs its handler are one).
+    assert wait_for(lambda: "SIGINT: stopping" in err.read_text())
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=10)
-    assert proc.returncode == 130
+    proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "interrupted twice: exiting now" in err.read_text(), err.read_text()[-2000:]
 
 
 def test_a_second_run_into_a_live_run_dir_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
     run = tmp_path / "run"
-    first = start(run, env={"WAIT_S": "1"})
-    assert wait_for(lambda: (run / "plan.json").exists())
+    first = start(run, env=holding(tmp_path))
+    assert held(tmp_path / "tickets")  # live until the kill
     res = zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path)
     assert res.returncode == 2, res.stderr[-2000:]
     assert "in use by a live zlbench run" in res.stderr and f"pid {first.pid}" in res.stderr
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    assert none_left(run), processes_in(run)
     res = zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"})
     assert res.returncode == 0, res.stderr[-2000:]
     assert "taking over" in res.stderr and "resuming" in res.stderr
@@ -139,26 +134,25 @@ def test_a_second_run_into_a_live_run_dir_is_refused_and_a_dead_ones_lock_taken_
 def test_sigkill_mid_node_then_resume_has_exactly_the_rows_of_a_clean_run(tmp_path):
     # Each node records one dtype, waits, then records the other: killed in between, it leaves a
     # partial result that must not survive next to the rows the resume measures.
-    env = {"WAIT_S": "0.1", "PARTIAL_WAIT_S": "1.5"}
-    run = tmp_path / "killed"
-    proc = start(run, env=env)
-
-    def partial_in_flight():
-        events = [json.loads(l) for p in run.glob("units/*/events.jsonl") for l in p.read_text().splitlines()]
-        ends = sum(1 for e in events if e["event"] == "end")
-        records = sum(1 for e in events if e["event"] == "record")
-        return ends >= 2 and records == 2 * ends + 1
-
-    assert wait_for(partial_in_flight, timeout=120)
+    env = {"WAIT_S": "0.05", "PARTIAL_WAIT_S": "0"}
+    run, stash = tmp_path / "killed", tmp_path / "stash"
+    stash.mkdir()
+    proc = start(run, env=holding(stash, 2, **env))  # the third node holds after its first dtype
+    assert held(stash / "tickets")
+    events = [json.loads(l) for p in run.glob("units/*/events.jsonl") for l in p.read_text().splitlines()]
+    ends = sum(1 for e in events if e["event"] == "end")
+    records = sum(1 for e in events if e["event"] == "record")
+    assert ends == 2 and records == 2 * ends + 1  # a partial result in flight
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert none_left(run), processes_in(run)
     res = zlbench(*ARGS, f"resume={run}", cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     ref = tmp_path / "ref"
     assert zlbench(f"hydra.run.dir={ref}", *ARGS, cwd=tmp_path, env=env).returncode == 0
     assert row_set(run) == row_set(ref) and len(row_set(ref)) == 40
     # No stray run dir (the results store beside the run dirs is expected).
-    assert not [p for p in tmp_path.iterdir() if p.name not in ("killed", "ref") and not p.name.startswith("zlbench.db")]
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("killed", "ref", "stash") and not p.name.startswith("zlbench.db")]
 
 
 def test_resume_of_a_missing_run_dir_is_refused(tmp_path):
@@ -212,8 +206,8 @@ def test_version_and_hydra_help(tmp_path):
     assert res.returncode == 0 and "--multirun" in res.stdout and "completion" not in res.stdout
 
 
-def test_a_run_dir_holds_what_it_says_and_no_clutter(run_zlbench):
-    res = run_zlbench("ops=[exp]", "dtypes=[float32]")
+def test_a_run_dir_holds_what_it_says_and_no_clutter(shared_run):
+    res = shared_run(*EXP_RUN)
     assert res.returncode == 0, res.stderr[-2000:]
     d = res.run_dir
     assert "[zlbench] run" in (d / "zlbench.log").read_text()  # terminal lines are logged too
@@ -226,22 +220,23 @@ def test_a_run_dir_holds_what_it_says_and_no_clutter(run_zlbench):
 
 def test_devices_in_use_by_another_run_are_refused(tmp_path):
     locks = tmp_path / "locks"
-    env = {"ZLBENCH_LOCK_DIR": str(locks), "WAIT_S": "1.5"}
-    first = start(tmp_path / "a", "launcher.device_lock=true", "ops=['wait_0[0-3]']", env=env)
-    assert wait_for(lambda: any(locks.glob("*.holder.json")), timeout=60)
+    env = {"ZLBENCH_LOCK_DIR": str(locks)}
+    first = start(tmp_path / "a", "launcher.device_lock=true", "ops=['wait_0[0-3]']", env=holding(tmp_path, **env))
+    assert held(tmp_path / "tickets") and any(locks.glob("*.holder.json"))  # it measures: it holds the device
     res = zlbench(f"hydra.run.dir={tmp_path / 'b'}", *ARGS, "launcher.device_lock=true", cwd=tmp_path, env=env)
     assert res.returncode == 2, res.stderr[-2000:]
     assert "device cpu-0 is in use by another zlbench run (pid " in res.stderr  # its holder, named
-    first.communicate(timeout=120)
+    release(tmp_path)
+    first.communicate(timeout=300)
     assert first.returncode == 0
     assert not list(locks.glob("*.holder.json"))  # released when its process ended
 
 
-def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_message(tmp_path):
-    run = tmp_path / "zl_runs" / "2026-11-30" / "12-00-00"
-    res = zlbench(f"hydra.run.dir={run}", "ops=[exp]", "dtypes=[float32]", "progress=none", cwd=tmp_path)
+def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_message(shared_run, tmp_path):
+    res = shared_run(*EXP_RUN)  # in <tmp>/zl_runs/2026-11-30/12-00-00
+    run = res.run_dir
     assert res.returncode == 0, res.stderr[-2000:]
-    db = tmp_path / "zl_runs" / "zlbench.db"
+    db = run.parent.parent / "zlbench.db"
     assert db.is_file() and "recorded" in res.stderr
     listed = subprocess.run([sys.executable, "-m", "zlbench.history", "list", "--url", f"sqlite:///{db}",
                              "--format", "json"], capture_output=True, text=True)

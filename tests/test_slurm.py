@@ -4,6 +4,7 @@ Skipped with a reason where no Slurm answers (a laptop without root); under CI=t
 Slurm fails instead, so CI can never pass these by skipping them."""
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from .conftest import FIXTURES, measured_ends, wait_for, zlbench
+from .conftest import FIXTURES, held, measured_ends, wait_for, zlbench
 
 WAIT = FIXTURES / "wait_corpus"
 
@@ -57,7 +58,7 @@ def test_no_wait_then_collect(tmp_path):
     res = zlbench(f"hydra.run.dir={run}", *ARGS, "launcher.wait=false", "corpus=flaggems",
                   f"corpus.root={WAIT}", "ops=['wait_0[0-3]']", cwd=tmp_path, env={"WAIT_S": "0.1"})
     assert res.returncode == 0 and "python -m zlbench.collect" in res.stderr
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a bound on a hung job, not on a slow machine
     while time.time() < deadline:
         collected = subprocess.run([sys.executable, "-m", "zlbench.collect", str(run)], capture_output=True)
         # While the job runs, its waiting nodes are listed as not measured yet (exit 4: cut).
@@ -70,14 +71,22 @@ def test_no_wait_then_collect(tmp_path):
 
 
 def _run_until_nodes_end(tmp_path, run, args, n=3):
-    """Start a Slurm run in the background; return it and its job ids once n nodes have ended."""
-    env = {**os.environ, "WAIT_S": "0.6"}
+    """Start a Slurm run in the background; return it and its job ids once n nodes have ended and
+    the next one waits in flight (the wait corpus holds it until tmp_path/tickets/release exists)."""
+    env = {**os.environ, "WAIT_S": "0.05", "TICKETS": str(tmp_path / "tickets"), "HOLD_FROM": str(n)}
     proc = subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run}", *args], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: (run / "units").exists() and len(measured_ends(run)) >= n)
-    jobs = subprocess.run(["squeue", "-h", "-n", "zlbench", "-o", "%i"], capture_output=True, text=True).stdout.split()
-    assert jobs
+    assert held(tmp_path / "tickets") and len(measured_ends(run)) == n
+    # This run's own tasks (as its events name them): the Slurm may run other people's zlbench jobs.
+    jobs = sorted({json.loads(line)["job_id"] for p in run.glob("units/*/events.jsonl")
+                   for line in p.read_text().splitlines() if '"launch"' in line})
+    assert jobs and all(jobs)
     return proc, jobs
+
+
+def _pending(jobs):
+    out = subprocess.run(["squeue", "-h", "-j", ",".join(jobs), "-o", "%T"], capture_output=True, text=True).stdout
+    return out.split() and set(out.split()) == {"PENDING"}
 
 
 def test_scancel_midway_then_resume(tmp_path):
@@ -85,12 +94,12 @@ def test_scancel_midway_then_resume(tmp_path):
     args = [*ARGS, "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']"]
     proc, jobs = _run_until_nodes_end(tmp_path, run, args)
     subprocess.run(["scancel", *jobs], check=True)
-    out, err = proc.communicate(timeout=180)
+    out, err = proc.communicate(timeout=300)
     st = {s["test_node"]: s for s in statuses(run)}
     assert len(st) == 10
     cancelled = [s for s in st.values() if s["status"] == "crashed"]
     assert cancelled and all("job" in s["reason"] for s in cancelled), err[-2000:]
-    res = zlbench(f"hydra.run.dir={tmp_path / 'other'}", *args, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.6"})
+    res = zlbench(f"hydra.run.dir={tmp_path / 'other'}", *args, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.05"})
     assert res.returncode == 0, res.stderr[-3000:]
     # Cancelled nodes were not at fault: resume measures them (and everything the job never ran).
     final = {s["test_node"]: s["status"] for s in statuses(run)}
@@ -103,7 +112,12 @@ def test_a_requeued_task_resumes_from_completed_nodes(tmp_path):
     proc, jobs = _run_until_nodes_end(tmp_path, run, args)
     # What a preemption or a timeout requeue does to the task: kill it and queue it again.
     subprocess.run(["scontrol", "requeue", *jobs], check=True)
-    out, err = proc.communicate(timeout=300)
+    assert wait_for(lambda: _pending(jobs))  # killed and queued again
+    (tmp_path / "tickets" / "release").touch()
+    # Slurm holds a requeued job back for two minutes (its BeginTime): not what is tested here.
+    for job in jobs:
+        subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], check=True)
+    out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
     final = {s["test_node"]: s["status"] for s in statuses(run)}
     assert final == {k: "ok" for k in final} and len(final) == 10, err[-2000:]

@@ -344,6 +344,8 @@ class DeviceAB:
             self.taken_in[node] = r // every
         i = self.steal.home_order(node, r).index(node)
         for side in (self.sides if (i + r) % 2 == 0 else self.sides[::-1]):
+            if node in self._done(self.units[(side, r)]):
+                continue  # measured here before a cut: a resume runs only the side left (as _round does)
             if self.deadline is not None and time.time() >= self.deadline:
                 self._cut_by_deadline()
                 return False
