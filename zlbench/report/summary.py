@@ -213,7 +213,8 @@ def _unstable_line(unstable: List[dict]) -> str:
 
     widest = sorted(unstable, key=narrowness)[:3]
     return (f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond rows of "
-            "their size (an autotune pick or placement drawn per process); widest: "
+            "their size (on a GPU an autotune pick or input placement drawn per process; on a busy CPU a "
+            "slowed process); widest: "
             + "; ".join(f"{_row_name(r)}: {r.get('marker_reason')}" for r in widest))
 
 
