@@ -174,7 +174,13 @@ def test_the_site_draws_each_runs_interval(tmp_path, url, capsys):
     # Two calibers (with and without processes), one chart each: bars only where runs carry intervals.
     assert sorted(page.charts) == [0, 3], page.charts
     assert all(y1 - y2 > 5 for y1, y2 in page.bars), page.bars  # +-3% spans pixels (y grows downwards)
-    assert "process-level interval" in (tmp_path / "site" / "index.html").read_text()
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert "process-level interval" in html
+    # The trends' x axis says when: each end names its run and date (and commit, where known).
+    import re
+
+    ends = re.findall(r'<text class="x-axis"[^>]*>([^<]*)</text>', html)
+    assert ends and all(re.match(r"run \d+ \d{4}-\d{2}-\d{2}", e) for e in ends), ends
 
 
 def _timer_processes_supported() -> bool:

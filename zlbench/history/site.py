@@ -112,8 +112,9 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
              'stroke-dasharray="3,3"/>',
              f'<text x="2" y="{y(hi) + 8:.1f}" font-size="9">{hi:.2f}x</text>',
              f'<text x="2" y="{y(lo):.1f}" font-size="9">{lo:.2f}x</text>',
-             f'<text x="{pad_l}" y="{height - 6}" font-size="9">run {runs[0]["run_id"]}</text>',
-             f'<text x="{width - pad_r}" y="{height - 6}" font-size="9" text-anchor="end">run {runs[-1]["run_id"]}</text>']
+             f'<text class="x-axis" x="{pad_l}" y="{height - 6}" font-size="9">{esc(_when(runs[0]))}</text>',
+             f'<text class="x-axis" x="{width - pad_r}" y="{height - 6}" font-size="9" text-anchor="end">'
+             f'{esc(_when(runs[-1]))}</text>']
     for color, (label, line) in zip(COLORS * 10, sorted(lines.items())):
         pts = sorted((pos[rid], v) for rid, v in line.items() if rid in pos)
         path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in pts)
@@ -135,6 +136,12 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
         legend_x += 7 * len(label) + 10
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _when(run: Mapping) -> str:
+    """An x-axis end: the run, its date and the corpus commit it measured."""
+    commit = (run.get("corpus_commit") or run.get("zlbench_commit") or "")[:7]
+    return f'run {run["run_id"]} {run["created"]:%Y-%m-%d}' + (f" @{commit}" if commit else "")
 
 
 def _nested():
