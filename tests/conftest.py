@@ -49,6 +49,15 @@ def start_zlbench(*args, cwd, env=None, defaults=False):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _device_locks_of_this_session(tmp_path_factory):
+    """Device locks are the machine's (ZLBENCH_LOCK_DIR): another test session on this machine would
+    hold the same simulated devices and refuse this one's runs. This session's runs lock their own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZLBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("device_locks")))
+        yield
+
+
 @pytest.fixture
 def run_zlbench(tmp_path):
     def _run(*args, env=None, run_dir=None, defaults=False):

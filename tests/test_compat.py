@@ -13,6 +13,7 @@ FAKES = FIXTURES / "fake_flag_gems"
 
 
 def run_fft_file(vendor, plugins=("zlbench.backends.musa_compat",)):
+    """A real pytest process (it imports torch: seconds) on the mini corpus' fft file."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKES / vendor), os.environ.get("PYTHONPATH", "")])}
     argv = [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "--rootdir", str(MINI),
             "-c", str(MINI / "pytest.ini")]
@@ -22,6 +23,7 @@ def run_fft_file(vendor, plugins=("zlbench.backends.musa_compat",)):
     return res.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the guard only fires without CUDA")
 def test_the_pinned_guard_is_dropped_when_flag_gems_dispatched_to_mthreads():
     out = run_fft_file("mthreads")
@@ -29,12 +31,14 @@ def test_the_pinned_guard_is_dropped_when_flag_gems_dispatched_to_mthreads():
     assert "CUDA required" in out  # a guard with another reason stays
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the guard only fires without CUDA")
 def test_inert_when_flag_gems_dispatched_elsewhere():
     out = run_fft_file("nvidia")
     assert "2 skipped" in out and "CUDA is not available" in out, out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the guard only fires without CUDA")
 def test_without_the_plugin_mthreads_loses_the_op():
     out = run_fft_file("mthreads", plugins=())

@@ -4,6 +4,7 @@ its real changes on top, and plots keep one size whatever the number of rows."""
 import random
 
 import matplotlib.image as mpimg
+import pytest
 
 from zlbench.report.ab import compare
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, ab_overview_plot, main, speedup_overview_plot
@@ -28,6 +29,7 @@ def corpus_scale_ab(n_ops=250, rounds=4, seed=0):
     return compare(a, b, "X=0 (off)", "X=1 (on)")
 
 
+@pytest.mark.slow  # 3,000 rows compared: seconds
 def test_a_corpus_scale_ab_fits_a_github_comment(tmp_path):
     result = corpus_scale_ab()
     assert len(result["rows"]) == 3000 and len(result["markdown"]) > GITHUB_COMMENT_LIMIT  # the full table does not fit
@@ -64,6 +66,7 @@ def test_cli_on_a_run_dir(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2 and "not a zlbench run dir" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a run's whole A/B report of 480 rows, forest plot included: seconds
 def test_a_run_at_corpus_scale_writes_the_condensed_forms_itself(tmp_path):
     # The run's own speedup.png, ab.png and ab.md switch to the fixed-size and under-the-limit forms
     # once there are more than LARGE groups / rows (ab.csv and ab.json keep every row).

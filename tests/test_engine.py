@@ -140,16 +140,16 @@ def test_units_spread_over_simulated_devices(tmp_path):
 def test_run_time_limit_gives_timeouts_even_while_the_corpus_is_still_importing(tmp_path):
     # Device 0's process is killed while a node runs; device 1's while pytest still imports the
     # corpus (flag_gems takes ~12 s on a GPU machine). Neither is a crash: both hit the limit.
-    for name, env in (("in_node", {"WAIT_S": "30"}), ("importing", {"WAIT_S": "0", "IMPORT_WAIT_S": "30"})):
-        run = tmp_path / name
-        res = zlbench(f"hydra.run.dir={run}", *ARGS[:3], "ops=['wait_0[0-1]']", "progress=none",
-                      "launcher.run_timeout_s=4", cwd=tmp_path, env=env)
-        assert res.returncode == 4, res.stderr[-2000:]  # cut short by its time limit
-        assert "Run cut short" in (run / "summary.md").read_text()
-        with open(run / "ops_status.csv") as f:
-            got = {r["test_node"].split("::")[1]: (r["status"], r["reason"]) for r in csv.DictReader(f)}
-        assert {s for s, _ in got.values()} == {"timeout"}, got
-        assert all("launcher.run_timeout_s" in reason for _, reason in got.values()), got
+    run = tmp_path / "run"
+    res = zlbench(f"hydra.run.dir={run}", *ARGS[:3], "ops=['wait_0[0-1]']", "progress=none", "backend.slots=2",
+                  "launcher.steal=false", "launcher.run_timeout_s=4", cwd=tmp_path,
+                  env={"WAIT_S": "600", "IMPORT_WAIT_S": "600", "SLOW_SLOT": "1"})
+    assert res.returncode == 4, res.stderr[-2000:]  # cut short by its time limit
+    assert "Run cut short" in (run / "summary.md").read_text()
+    with open(run / "ops_status.csv") as f:
+        got = {r["test_node"].split("::")[1]: (r["status"], r["reason"]) for r in csv.DictReader(f)}
+    assert len(got) == 2 and {s for s, _ in got.values()} == {"timeout"}, got
+    assert all("launcher.run_timeout_s" in reason for _, reason in got.values()), got
 
 
 def _ran_where(run_dir):
