@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 23's A/B benchmark at defaults (timer=auto, timer.processes, ab.rounds/min_rounds and
+# ab.respawn_every as shipped; no overrides but the ops, the dtype, a time limit and the run dir),
+# on FlagGems op files RESULTS.md had not used before. Set-up: setup.sh. Steps (STEPS, in order):
+#   aa      A/A (ab=triton_fp_fusion ab.aa=true: both sides the same value) on $OPS
+#   live    ab=triton_fp_fusion (TRITON_DEFAULT_FP_FUSION 1 -> 0: live on NVIDIA) on $OPS4
+#   plain   a plain run on $OPS4 (the dead axis' and FlagGems' yardstick)
+#   dead    ab=musa_rlc (FLAGTREE_MUSA_RLC_ENHANCE: not read on NVIDIA's stock Triton) on $OPS4
+#   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4
+# Each step's run dir (without caches) is packed to $OUT/runs/<step>.tgz as soon as it ends, and its wall
+# to $OUT/wall.txt, so a call cut short still returns what it measured.
+set -uo pipefail
+. "$(dirname "$0")/setup.sh"
+OPS=${OPS:-[amin,prod,logsumexp,std,instance_norm,index_add,masked_fill,flip,triu,isinf]}
+OPS4=${OPS4:-[amin,logsumexp,masked_fill,triu]}
+STEPS=${STEPS:-aa}; LIMIT=${LIMIT:-520}; TAG=${TAG:-}
+WORK=${WORK:-/tmp/zl_i23_$(date +%s)}; R=$OUT/runs; mkdir -p "$WORK" "$R"
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
+  python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
+  echo "STEPS=$STEPS OPS=$OPS OPS4=$OPS4 LIMIT=$LIMIT"; } > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt"
+zl() { local name=$1 ops=$2 limit=$3; shift 3
+  timeout "$limit" python3 -m zlbench corpus=flaggems backend=cuda "ops=$ops" dtypes=[float16] \
+    progress=plain store.url=none launcher.run_timeout_s=$((limit - 25)) hydra.run.dir="$WORK/$name" "$@"; }
+files() { python3 -c "import sys; print(' '.join('benchmark/test_%s.py' % o for o in sys.argv[1].strip('[]').split(',')))" "$1"; }
+# LIMIT_<step> (s) overrides LIMIT for one step, e.g. LIMIT_live=240.
+step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
+  aa) zl "aa$TAG" "$OPS" "$LIMIT" ab=triton_fp_fusion ab.aa=true;;
+  live) zl "live$TAG" "$OPS4" "$LIMIT" ab=triton_fp_fusion;;
+  plain) zl "plain$TAG" "$OPS4" "$LIMIT";;
+  dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
+  fg) (cd "$FLAGGEMS_ROOT" && timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider $(files "$OPS4") \
+        --mode cudagraph --level core --dtypes float16 --record none) > "$WORK/fg$TAG.txt" 2>&1
+      mkdir -p "$WORK/fg$TAG"; mv "$WORK/fg$TAG.txt" "$WORK/fg$TAG/";;
+  *) echo "unknown step $1"; return 2;;
+  esac; }
+for s in $STEPS; do
+  t0=$(date +%s.%N); step "$s" > "$WORK/$s$TAG.log" 2>&1; rc=$?
+  echo "$s$TAG wall=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s rc=$rc" | tee -a "$OUT/wall.txt"
+  mkdir -p "$WORK/$s$TAG"; cp "$WORK/$s$TAG.log" "$WORK/$s$TAG/"
+  tar czf "$R/$s$TAG.tgz" --exclude=cache --exclude=submitit --exclude='*.pyc' -C "$WORK" "$s$TAG"
+  for f in ab.md summary.md; do [ -f "$WORK/$s$TAG/$f" ] && cp "$WORK/$s$TAG/$f" "$R/$s$TAG.$f"; done
+done
