@@ -1,5 +1,5 @@
 """The timing plugin's policy wrapper, driven on the CPU with a plain timer function. These tests
-drive timer.stop=fixed (the timer's own budget); tests/test_adaptive_timing.py drives adaptive."""
+drive the timer's own budget."""
 
 import json
 
@@ -20,7 +20,6 @@ def plugin_config(tmp_path, monkeypatch):
     def make(**cfg):
         path = tmp_path / "plugin.json"
         cfg.setdefault("timer", {"name": "direct", "repeat": 3})
-        cfg["timer"] = {"stop": "fixed", **cfg["timer"]}
         path.write_text(json.dumps({"backend": "cpu", **cfg}))
         monkeypatch.setenv(_runtime.CONFIG_ENV, str(path))
         monkeypatch.setattr(_runtime, "_config", None)

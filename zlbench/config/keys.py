@@ -13,6 +13,15 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
 
+# Settings that were removed, and why (one clause): naming one is refused with its reason, not with
+# the list of valid keys. Old run dirs and store rows that hold them still load (they are only read).
+_ADAPTIVE = ("adaptive stopping was deleted: on the H200 it stopped at min_samples in 94% of calls and was no "
+             "more repeatable than the timer's own budget, which every call now takes (benchmarks/gpu/RESULTS.md, "
+             "sixth session)")
+REMOVED: Dict[str, str] = {
+    **{f"timer.{k}": _ADAPTIVE for k in ("stop", "target_rel", "min_samples", "max_samples", "max_time_ms")},
+}
+
 FREE = "free"  # a Dict field (corpus.env, ab.fixed, ...): any key is the user's to name
 Children = Any  # Dict[str, Any] of a settings group, FREE, or None for a value
 
@@ -59,6 +68,8 @@ def _elsewhere(name: str, tree: Mapping[str, Any]) -> List[str]:
 
 def key_problem(key: str, value: Optional[str] = None, launchers: Sequence[str] = ("local",)) -> Optional[str]:
     """None when `key` (dotted) is a setting; else one line: what is wrong, what is valid, the fix."""
+    if key in REMOVED:
+        return f"{key} was removed: {REMOVED[key]}. Fix: drop {key}=."
     parts = key.split(".")
     tree = settings(launchers)
     node: Children = tree

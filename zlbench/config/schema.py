@@ -44,11 +44,6 @@ class Progress(str, Enum):
     none = "none"
 
 
-class StopMode(str, Enum):
-    adaptive = "adaptive"
-    fixed = "fixed"
-
-
 class ClockReaderChoice(str, Enum):
     auto = "auto"
     none = "none"
@@ -94,7 +89,7 @@ class TimerConf:
     fill_gaps: bool = True
     # Graph timing: widen the replay of launch-bound calls to at least this much device time.
     min_window_ms: float = 2.0
-    # Graph timing, timer.stop=fixed: time each call at this many memory placements of its inputs
+    # Graph timing: time each call at this many memory placements of its inputs
     # (the replay budget split between them; the median kept), inputs up to placement_max_mb
     # (zlbench/plugins/placement.py). 1: the corpus' own placement only.
     placements: int = 1
@@ -102,16 +97,6 @@ class TimerConf:
     # None: every call at every placement. A relative tol: the own placement at the whole budget,
     # one copy checks it, the other copies only where the two differ by more.
     placement_tol: Optional[float] = None
-    # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
-    # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
-    # after min_samples, up to max_samples or max_time_ms of sampling after the first batch. fixed
-    # by default: on the H200 adaptive stopped at min_samples in 94% of calls and was no more
-    # repeatable between runs (RESULTS.md, sixth session).
-    stop: StopMode = StopMode.fixed
-    target_rel: float = 0.005
-    min_samples: int = 10
-    max_samples: int = 1000
-    max_time_ms: float = 1000.0
     # Clock screening (zlbench/plugins/clocks.py): a batch read below throttle_threshold x the
     # device's maximum SM clock is retaken after a pause, at most throttle_retries times a call
     # (0 = no screening). clock_reader: auto (the backend's), none, nvml, kernel_timer, torch_clock_rate.

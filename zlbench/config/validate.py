@@ -58,12 +58,6 @@ RULES: List[Rule] = [
          "corpus' default", "timer.rep_ms=null", nullable=True),
     Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
          "widening)", "timer.min_window_ms=2"),
-    Rule("timer.target_rel", _number(lambda v: 0 < v < 1), "a relative CI half-width between 0 and 1, "
-         "exclusive", "timer.target_rel=0.005"),
-    Rule("timer.min_samples", _integer(lambda v: v >= 1), "an integer >= 1", "timer.min_samples=10"),
-    Rule("timer.max_samples", _integer(lambda v: v >= 1), "an integer >= 1", "timer.max_samples=1000"),
-    Rule("timer.max_time_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
-         "timer.max_time_ms=1000"),
     Rule("timer.throttle_threshold", _number(lambda v: 0 <= v <= 1), "a fraction of the maximum SM clock "
          "between 0 and 1 (0 = no screening)", "timer.throttle_threshold=0.75"),
     Rule("timer.throttle_retries", _integer(lambda v: v >= 0), "an integer >= 0", "timer.throttle_retries=3"),
@@ -122,14 +116,12 @@ def problem(rule: Rule, value: Any) -> Optional[str]:
 
 def placement_problem(timer: Mapping[str, Any], timer_name: Optional[str]) -> Optional[str]:
     """timer.placements > 1 where it would do nothing: with timer=direct or host (as named, or as
-    timer=auto resolved for the backend) or with timer.stop=adaptive."""
-    stop = getattr(timer.get("stop"), "name", timer.get("stop"))  # an enum where Hydra composed it
-    if (timer.get("placements") or 1) <= 1 or (stop != "adaptive" and timer_name not in ("direct", "host")):
+    timer=auto resolved for the backend)."""
+    if (timer.get("placements") or 1) <= 1 or timer_name not in ("direct", "host"):
         return None
     resolved = f" (timer={timer.get('name')} is {timer_name} here)" if timer.get("name") != timer_name else ""
-    return (f"timer.placements={timer['placements']} does nothing with timer={timer_name} timer.stop={stop}{resolved}: "
-            "placements apply to graph timing with timer.stop=fixed. Fix: timer=graph timer.stop=fixed, "
-            "or timer.placements=1.")
+    return (f"timer.placements={timer['placements']} does nothing with timer={timer_name}{resolved}: "
+            "placements apply to graph timing. Fix: timer=graph, or timer.placements=1.")
 
 
 def dtype_problem(dtypes: Any) -> Optional[str]:

@@ -3,21 +3,18 @@
 Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
 `triton.testing.do_bench` up at call time) so every timing call goes through the run's policy:
 
-- graph:  capture and replay. Fixed: on CUDA, upstream triton.testing.do_bench_cudagraph itself
-          (its numbers); elsewhere a port that takes stream/event/synchronize from Triton's device
-          interface and the graph class from the backend. Adaptive: the port's capture, replayed
-          until precise (on CUDA Triton's device interface is torch.cuda: upstream's own calls).
+- graph:  capture and replay. On CUDA, upstream triton.testing.do_bench_cudagraph itself (its
+          numbers); elsewhere a port that takes stream/event/synchronize from Triton's device
+          interface and the graph class from the backend.
           Launch-bound calls are given a rep that makes their replay at least
           timer.min_window_ms of device time (0: upstream's own rep).
           Per shape, a refused capture falls back to direct timing and is marked; a device fault
           is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED; an op
           whose fallback raises what its capture raised is broken, and fails with its own error.
-- direct: the corpus' own direct timer (fixed: called timer.repeat times, median kept; adaptive:
-          asked for every sample, called until precise); with timer.fill_gaps the device is kept
+- direct: the corpus' own direct timer (called timer.repeat times, median kept); with timer.fill_gaps the device is kept
           busy after each L2 clear, so that host launch time stays out of the kernel's events.
 - host:   host wall clock around each call, synchronizing the device (the CPU's timer).
-How many samples (timer.stop, fixed or adaptive), clock screening and bimodality: sampling.py and
-clocks.py. Every call records the timer actually used and its sampling facts (rows carry them).
+Clock screening: sampling.py and clocks.py. Every call records the timer actually used and its sampling facts (rows carry them).
 """
 
 from __future__ import annotations
@@ -31,10 +28,9 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from zlbench.backends import get_backend
-from zlbench.results.schema import MARKER_BIMODAL, MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
+from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
 from zlbench.plugins import _runtime, clocks, placement
-from zlbench.plugins.sampling import (DEFAULTS, STOP_FIXED, STOP_NO_SAMPLES, ClockLog, ClockPolicy, Sampling, StopRule, merge,
-                       sample_until, statistic_of, summarize)
+from zlbench.plugins.sampling import DEFAULTS, STOP_FIXED, ClockLog, ClockPolicy, Sampling
 
 _patched: Dict[str, Any] = {}
 
@@ -44,8 +40,6 @@ def _note(timer_used: str, sampling: Sampling, markers=(), reason: Optional[str]
     and its sampling facts (stop reason, samples, precision, clocks, modes)."""
     facts = sampling.facts()
     markers, reasons = list(markers), [reason] if reason else []
-    if facts.get("mode_lo_ms") is not None:
-        markers.append(MARKER_BIMODAL)
     if sampling.throttled:
         markers.append(MARKER_THROTTLED)
         reasons.append(sampling.throttled)
@@ -56,10 +50,6 @@ def _note(timer_used: str, sampling: Sampling, markers=(), reason: Optional[str]
 
 def _one(result) -> int:
     return 1
-
-
-class _NoSamples(Exception):
-    """The corpus' timer gave no per-sample times (it does not know return_mode="all")."""
 
 
 def _device_module():
@@ -329,11 +319,9 @@ class TimingPolicy:
     (`graph_entry`). Settings are read once from the plugin config; each timing call records the
     timer it actually used and its sampling facts.
 
-    timer.stop=fixed takes the samples the timer's own budget gives (one call of the corpus' timer
-    or of upstream's graph timer, timer.repeat times), exactly as before; timer.stop=adaptive takes
-    batches (graph: replays of one capture; direct and host: calls of the timer asking for every
-    sample, warming up only before the first) until the StopRule says stop. Either way each batch
-    is bracketed by the device's clock reader, which may discard and retake it (ClockLog)."""
+    Each call takes the timer's own budget (one call of the corpus' timer or of upstream's graph
+    timer, timer.repeat times), each bracketed by the device's clock reader, which may discard and
+    retake it (ClockLog)."""
 
     def __init__(self, orig_bench: Callable, orig_graph: Optional[Callable]):
         cfg = _runtime.config()
@@ -347,7 +335,6 @@ class TimingPolicy:
         self.placement_max_bytes = float(timer.get("placement_max_mb") or 256) * 2**20
         tol = timer.get("placement_tol")
         self.placement_tol = None if tol is None else float(tol)
-        self.rule = StopRule.from_timer(timer)
         self.clock_policy = ClockPolicy.from_timer(timer)
         self.clock_choice = str(timer.get("clock_reader") or DEFAULTS["clock_reader"])
         self.backend = get_backend(cfg.get("backend", "cpu"))
@@ -416,53 +403,17 @@ class TimingPolicy:
         return self.after_failed_capture(capture_error, fn, warmup, rep, grad_to_none, quantiles,
                                          return_mode, **kw)
 
-    # -- adaptive sampling ---------------------------------------------------------------------
-    def adaptive(self, take, quantiles, return_mode, fixed=None):
-        """timer.repeat adaptive timings of take(first, during) -> samples; (value, Sampling).
-        A timer that gives no samples (an older corpus timer without return_mode="all") is timed
-        by fixed() instead, and says so."""
-        statistic = statistic_of(return_mode, quantiles)
-
-        def take_samples(first, during):
-            got = take(first, during)
-            if not isinstance(got, (list, tuple)):
-                raise _NoSamples()
-            return got
-
-        parts, values = [], []
-        for _ in range(1 if quantiles is not None else self.repeat):
-            log = self.clock_log()
-            try:
-                sampling = sample_until(take_samples, self.rule, log, statistic)
-            except _NoSamples:
-                value, sampling = fixed()
-                sampling.stop_reason = STOP_NO_SAMPLES
-                return value, sampling
-            parts.append(sampling)
-            values.append(summarize(sampling.samples, quantiles, return_mode))
-        return (values[0] if len(values) == 1 else statistics.median(values)), merge(parts)
-
     def _fixed(self, log: ClockLog) -> Sampling:
-        return Sampling(STOP_FIXED, None, clocks=log.facts(), throttled=log.throttled_kept)
+        return Sampling(STOP_FIXED, clocks=log.facts(), throttled=log.throttled_kept)
 
     # -- direct and host -----------------------------------------------------------------------
     def direct(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
                **kw):
         spin = device_spin() if self.fill_gaps else None
         if spin is None:
-            return self.plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+            return self.fixed_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
         with filled_gaps(fn, spin):
-            return self.plain_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
-
-    def plain_direct(self, fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
-        if not self.rule.fixed:
-            def take(first, during):
-                return self.orig_bench(fn, warmup=warmup if first else 0, rep=rep, grad_to_none=grad_to_none,
-                                       return_mode="all", **kw)
-
-            return self.adaptive(take, quantiles, return_mode,
-                                 lambda: self.fixed_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw))
-        return self.fixed_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
+            return self.fixed_direct(fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw)
 
     def fixed_direct(self, fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
         """The corpus' timer with its own budget, timer.repeat times (median kept), as before."""
@@ -480,10 +431,6 @@ class TimingPolicy:
 
     def host(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
              **kw):
-        if not self.rule.fixed:
-            return self.adaptive(
-                lambda first, during: host_bench(fn, warmup if first else 0, rep, grad_to_none, None, "all"),
-                quantiles, return_mode)
         log = self.clock_log()
         values = [log.take(lambda during: host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode),
                            count=_one)
@@ -492,24 +439,13 @@ class TimingPolicy:
 
     # -- graph capture -------------------------------------------------------------------------
     def captured(self, fn, rep, grad_to_none, quantiles, return_mode):
-        """Fixed: timer.repeat captures and replays (median kept). Adaptive: per repeat, one capture
-        replayed until the stop rule says stop; fixed with timer.placements, at several placements
-        of the inputs (placed). Raises what a capture attempt raised."""
+        """timer.repeat captures and replays (median kept); with timer.placements, at several
+        placements of the inputs (placed). Raises what a capture attempt raised."""
         with _rng_guard(self.backend):
-            count, note = self.placements_of(fn, quantiles, return_mode) if self.rule.fixed else (1, None)
+            count, note = self.placements_of(fn, quantiles, return_mode)
             if count > 1:
                 return self.placed(fn, count, rep, grad_to_none, return_mode)
             graph_rep, = self.window_reps(fn, rep)
-            if not self.rule.fixed:
-                parts, values = [], []
-                statistic = statistic_of(return_mode, quantiles)
-                for _ in range(1 if quantiles is not None else self.repeat):
-                    with graph_replayer(fn, graph_rep, grad_to_none, self.backend.graph_class) as replay:
-                        sampling = sample_until(lambda first, during: [replay(during)], self.rule,
-                                                self.clock_log(), statistic)
-                    parts.append(sampling)
-                    values.append(summarize(sampling.samples, quantiles, return_mode))
-                return (values[0] if len(values) == 1 else statistics.median(values)), merge(parts)
             log = self.clock_log()
             values = [log.take(lambda during: self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode),
                                count=_one)
