@@ -122,7 +122,7 @@ def test_rows_at_defaults_carry_the_corpus_timers_number(run_zlbench, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arg", ["timer.stop=adaptive", "+timer.target_rel=0.01"])
+@pytest.mark.parametrize("arg", ["timer.stop=adaptive", "+timer.target_rel=0.01", "timer.clock_reader=auto"])
 def test_a_removed_timer_key_is_refused_with_its_reason(run_zlbench, arg):
     res = run_zlbench(*ON_TIMING_CORPUS, arg)
     key = arg.lstrip("+").split("=")[0]

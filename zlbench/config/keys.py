@@ -18,7 +18,11 @@ from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
 _ADAPTIVE = ("adaptive stopping was deleted: on the H200 it stopped at min_samples in 94% of calls and was no "
              "more repeatable than the timer's own budget, which every call now takes (benchmarks/gpu/RESULTS.md, "
              "sixth session)")
+_CLOCKS = ("clock screening was deleted: retaking batches read at a low SM clock made the power-capped bmm read "
+           "faster and less repeatable than its steady state, and found nothing to retake elsewhere "
+           "(benchmarks/gpu/RESULTS.md, sixth session)")
 REMOVED: Dict[str, str] = {
+    **{f"timer.{k}": _CLOCKS for k in ("clock_reader", "throttle_threshold", "throttle_retries", "throttle_pause_ms")},
     **{f"timer.{k}": _ADAPTIVE for k in ("stop", "target_rel", "min_samples", "max_samples", "max_time_ms")},
 }
 

@@ -44,14 +44,6 @@ class Progress(str, Enum):
     none = "none"
 
 
-class ClockReaderChoice(str, Enum):
-    auto = "auto"
-    none = "none"
-    nvml = "nvml"
-    kernel_timer = "kernel_timer"
-    torch_clock_rate = "torch_clock_rate"
-
-
 class Tuning(str, Enum):
     separate = "separate"
     replay = "replay"
@@ -97,15 +89,6 @@ class TimerConf:
     # None: every call at every placement. A relative tol: the own placement at the whole budget,
     # one copy checks it, the other copies only where the two differ by more.
     placement_tol: Optional[float] = None
-    # Clock screening (zlbench/plugins/clocks.py): a batch read below throttle_threshold x the
-    # device's maximum SM clock is retaken after a pause, at most throttle_retries times a call
-    # (0 = no screening). clock_reader: auto (the backend's), none, nvml, kernel_timer, torch_clock_rate.
-    # none by default: the readers work on the H200, but retaking throttled batches made a
-    # power-capped op (bmm) read faster and less repeatable than its steady state (RESULTS.md).
-    throttle_threshold: float = 0.75
-    throttle_retries: int = 3
-    throttle_pause_ms: float = 20.0
-    clock_reader: ClockReaderChoice = ClockReaderChoice.none
     # The process is the unit of variation (autotune picks, input placement, runtime state are drawn
     # per process): a plain run measures every node in this many independent benchmark processes
     # (passes in shuffled order, spread over the devices) and each row reports the median over them

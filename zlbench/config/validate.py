@@ -58,11 +58,6 @@ RULES: List[Rule] = [
          "corpus' default", "timer.rep_ms=null", nullable=True),
     Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
          "widening)", "timer.min_window_ms=2"),
-    Rule("timer.throttle_threshold", _number(lambda v: 0 <= v <= 1), "a fraction of the maximum SM clock "
-         "between 0 and 1 (0 = no screening)", "timer.throttle_threshold=0.75"),
-    Rule("timer.throttle_retries", _integer(lambda v: v >= 0), "an integer >= 0", "timer.throttle_retries=3"),
-    Rule("timer.throttle_pause_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
-         "timer.throttle_pause_ms=20"),
     Rule("timer.placements", _integer(lambda v: v >= 1), "an integer >= 1 (1: the inputs' own placement only)",
          "timer.placements=1"),
     Rule("timer.processes", _integer(lambda v: 1 <= v <= 50), "an integer from 1 to 50 (benchmark processes "

@@ -14,7 +14,7 @@ Patches the corpus' timer entry points (corpus.timer_modules: FlagGems looks
 - direct: the corpus' own direct timer (called timer.repeat times, median kept); with timer.fill_gaps the device is kept
           busy after each L2 clear, so that host launch time stays out of the kernel's events.
 - host:   host wall clock around each call, synchronizing the device (the CPU's timer).
-Clock screening: sampling.py and clocks.py. Every call records the timer actually used and its sampling facts (rows carry them).
+Every call records the timer actually used and its sampling facts (rows carry them).
 """
 
 from __future__ import annotations
@@ -28,28 +28,21 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from zlbench.backends import get_backend
-from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED, MARKER_THROTTLED
-from zlbench.plugins import _runtime, clocks, placement
-from zlbench.plugins.sampling import DEFAULTS, STOP_FIXED, ClockLog, ClockPolicy, Sampling
+from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from zlbench.plugins import _runtime, placement
+from zlbench.plugins.sampling import Sampling
 
 _patched: Dict[str, Any] = {}
 
 
 def _note(timer_used: str, sampling: Sampling, markers=(), reason: Optional[str] = None) -> None:
     """Record one timing call for the row it belongs to: the timer used, markers with their reason,
-    and its sampling facts (stop reason, samples, precision, clocks, modes)."""
+    and its sampling facts (the row's sampling fields)."""
     facts = sampling.facts()
     markers, reasons = list(markers), [reason] if reason else []
-    if sampling.throttled:
-        markers.append(MARKER_THROTTLED)
-        reasons.append(sampling.throttled)
     _runtime.timing_calls.append(
         {"timer_used": timer_used, "markers": markers, "reason": "; ".join(reasons) or None, "facts": facts}
     )
-
-
-def _one(result) -> int:
-    return 1
 
 
 def _device_module():
@@ -223,9 +216,8 @@ def _resolve(dotted: str):
 def graph_replayer(fn, rep=20, grad_to_none=None, graph_class: str = "torch.cuda.CUDAGraph"):
     """The set-up of triton.testing.do_bench_cudagraph, ported to any vendor (stream, events and
     synchronize from Triton's device interface, the graph class from the backend): estimate an
-    eager call, capture int(rep / estimate) calls in one graph; yields replay(during=None), which
-    times one replay of it and returns the time per call (ms). `during` runs once the replay and its
-    end event are queued, before waiting for them (a clock reader's moment)."""
+    eager call, capture int(rep / estimate) calls in one graph; yields replay(), which times one
+    replay of it and returns the time per call (ms)."""
     import torch
     from triton.runtime import driver
 
@@ -245,13 +237,11 @@ def graph_replayer(fn, rep=20, grad_to_none=None, graph_class: str = "torch.cuda
                 fn()
         di.synchronize()
 
-        def replay(during=None) -> float:
+        def replay() -> float:
             start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
             start.record()
             g.replay()
             end.record()
-            if during is not None:
-                during()
             di.synchronize()
             return start.elapsed_time(end) / n_repeat
 
@@ -320,8 +310,7 @@ class TimingPolicy:
     timer it actually used and its sampling facts.
 
     Each call takes the timer's own budget (one call of the corpus' timer or of upstream's graph
-    timer, timer.repeat times), each bracketed by the device's clock reader, which may discard and
-    retake it (ClockLog)."""
+    timer, timer.repeat times)."""
 
     def __init__(self, orig_bench: Callable, orig_graph: Optional[Callable]):
         cfg = _runtime.config()
@@ -335,8 +324,6 @@ class TimingPolicy:
         self.placement_max_bytes = float(timer.get("placement_max_mb") or 256) * 2**20
         tol = timer.get("placement_tol")
         self.placement_tol = None if tol is None else float(tol)
-        self.clock_policy = ClockPolicy.from_timer(timer)
-        self.clock_choice = str(timer.get("clock_reader") or DEFAULTS["clock_reader"])
         self.backend = get_backend(cfg.get("backend", "cpu"))
         self.capture_deny_ops = set(cfg.get("capture_deny_ops", []))
         self.timer = {"graph": self.graph, "direct": self.timed_direct, "host": self.timed_host}[self.name]
@@ -364,15 +351,6 @@ class TimingPolicy:
         # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.
         return self(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                     return_mode=return_mode)
-
-    # -- clocks --------------------------------------------------------------------------------
-    def clock_log(self) -> ClockLog:
-        reader, _ = clocks.process_reader(self.backend, self.clock_choice)
-        return ClockLog(reader, self.clock_policy, on_error=self._reader_failed)
-
-    def _reader_failed(self, why: str) -> None:
-        clocks.disable(self.backend, self.clock_choice, why)
-        _runtime.emit("warning", message=why)
 
     # -- the three timers, recorded ------------------------------------------------------------
     def timed_direct(self, *a, **kw):
@@ -403,9 +381,6 @@ class TimingPolicy:
         return self.after_failed_capture(capture_error, fn, warmup, rep, grad_to_none, quantiles,
                                          return_mode, **kw)
 
-    def _fixed(self, log: ClockLog) -> Sampling:
-        return Sampling(STOP_FIXED, clocks=log.facts(), throttled=log.throttled_kept)
-
     # -- direct and host -----------------------------------------------------------------------
     def direct(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
                **kw):
@@ -417,25 +392,19 @@ class TimingPolicy:
 
     def fixed_direct(self, fn, warmup, rep, grad_to_none, quantiles, return_mode, **kw):
         """The corpus' timer with its own budget, timer.repeat times (median kept), as before."""
-        log = self.clock_log()
         if quantiles is not None or self.repeat == 1:
-            return log.take(lambda during: self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
-                                                           quantiles=quantiles, return_mode=return_mode, **kw),
-                            count=_one), self._fixed(log)
+            return self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                                   quantiles=quantiles, return_mode=return_mode, **kw), Sampling()
         value = statistics.median(
-            log.take(lambda during: self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
-                                                    return_mode=return_mode, **kw), count=_one)
+            self.orig_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none, return_mode=return_mode, **kw)
             for _ in range(self.repeat)
         )
-        return value, self._fixed(log)
+        return value, Sampling()
 
     def host(self, fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean",
              **kw):
-        log = self.clock_log()
-        values = [log.take(lambda during: host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode),
-                           count=_one)
-                  for _ in range(self.repeat)]
-        return (values[0] if quantiles is not None else statistics.median(values)), self._fixed(log)
+        values = [host_bench(fn, warmup, rep, grad_to_none, quantiles, return_mode) for _ in range(self.repeat)]
+        return (values[0] if quantiles is not None else statistics.median(values)), Sampling()
 
     # -- graph capture -------------------------------------------------------------------------
     def captured(self, fn, rep, grad_to_none, quantiles, return_mode):
@@ -446,11 +415,8 @@ class TimingPolicy:
             if count > 1:
                 return self.placed(fn, count, rep, grad_to_none, return_mode)
             graph_rep, = self.window_reps(fn, rep)
-            log = self.clock_log()
-            values = [log.take(lambda during: self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode),
-                               count=_one)
-                      for _ in range(self.repeat)]
-        sampling = self._fixed(log)
+            values = [self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode) for _ in range(self.repeat)]
+        sampling = Sampling()
         if note:
             sampling.placements, sampling.placement_note = 1, note
         return (values[0] if quantiles is not None else statistics.median(values)), sampling
@@ -476,7 +442,7 @@ class TimingPolicy:
         own placement keeps the whole budget (the value a single placement gives), one copy with
         1/count of it checks, and only where the two differ by more than the tol (relative) are the
         other count-2 copies timed and the median over all kept; else the own placement's value."""
-        log, keep, per = self.clock_log(), [], []
+        keep, per = [], []
         checked = self.placement_tol is not None
         own_rep, split_rep = self.window_reps(fn, rep if checked else rep / count, rep / count)
         seed = f"{_runtime.current_node}:{len(_runtime.timing_calls)}"
@@ -487,7 +453,7 @@ class TimingPolicy:
                 unmoved = True
                 break
             try:
-                per.append(self.one_placement(fn, k, f"{seed}:{k}", keep, log, own_rep if k == 0 else split_rep,
+                per.append(self.one_placement(fn, k, f"{seed}:{k}", keep, own_rep if k == 0 else split_rep,
                                               grad_to_none, return_mode))
             except Exception as e:
                 if not k:
@@ -496,20 +462,19 @@ class TimingPolicy:
                 # earlier placements are still held), not the op's capture. The placements so far stand.
                 note = f"placement {k + 1} of {count} failed: {type(e).__name__}: {e}"[:300]
                 break
-        sampling = self._fixed(log)
+        sampling = Sampling()
         mid = per[0] if unmoved else statistics.median(per)
         sampling.placements, sampling.placement_note = len(per), note
         sampling.placement_spread_rel = (max(per) - min(per)) / mid if mid and len(per) > 1 else None
         return mid, sampling
 
-    def one_placement(self, fn, k, seed, keep, log, graph_rep, grad_to_none, return_mode) -> float:
+    def one_placement(self, fn, k, seed, keep, graph_rep, grad_to_none, return_mode) -> float:
         """Placement k of a call (0: the corpus' own inputs), timer.repeat captures, their median. A
         failed capture at a copy gets its generators back here (_rng_guard), as the call's own would."""
         with (placement.relocated(fn, seed, keep) if k else nullcontext(fn)) as f:
             with _rng_guard(self.backend) if k else nullcontext():
-                return statistics.median(
-                    log.take(lambda during: self.capture(f, graph_rep, grad_to_none, None, return_mode), count=_one)
-                    for _ in range(self.repeat))
+                return statistics.median(self.capture(f, graph_rep, grad_to_none, None, return_mode)
+                                         for _ in range(self.repeat))
 
     def window_reps(self, fn, *reps) -> Tuple[float, ...]:
         """The reps for this call's captures, each widened for a launch-bound call (the call is
