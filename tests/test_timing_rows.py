@@ -99,6 +99,28 @@ def test_summary_of_an_adaptive_run_still_shows_its_stop_reasons_clocks_and_bimo
     assert "## Timing" not in render_summary(old, [], "t")  # rows of an older run say nothing
 
 
+def test_summary_of_a_run_with_placements_still_names_their_widest_spread():
+    from zlbench.report.summary import render_summary
+
+    base = {"op": "layer_norm", "dtype": "torch.float16", "status": "ok", "latency": 0.04, "latency_base": 0.4,
+            "speedup": 10, "timer_used": "graph", "node": "t.py::test_ln", "side": "main", "markers": [],
+            "stop_reason": "fixed", "placements": 5}
+    rows = [{**base, "shape": "[[20,6,65536]]", "placement_spread_rel": 0.06},
+            {**base, "shape": "[[64]]", "placement_spread_rel": 0.004},
+            {**base, "shape": "[[1024,1024,1024]]", "placements": 1, "placement_spread_rel": None,
+             "placement_note": "its inputs (2048 MB) exceed timer.placement_max_mb"}]
+    rows.append({**base, "shape": "[[8]]", "placements": 2, "placement_spread_rel": 0.01,
+                 "placement_note": "placement 3 of 5 failed: RuntimeError: CUDA out of memory"})
+    text = render_summary(rows, [], "t")
+    assert ("- memory placements per call: 5: 2 call(s), 2: 1 call(s), 1: 1 call(s); widest spread between "
+            "placements 6% (layer_norm float16 [[20,6,65536]], alternative; the median is kept); 2 call(s) got "
+            "fewer than asked (placement_note says why)") in text
+    refused = [{**base, "shape": "[[8]]", "placements": 1, "placement_spread_rel": None,
+                "placement_note": "its inputs need gradients"}]
+    assert "- memory placements per call: 1: 1 call(s); 1 call(s) got fewer than asked" in \
+        render_summary(refused, [], "t")
+
+
 # -- real runs on the CPU ------------------------------------------------------------------------
 def read_rows(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "rows.jsonl").read_text().splitlines() if line.strip()]
@@ -122,7 +144,8 @@ def test_rows_at_defaults_carry_the_corpus_timers_number(run_zlbench, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arg", ["timer.stop=adaptive", "+timer.target_rel=0.01", "timer.clock_reader=auto"])
+@pytest.mark.parametrize("arg", ["timer.stop=adaptive", "+timer.target_rel=0.01", "timer.clock_reader=auto",
+                                 "timer.placements=5"])
 def test_a_removed_timer_key_is_refused_with_its_reason(run_zlbench, arg):
     res = run_zlbench(*ON_TIMING_CORPUS, arg)
     key = arg.lstrip("+").split("=")[0]

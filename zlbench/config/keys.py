@@ -21,7 +21,11 @@ _ADAPTIVE = ("adaptive stopping was deleted: on the H200 it stopped at min_sampl
 _CLOCKS = ("clock screening was deleted: retaking batches read at a low SM clock made the power-capped bmm read "
            "faster and less repeatable than its steady state, and found nothing to retake elsewhere "
            "(benchmarks/gpu/RESULTS.md, sixth session)")
+_PLACEMENTS = ("timing at several memory placements was deleted: five placements did not move the run-to-run "
+               "p90 and cost 8% more wall, and a plain run now samples placements through its timer.processes "
+               "processes (benchmarks/gpu/RESULTS.md, issue 13 and issue 23)")
 REMOVED: Dict[str, str] = {
+    **{f"timer.{k}": _PLACEMENTS for k in ("placements", "placement_max_mb", "placement_tol")},
     **{f"timer.{k}": _CLOCKS for k in ("clock_reader", "throttle_threshold", "throttle_retries", "throttle_pause_ms")},
     **{f"timer.{k}": _ADAPTIVE for k in ("stop", "target_rel", "min_samples", "max_samples", "max_time_ms")},
 }

@@ -81,14 +81,6 @@ class TimerConf:
     fill_gaps: bool = True
     # Graph timing: widen the replay of launch-bound calls to at least this much device time.
     min_window_ms: float = 2.0
-    # Graph timing: time each call at this many memory placements of its inputs
-    # (the replay budget split between them; the median kept), inputs up to placement_max_mb
-    # (zlbench/plugins/placement.py). 1: the corpus' own placement only.
-    placements: int = 1
-    placement_max_mb: float = 256.0
-    # None: every call at every placement. A relative tol: the own placement at the whole budget,
-    # one copy checks it, the other copies only where the two differ by more.
-    placement_tol: Optional[float] = None
     # The process is the unit of variation (autotune picks, input placement, runtime state are drawn
     # per process): a plain run measures every node in this many independent benchmark processes
     # (passes in shuffled order, spread over the devices) and each row reports the median over them

@@ -24,12 +24,12 @@ import math
 import statistics
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from zlbench.backends import get_backend
 from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
-from zlbench.plugins import _runtime, placement
+from zlbench.plugins import _runtime
 from zlbench.plugins.sampling import Sampling
 
 _patched: Dict[str, Any] = {}
@@ -320,10 +320,6 @@ class TimingPolicy:
         self.repeat = max(1, int(timer.get("repeat", 1)))
         self.fill_gaps = bool(timer.get("fill_gaps", True))
         self.min_window_ms = float(timer.get("min_window_ms") or 0)
-        self.placements = max(1, int(timer.get("placements") or 1))
-        self.placement_max_bytes = float(timer.get("placement_max_mb") or 256) * 2**20
-        tol = timer.get("placement_tol")
-        self.placement_tol = None if tol is None else float(tol)
         self.backend = get_backend(cfg.get("backend", "cpu"))
         self.capture_deny_ops = set(cfg.get("capture_deny_ops", []))
         self.timer = {"graph": self.graph, "direct": self.timed_direct, "host": self.timed_host}[self.name]
@@ -408,73 +404,11 @@ class TimingPolicy:
 
     # -- graph capture -------------------------------------------------------------------------
     def captured(self, fn, rep, grad_to_none, quantiles, return_mode):
-        """timer.repeat captures and replays (median kept); with timer.placements, at several
-        placements of the inputs (placed). Raises what a capture attempt raised."""
+        """timer.repeat captures and replays (median kept). Raises what a capture attempt raised."""
         with _rng_guard(self.backend):
-            count, note = self.placements_of(fn, quantiles, return_mode)
-            if count > 1:
-                return self.placed(fn, count, rep, grad_to_none, return_mode)
             graph_rep, = self.window_reps(fn, rep)
             values = [self.capture(fn, graph_rep, grad_to_none, quantiles, return_mode) for _ in range(self.repeat)]
-        sampling = Sampling()
-        if note:
-            sampling.placements, sampling.placement_note = 1, note
-        return (values[0] if quantiles is not None else statistics.median(values)), sampling
-
-    def placements_of(self, fn, quantiles, return_mode) -> Tuple[int, Optional[str]]:
-        """How many placements this call is timed at, and why one only where more were asked for."""
-        if self.placements <= 1:
-            return 1, None
-        if quantiles is not None:
-            why = "quantiles asked for"
-        elif return_mode == "all":
-            why = 'return_mode="all" asked for'
-        else:
-            why = placement.why_not(fn, self.placement_max_bytes)
-        return (1, why) if why else (self.placements, None)
-
-    def placed(self, fn, count, rep, grad_to_none, return_mode):
-        """timer.placements: the call's replay budget split over `count` placements of its inputs
-        (the corpus' own, then copies behind pads of random size: plugins/placement.py), each
-        captured and replayed timer.repeat times; the median over all is kept.
-
-        With timer.placement_tol, only calls that placement moves pay for placements: the corpus'
-        own placement keeps the whole budget (the value a single placement gives), one copy with
-        1/count of it checks, and only where the two differ by more than the tol (relative) are the
-        other count-2 copies timed and the median over all kept; else the own placement's value."""
-        keep, per = [], []
-        checked = self.placement_tol is not None
-        own_rep, split_rep = self.window_reps(fn, rep if checked else rep / count, rep / count)
-        seed = f"{_runtime.current_node}:{len(_runtime.timing_calls)}"
-        note = None
-        unmoved = False  # with the tol: the check found placement does not move this call
-        for k in range(count):
-            if checked and k == 2 and abs(per[1] - per[0]) <= self.placement_tol * per[0]:
-                unmoved = True
-                break
-            try:
-                per.append(self.one_placement(fn, k, f"{seed}:{k}", keep, own_rep if k == 0 else split_rep,
-                                              grad_to_none, return_mode))
-            except Exception as e:
-                if not k:
-                    raise  # the corpus' own placement: a capture failure like any other
-                # The op captured at its own placement: what failed here is a copy (its memory: the
-                # earlier placements are still held), not the op's capture. The placements so far stand.
-                note = f"placement {k + 1} of {count} failed: {type(e).__name__}: {e}"[:300]
-                break
-        sampling = Sampling()
-        mid = per[0] if unmoved else statistics.median(per)
-        sampling.placements, sampling.placement_note = len(per), note
-        sampling.placement_spread_rel = (max(per) - min(per)) / mid if mid and len(per) > 1 else None
-        return mid, sampling
-
-    def one_placement(self, fn, k, seed, keep, graph_rep, grad_to_none, return_mode) -> float:
-        """Placement k of a call (0: the corpus' own inputs), timer.repeat captures, their median. A
-        failed capture at a copy gets its generators back here (_rng_guard), as the call's own would."""
-        with (placement.relocated(fn, seed, keep) if k else nullcontext(fn)) as f:
-            with _rng_guard(self.backend) if k else nullcontext():
-                return statistics.median(self.capture(f, graph_rep, grad_to_none, None, return_mode)
-                                         for _ in range(self.repeat))
+        return (values[0] if quantiles is not None else statistics.median(values)), Sampling()
 
     def window_reps(self, fn, *reps) -> Tuple[float, ...]:
         """The reps for this call's captures, each widened for a launch-bound call (the call is
