@@ -7,7 +7,9 @@ import pytest
 
 from .sim_device import scripted_events, sim_graphs, sim_interface
 
-from zlbench.plugins import _runtime, timing
+from zlbench.plugins import _runtime, guards, timing
+from zlbench.plugins.timers import graph
+from zlbench.results import schema
 
 
 def recorded():
@@ -52,6 +54,21 @@ def test_host_timer_measures_wall_clock(plugin_config):
     assert _runtime.timing_calls[0]["timer_used"] == "host"
 
 
+def test_quantiles_are_summarized_as_triton_does_bench():
+    """triton.testing.do_bench summarizes with torch.quantile (linear interpolation), one quantile
+    as a number: zlbench's own timers (host, the graph port) return the same for the same times."""
+    import torch
+
+    from zlbench.plugins.sampling import summarize
+
+    times = [0.9, 1.0, 1.4, 2.0, 5.0]
+    for qs in ([0.5, 0.2, 0.8], [0.25], [0.0, 1.0]):
+        expected = torch.quantile(torch.tensor(times, dtype=torch.float64), torch.tensor(qs, dtype=torch.float64)).tolist()
+        got = summarize(times, qs, "mean")
+        assert (got if len(qs) > 1 else [got]) == pytest.approx(expected), qs
+    assert summarize(times, None, "median") == 1.4 and summarize(times, None, "mean") == pytest.approx(2.06)
+
+
 class FakeDevice:
     """A device interface at the boundary the timing plugin uses: events, synchronize, _sleep.
     Events report scripted elapsed times (ms), in the order they are read."""
@@ -84,11 +101,11 @@ def fake_device(monkeypatch):
     runtime.driver = types.SimpleNamespace(active=active)
     monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
     monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
-    monkeypatch.setattr(timing, "_spin_cache", {})
+    monkeypatch.setattr(guards, "_spin_cache", {})
 
     def make(elapsed, can_spin=True):
         device = FakeDevice(elapsed, log, can_spin)
-        monkeypatch.setattr(timing, "_device_module", lambda: device)
+        monkeypatch.setattr(guards, "device_module", lambda: device)
         return device
 
     return make, log, active
@@ -131,14 +148,14 @@ def test_direct_without_fill_or_without_a_spinning_device_is_untouched(plugin_co
 
 def test_widened_rep_only_for_launch_bound_calls():
     # A 1 ms kernel: 20 calls fill 20 ms, nothing to widen.
-    assert timing.widened_rep(eager_ms=1.0, device_ms=1.0, rep=20, min_window_ms=2) == 20
+    assert graph.widened_rep(eager_ms=1.0, device_ms=1.0, rep=20, min_window_ms=2) == 20
     # A 1.1 µs kernel launched in 150 µs: upstream would hold 133 calls = 0.15 ms of replay.
-    rep = timing.widened_rep(eager_ms=0.15, device_ms=0.0011, rep=20, min_window_ms=2)
+    rep = graph.widened_rep(eager_ms=0.15, device_ms=0.0011, rep=20, min_window_ms=2)
     calls = int(rep / 0.15)
     assert calls * 0.0011 >= 2 and calls < 2000
     # Never more than MAX_GRAPH_CALLS calls in one graph.
-    rep = timing.widened_rep(eager_ms=0.15, device_ms=1e-6, rep=20, min_window_ms=2)
-    assert int(rep / 0.15) <= timing.MAX_GRAPH_CALLS
+    rep = graph.widened_rep(eager_ms=0.15, device_ms=1e-6, rep=20, min_window_ms=2)
+    assert int(rep / 0.15) <= graph.MAX_GRAPH_CALLS
 
 
 def test_graph_timer_gets_the_widened_rep(plugin_config, fake_device):
@@ -186,7 +203,7 @@ def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
     sim_interface(monkeypatch, iter([1.0] + [10.0] * 10), log)  # 5 eager calls take 1 ms; each replay 10 ms
     sim_graphs(monkeypatch, log)
 
-    value = timing.interface_bench_graph(lambda: log.append("fn"), rep=20, graph_class="simgraph.Graph")
+    value = graph.interface_bench_graph(lambda: log.append("fn"), rep=20, graph_class="simgraph.Graph")
     captured = log[log.index("capture") + 1:log.index("captured")]
     assert captured == ["fn"] * 100  # int(20 ms / 0.2 ms per eager call)
     assert log.count("replay") == 10
@@ -197,7 +214,7 @@ def test_the_plugin_defaults_fill_gaps_as_the_config_does(plugin_config):
     from zlbench.config.schema import TimerConf
 
     plugin_config(timer={"name": "direct"})
-    assert timing.TimingPolicy(lambda fn, **kw: 1.0, None).fill_gaps is TimerConf().fill_gaps
+    assert timing.TimingPolicy(lambda fn, **kw: 1.0, None).conf.fill_gaps is TimerConf().fill_gaps
 
 
 # -- graph capture failures, through a simulated device interface and graph class ---------------
@@ -268,8 +285,8 @@ def sim_capture(plugin_config, monkeypatch, tmp_path):
     graphs.Graph, graphs.graph = Graph, graph
     monkeypatch.setitem(sys.modules, "simgraph", graphs)
     monkeypatch.setattr(type(get_backend("musa")), "graph_class", "simgraph.Graph")
-    monkeypatch.setattr(timing, "_device_module", lambda: types.SimpleNamespace())  # cannot spin
-    monkeypatch.setattr(timing, "_spin_cache", {})
+    monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace())  # cannot spin
+    monkeypatch.setattr(guards, "_spin_cache", {})
     monkeypatch.setattr(_runtime, "_events", None)
     monkeypatch.setattr(_runtime, "current_op", "op")
     events = tmp_path / "events.jsonl"
@@ -322,7 +339,7 @@ def test_a_refused_capture_falls_back_to_direct_with_the_generators_recovered(si
     # (else the fallback's first draw raises), and their offset is back where it was.
     assert device.log[-3:] == ["capture", "captured", ("direct", 0)] and not device.registered
     [call] = _runtime.timing_calls
-    assert call["timer_used"] == "direct" and call["markers"] == [timing.MARKER_FALLBACK]
+    assert call["timer_used"] == "direct" and call["markers"] == [schema.MARKER_FALLBACK]
     assert CAPTURE_REFUSED in call["reason"] and not device.emitted("poison")
 
 
@@ -335,7 +352,7 @@ def test_a_device_fault_during_capture_is_fatal_without_a_fallback(sim_capture):
             raise RuntimeError("musaErrorIllegalAddress: an illegal memory access")
 
     policy, _ = timing.make_policy(direct_bench(device), None)
-    with pytest.raises(RuntimeError, match=timing.MARKER_FATAL):
+    with pytest.raises(RuntimeError, match=schema.MARKER_FATAL):
         policy(op, rep=20)
     assert not [e for e in device.log if e[0] == "direct"] and _runtime.timing_calls == []
 
@@ -349,7 +366,7 @@ def test_a_capture_that_destroys_the_context_is_poisoned(sim_capture):
             raise RuntimeError("musaErrorContextIsDestroyed: context is destroyed")
 
     policy, _ = timing.make_policy(direct_bench(device), None)
-    with pytest.raises(RuntimeError, match=timing.MARKER_POISONED):
+    with pytest.raises(RuntimeError, match=schema.MARKER_POISONED):
         policy(op, rep=20)
     assert not [e for e in device.log if e[0] == "direct"]
     assert [e["op"] for e in device.emitted("poison")] == ["op"]
@@ -368,7 +385,7 @@ def test_a_refused_capture_whose_fallback_fails_differently_is_poisoned(sim_capt
             raise RuntimeError(CAPTURE_REFUSED)
 
     policy, _ = timing.make_policy(direct_bench(device), None)
-    with pytest.raises(RuntimeError, match=timing.MARKER_POISONED) as raised:
+    with pytest.raises(RuntimeError, match=schema.MARKER_POISONED) as raised:
         policy(op, rep=20)
     assert CAPTURE_REFUSED in str(raised.value) and "invalid resource handle" in str(raised.value)
     assert len(device.emitted("poison")) == 1
@@ -385,7 +402,7 @@ def test_an_op_that_raises_whatever_the_timer_fails_with_its_own_error(sim_captu
     policy, _ = timing.make_policy(direct_bench(device), None)
     with pytest.raises(NotImplementedError, match=r"shape \(3, 5\)") as raised:
         policy(op, rep=20)
-    assert timing.MARKER_POISONED not in str(raised.value)
+    assert schema.MARKER_POISONED not in str(raised.value)
     assert not device.emitted("poison") and _runtime.timing_calls == []
     assert [e[0] for e in device.log if e[0] == "direct"] == ["direct"]  # the fallback did run
 
@@ -397,4 +414,4 @@ def test_an_op_on_the_deny_list_is_timed_directly_without_a_capture(sim_capture)
     assert policy(device.draw, rep=20) == 5.0
     assert "capture" not in device.log
     [call] = _runtime.timing_calls
-    assert call["markers"] == [timing.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]
+    assert call["markers"] == [schema.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]

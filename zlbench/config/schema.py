@@ -90,6 +90,15 @@ class TimerConf:
     # tune a kernel pins its picks for the others), which hides autotune luck from the interval.
     share_tuning: bool = False
 
+    @classmethod
+    def from_plugin(cls, timer: Dict[str, Any]) -> "TimerConf":
+        """The settings as a benchmark process receives them (the plugin config's `timer` dict, the
+        name resolved); a key it does not know (a removed setting, in an old plugin config) or a
+        null where the field takes none is left at its default."""
+        known = {f.name: f for f in fields(cls)}
+        return cls(**{k: v for k, v in timer.items()
+                      if k in known and (v is not None or known[k].default is None)})
+
 
 @dataclass
 class ShapeConf:
