@@ -99,11 +99,10 @@ def test_a_visibility_env_set_before_zlbench_restricts_its_device_pool(run_zlben
     assert "CUDA_VISIBLE_DEVICES=9 was set before zlbench and hides every device here (0, 1, 2, 3)" in res.stderr
 
 
-def test_placements_where_the_backend_resolves_timer_auto_to_a_direct_timer_are_refused(run_zlbench):
+def test_placements_are_refused_as_removed(run_zlbench):
     res = run_zlbench("backend=cpu", "timer.placements=4", "dry_run=true")
     assert res.returncode == 2
-    assert ("zlbench: error: timer.placements=4 does nothing with timer=host timer.stop=fixed (timer=auto is "
-            "host here): placements apply to graph timing with timer.stop=fixed.") in res.stderr, res.stderr
+    assert "zlbench: error: timer.placements was removed: timing at several memory placements" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("arg,needle", [

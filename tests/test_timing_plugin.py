@@ -1,5 +1,5 @@
 """The timing plugin's policy wrapper, driven on the CPU with a plain timer function. These tests
-drive timer.stop=fixed (the timer's own budget); tests/test_adaptive_timing.py drives adaptive."""
+drive the timer's own budget."""
 
 import json
 
@@ -7,7 +7,9 @@ import pytest
 
 from .sim_device import scripted_events, sim_graphs, sim_interface
 
-from zlbench.plugins import _runtime, timing
+from zlbench.plugins import _runtime, guards, timing
+from zlbench.plugins.timers import graph
+from zlbench.results import schema
 
 
 def recorded():
@@ -20,7 +22,6 @@ def plugin_config(tmp_path, monkeypatch):
     def make(**cfg):
         path = tmp_path / "plugin.json"
         cfg.setdefault("timer", {"name": "direct", "repeat": 3})
-        cfg["timer"] = {"stop": "fixed", **cfg["timer"]}
         path.write_text(json.dumps({"backend": "cpu", **cfg}))
         monkeypatch.setenv(_runtime.CONFIG_ENV, str(path))
         monkeypatch.setattr(_runtime, "_config", None)
@@ -51,6 +52,21 @@ def test_host_timer_measures_wall_clock(plugin_config):
     policy, _ = timing.make_policy(lambda fn, **kw: -1.0, None)
     assert policy(lambda: sum(range(1000)), warmup=1, rep=2) > 0
     assert _runtime.timing_calls[0]["timer_used"] == "host"
+
+
+def test_quantiles_are_summarized_as_triton_does_bench():
+    """triton.testing.do_bench summarizes with torch.quantile (linear interpolation), one quantile
+    as a number: zlbench's own timers (host, the graph port) return the same for the same times."""
+    import torch
+
+    from zlbench.plugins.sampling import summarize
+
+    times = [0.9, 1.0, 1.4, 2.0, 5.0]
+    for qs in ([0.5, 0.2, 0.8], [0.25], [0.0, 1.0]):
+        expected = torch.quantile(torch.tensor(times, dtype=torch.float64), torch.tensor(qs, dtype=torch.float64)).tolist()
+        got = summarize(times, qs, "mean")
+        assert (got if len(qs) > 1 else [got]) == pytest.approx(expected), qs
+    assert summarize(times, None, "median") == 1.4 and summarize(times, None, "mean") == pytest.approx(2.06)
 
 
 class FakeDevice:
@@ -85,11 +101,11 @@ def fake_device(monkeypatch):
     runtime.driver = types.SimpleNamespace(active=active)
     monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
     monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
-    monkeypatch.setattr(timing, "_spin_cache", {})
+    monkeypatch.setattr(guards, "_spin_cache", {})
 
     def make(elapsed, can_spin=True):
         device = FakeDevice(elapsed, log, can_spin)
-        monkeypatch.setattr(timing, "_device_module", lambda: device)
+        monkeypatch.setattr(guards, "device_module", lambda: device)
         return device
 
     return make, log, active
@@ -132,14 +148,14 @@ def test_direct_without_fill_or_without_a_spinning_device_is_untouched(plugin_co
 
 def test_widened_rep_only_for_launch_bound_calls():
     # A 1 ms kernel: 20 calls fill 20 ms, nothing to widen.
-    assert timing.widened_rep(eager_ms=1.0, device_ms=1.0, rep=20, min_window_ms=2) == 20
+    assert graph.widened_rep(eager_ms=1.0, device_ms=1.0, rep=20, min_window_ms=2) == 20
     # A 1.1 µs kernel launched in 150 µs: upstream would hold 133 calls = 0.15 ms of replay.
-    rep = timing.widened_rep(eager_ms=0.15, device_ms=0.0011, rep=20, min_window_ms=2)
+    rep = graph.widened_rep(eager_ms=0.15, device_ms=0.0011, rep=20, min_window_ms=2)
     calls = int(rep / 0.15)
     assert calls * 0.0011 >= 2 and calls < 2000
     # Never more than MAX_GRAPH_CALLS calls in one graph.
-    rep = timing.widened_rep(eager_ms=0.15, device_ms=1e-6, rep=20, min_window_ms=2)
-    assert int(rep / 0.15) <= timing.MAX_GRAPH_CALLS
+    rep = graph.widened_rep(eager_ms=0.15, device_ms=1e-6, rep=20, min_window_ms=2)
+    assert int(rep / 0.15) <= graph.MAX_GRAPH_CALLS
 
 
 def test_graph_timer_gets_the_widened_rep(plugin_config, fake_device):
@@ -187,7 +203,7 @@ def test_vendor_graph_port_captures_n_calls_and_times_replays(monkeypatch):
     sim_interface(monkeypatch, iter([1.0] + [10.0] * 10), log)  # 5 eager calls take 1 ms; each replay 10 ms
     sim_graphs(monkeypatch, log)
 
-    value = timing.interface_bench_graph(lambda: log.append("fn"), rep=20, graph_class="simgraph.Graph")
+    value = graph.interface_bench_graph(lambda: log.append("fn"), rep=20, graph_class="simgraph.Graph")
     captured = log[log.index("capture") + 1:log.index("captured")]
     assert captured == ["fn"] * 100  # int(20 ms / 0.2 ms per eager call)
     assert log.count("replay") == 10
@@ -198,7 +214,7 @@ def test_the_plugin_defaults_fill_gaps_as_the_config_does(plugin_config):
     from zlbench.config.schema import TimerConf
 
     plugin_config(timer={"name": "direct"})
-    assert timing.TimingPolicy(lambda fn, **kw: 1.0, None).fill_gaps is TimerConf().fill_gaps
+    assert timing.TimingPolicy(lambda fn, **kw: 1.0, None).conf.fill_gaps is TimerConf().fill_gaps
 
 
 # -- graph capture failures, through a simulated device interface and graph class ---------------
@@ -269,8 +285,8 @@ def sim_capture(plugin_config, monkeypatch, tmp_path):
     graphs.Graph, graphs.graph = Graph, graph
     monkeypatch.setitem(sys.modules, "simgraph", graphs)
     monkeypatch.setattr(type(get_backend("musa")), "graph_class", "simgraph.Graph")
-    monkeypatch.setattr(timing, "_device_module", lambda: types.SimpleNamespace())  # cannot spin
-    monkeypatch.setattr(timing, "_spin_cache", {})
+    monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace())  # cannot spin
+    monkeypatch.setattr(guards, "_spin_cache", {})
     monkeypatch.setattr(_runtime, "_events", None)
     monkeypatch.setattr(_runtime, "current_op", "op")
     events = tmp_path / "events.jsonl"
@@ -323,7 +339,7 @@ def test_a_refused_capture_falls_back_to_direct_with_the_generators_recovered(si
     # (else the fallback's first draw raises), and their offset is back where it was.
     assert device.log[-3:] == ["capture", "captured", ("direct", 0)] and not device.registered
     [call] = _runtime.timing_calls
-    assert call["timer_used"] == "direct" and call["markers"] == [timing.MARKER_FALLBACK]
+    assert call["timer_used"] == "direct" and call["markers"] == [schema.MARKER_FALLBACK]
     assert CAPTURE_REFUSED in call["reason"] and not device.emitted("poison")
 
 
@@ -336,7 +352,7 @@ def test_a_device_fault_during_capture_is_fatal_without_a_fallback(sim_capture):
             raise RuntimeError("musaErrorIllegalAddress: an illegal memory access")
 
     policy, _ = timing.make_policy(direct_bench(device), None)
-    with pytest.raises(RuntimeError, match=timing.MARKER_FATAL):
+    with pytest.raises(RuntimeError, match=schema.MARKER_FATAL):
         policy(op, rep=20)
     assert not [e for e in device.log if e[0] == "direct"] and _runtime.timing_calls == []
 
@@ -350,7 +366,7 @@ def test_a_capture_that_destroys_the_context_is_poisoned(sim_capture):
             raise RuntimeError("musaErrorContextIsDestroyed: context is destroyed")
 
     policy, _ = timing.make_policy(direct_bench(device), None)
-    with pytest.raises(RuntimeError, match=timing.MARKER_POISONED):
+    with pytest.raises(RuntimeError, match=schema.MARKER_POISONED):
         policy(op, rep=20)
     assert not [e for e in device.log if e[0] == "direct"]
     assert [e["op"] for e in device.emitted("poison")] == ["op"]
@@ -369,7 +385,7 @@ def test_a_refused_capture_whose_fallback_fails_differently_is_poisoned(sim_capt
             raise RuntimeError(CAPTURE_REFUSED)
 
     policy, _ = timing.make_policy(direct_bench(device), None)
-    with pytest.raises(RuntimeError, match=timing.MARKER_POISONED) as raised:
+    with pytest.raises(RuntimeError, match=schema.MARKER_POISONED) as raised:
         policy(op, rep=20)
     assert CAPTURE_REFUSED in str(raised.value) and "invalid resource handle" in str(raised.value)
     assert len(device.emitted("poison")) == 1
@@ -386,7 +402,7 @@ def test_an_op_that_raises_whatever_the_timer_fails_with_its_own_error(sim_captu
     policy, _ = timing.make_policy(direct_bench(device), None)
     with pytest.raises(NotImplementedError, match=r"shape \(3, 5\)") as raised:
         policy(op, rep=20)
-    assert timing.MARKER_POISONED not in str(raised.value)
+    assert schema.MARKER_POISONED not in str(raised.value)
     assert not device.emitted("poison") and _runtime.timing_calls == []
     assert [e[0] for e in device.log if e[0] == "direct"] == ["direct"]  # the fallback did run
 
@@ -398,167 +414,4 @@ def test_an_op_on_the_deny_list_is_timed_directly_without_a_capture(sim_capture)
     assert policy(device.draw, rep=20) == 5.0
     assert "capture" not in device.log
     [call] = _runtime.timing_calls
-    assert call["markers"] == [timing.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]
-
-
-# -- memory placements (timer.placements) ---------------------------------------------------------
-
-def _closure_over(*args, **kwargs):
-    """The corpus' timed call, as FlagGems writes it: a closure over its inputs."""
-    seen = []
-
-    def op(*a, **kw):
-        seen.append([t.data_ptr() for t in a if hasattr(t, "data_ptr")])
-    return (lambda: op(*args, **kwargs)), seen
-
-
-def test_relocated_copies_the_closure_tensors_and_puts_them_back():
-    import torch
-
-    from zlbench.plugins import placement
-
-    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # a strided view
-    w = torch.ones(4)
-    fn, seen = _closure_over(x, [w, w], 5, eps=1e-5)
-    keep = []
-    with placement.relocated(fn, "node:0:1", keep) as moved:
-        args = moved.__closure__[0].cell_contents  # (x, [w, w], 5)
-        assert args[0].data_ptr() != x.data_ptr() and torch.equal(args[0], x)
-        assert args[0].stride() == x.stride() and args[2] == 5
-        assert args[1][0] is args[1][1], "a tensor held twice is copied once"
-        moved()
-    fn()
-    assert seen[0] != seen[1] and seen[1] == [x.data_ptr()], "the originals are back after"
-    assert len(keep) == 4  # a pad and a copy per storage, alive until the call ends
-
-
-def test_relocated_keeps_views_aliased_offsets_and_named_tuples():
-    import collections
-
-    import torch
-
-    from zlbench.plugins import placement
-
-    x = torch.arange(20.0)
-    pair = collections.namedtuple("pair", "tensor scale")
-    held = (x[1:], x[:5], pair(torch.ones(3), 2), torch.ones(1, 4).expand(3, 4))
-    fn = (lambda args: (lambda: args))(held)
-    with placement.relocated(fn, "node:0:1", []) as moved:
-        a, b, p, e = moved.__closure__[0].cell_contents
-        assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
-        assert a.storage_offset() == 1 and torch.equal(a, x[1:]) and torch.equal(e, held[3])
-        assert type(p).__name__ == "pair" and p.tensor.data_ptr() != held[2].tensor.data_ptr()
-        a.add_(100)
-        assert b[2] == a[1], "views of one storage still alias"
-    assert torch.equal(x, torch.arange(20.0)), "the originals are untouched"
-    c = torch.randn(4, dtype=torch.complex64).conj()
-    assert "conjugate" in placement.why_not((lambda t: (lambda: torch.resolve_conj(t)))(c), 2**30)
-
-
-def test_placements_are_refused_with_a_reason():
-    import torch
-
-    from zlbench.plugins import placement
-
-    assert placement.why_not(lambda: None, 2**30) == "the timed call holds no tensors"
-    x = torch.ones(4, requires_grad=True)
-    assert "gradients" in placement.why_not(_closure_over(x)[0], 2**30)
-    assert "placement_max_mb" in placement.why_not(_closure_over(torch.ones(1024))[0], 1000)
-    assert placement.why_not(_closure_over(torch.ones(4))[0], 2**30) is None
-
-
-def test_graph_timer_times_each_placement_and_keeps_the_median(plugin_config):
-    import torch
-
-    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 3})
-    x = torch.ones(8)
-    fn, seen = _closure_over(x)
-    reps, values = [], iter([1.0, 3.0, 2.0])
-
-    def upstream_graph(f, rep=20, **kw):
-        reps.append(rep)
-        f()
-        return next(values)
-
-    policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
-    assert policy(fn, rep=30) == 2.0
-    assert reps == [10.0] * 3, "the replay budget is split between the placements"
-    assert seen[0] == [x.data_ptr()] and len({p[0] for p in seen}) == 3, "the first is the corpus' own"
-    facts = _runtime.timing_calls[-1]["facts"]
-    assert facts["placements"] == 3 and facts["placement_spread_rel"] == 1.0
-
-    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 3})
-    policy, _ = timing.make_policy(fake_do_bench, lambda f, rep=20, **kw: 4.0)
-    assert policy(lambda: None, rep=30) == 4.0
-    facts = _runtime.timing_calls[-1]["facts"]
-    assert facts["placements"] == 1 and facts["placement_note"] == "the timed call holds no tensors"
-
-
-def test_with_a_tol_only_calls_that_placement_moves_get_every_placement(plugin_config):
-    import torch
-
-    timer = {"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4, "placement_tol": 0.01}
-    for readings, value, timed, spread in (([2.0, 2.01], 2.0, 2, 0.005), ([2.0, 2.2, 2.1, 1.9], 2.05, 4, 0.3 / 2.05)):
-        plugin_config(backend="cuda", timer=timer)
-        reps, values = [], iter(readings)
-
-        def upstream_graph(f, rep=20, **kw):
-            reps.append(rep)
-            return next(values)
-
-        policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
-        assert policy(_closure_over(torch.ones(8))[0], rep=40) == pytest.approx(value)
-        # The own placement keeps the whole budget; each copy gets a quarter of it.
-        assert reps == [40.0] + [10.0] * (timed - 1)
-        facts = _runtime.timing_calls[-1]["facts"]
-        assert facts["placements"] == timed and facts["placement_spread_rel"] == pytest.approx(spread, abs=1e-4)
-
-
-def test_a_placement_that_cannot_be_made_keeps_the_ones_measured(plugin_config, monkeypatch):
-    import torch
-
-    from zlbench.plugins import placement
-
-    assert "dense strided" in placement.why_not(_closure_over(torch.eye(3).to_sparse())[0], 2**30)
-    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4})
-    real = placement.relocated
-
-    def flaky(fn, seed, keep):
-        if seed.endswith(":2"):
-            raise RuntimeError("CUDA out of memory")
-        return real(fn, seed, keep)
-
-    monkeypatch.setattr(placement, "relocated", flaky)
-    values = iter([1.0, 2.0])
-    policy, _ = timing.make_policy(fake_do_bench, lambda f, rep=20, **kw: next(values))
-    assert policy(_closure_over(torch.ones(4))[0], rep=20) == 1.5
-    facts = _runtime.timing_calls[-1]
-    assert facts["timer_used"] == "graph", "a placement that fails is no capture failure"
-    assert facts["facts"]["placements"] == 2 and facts["facts"]["placement_spread_rel"] == 0.6667
-    assert facts["facts"]["placement_note"] == "placement 3 of 4 failed: RuntimeError: CUDA out of memory"
-
-
-def test_a_capture_that_fails_at_a_copy_keeps_the_placements_measured(plugin_config):
-    import torch
-
-    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4})
-    calls = []
-
-    def upstream_graph(f, rep=20, **kw):
-        calls.append(rep)
-        if len(calls) == 3:
-            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return float(len(calls))
-
-    policy, _ = timing.make_policy(fake_do_bench, upstream_graph)
-    assert policy(_closure_over(torch.ones(4))[0], rep=20) == 1.5
-    call = _runtime.timing_calls[-1]
-    assert call["timer_used"] == "graph" and call["markers"] == [], "no fallback, no device fault"
-    assert call["facts"]["placements"] == 2 and call["facts"]["placement_note"].startswith(
-        "placement 3 of 4 failed: RuntimeError: CUDA out of memory")
-
-    # every sample asked for: one placement, said why
-    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0, "placements": 4})
-    policy, _ = timing.make_policy(fake_do_bench, lambda f, rep=20, **kw: [1.0, 1.1])
-    assert policy(_closure_over(torch.ones(4))[0], rep=20, return_mode="all") == [1.0, 1.1]
-    assert _runtime.timing_calls[-1]["facts"]["placement_note"] == 'return_mode="all" asked for'
+    assert call["markers"] == [schema.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]

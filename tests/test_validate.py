@@ -25,7 +25,7 @@ def resolved(*overrides):
     # The edges of each range, and null where null means "none".
     ["launcher.shard_size=0", "launcher.crash_retries=0", "launcher.run_timeout_s=null",
      "timer.min_window_ms=0", "timer.warmup_ms=null", "timer.rep_ms=null", "progress=none"],
-    ["timer=graph", "timer.placements=5", "timer.placement_max_mb=0.5"],
+    ["timer=graph", "timer.fill_gaps=false"],
     ["timer.repeat=1", "ab.rounds=1", "launcher.node_timeout_s=0.5", "launcher.run_timeout_s=1",
      "timer.warmup_ms=1", "timer.rep_ms=1", "ab.threshold=0.999"],
 ])
@@ -51,10 +51,6 @@ def test_shipped_defaults_and_range_edges_pass(overrides):
     ("fail_on=[failed,oops]", ["fail_on=['failed', 'oops']", "A/B verdicts", "Fix: fail_on=["]),
     ("shape.level=huge", ["shape.level=huge", "one of core, comprehensive"]),
     ("shape.mode=random", ["shape.mode=random", "one of upstream, file"]),
-    ("timer.placements=0", ["timer.placements=0", ">= 1", "Fix: timer.placements=1"]),
-    ("timer=direct timer.placements=3", ["timer.placements=3 does nothing with timer=direct",
-                                         "Fix: timer=graph timer.stop=fixed, or timer.placements=1"]),
-    ("timer=graph timer.stop=adaptive timer.placements=3", ["timer.stop=adaptive", "placements apply to graph"]),
 ])
 def test_out_of_range_values_are_refused_with_key_value_range_and_fix(override, needles):
     with pytest.raises(UsageError) as e:
@@ -135,7 +131,7 @@ def test_every_schema_field_is_a_valid_key():
                 yield from keys(kind, prefix + f.name + ".")
 
     found = list(keys(ZlbenchConfig))
-    assert "launcher.partition" in found and "timer.clock_reader" in found and "ab.tuning" in found
+    assert "launcher.partition" in found and "timer.fill_gaps" in found and "ab.tuning" in found
     assert [k for k in found if key_problem(k, launchers=["slurm"])] == []
 
 

@@ -26,7 +26,6 @@ class AscendBackend(DeviceBackend):
     # torch_npu's task queue, allocator and overflow mode.
     identity_env = TRITON_ENV + ("TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF", "INF_NAN_MODE_ENABLE")
 
-    clock_note = "no clock reader for Ascend yet (npu-smi shows clocks, nothing reads them per sample)"
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         # npu-smi info: per NPU two table rows; the first is "| 0  910B3 | OK | ..." and the

@@ -12,9 +12,6 @@ from typing import ClassVar, Dict, List, Optional, Tuple
 # Tests (and users without the hardware) replay a recorded enumeration output through this
 # variable: the simulation stays at the device-interface boundary.
 SMI_OUTPUT_ENV = "ZLBENCH_SMI_OUTPUT"
-# Likewise for device clocks: a JSON file of recorded clock readings, replayed in order by the clock
-# reader of every benchmark process (zlbench/plugins/clocks.py), whatever the backend.
-CLOCK_REPLAY_ENV = "ZLBENCH_CLOCK_REPLAY"
 
 # Variables Triton (and FlagTree, a fork of it) reads that change what it compiles or how it runs,
 # recorded in the run identity wherever set. Many are read only inside libtriton.so, never in a
@@ -94,12 +91,6 @@ class DeviceBackend:
     switch_env_prefixes: ClassVar[Tuple[str, ...]] = ()
     # Env vars recorded in the identity wherever set: Triton's, then the vendor runtime's.
     identity_env: ClassVar[Tuple[str, ...]] = TRITON_ENV
-    # How a timing call reads the device's SM and memory clocks, best first (the readers are in
-    # zlbench/plugins/clocks.py: nvml, kernel_timer, torch_clock_rate); () = this backend has no
-    # clock reading, and clock_note says why. Samples below timer.throttle_threshold x the maximum
-    # SM clock are discarded and retaken.
-    clock_sources: ClassVar[Tuple[str, ...]] = ()
-    clock_note: ClassVar[str] = "zlbench has no clock reading for this vendor yet"
 
     @property
     def supports_graph(self) -> bool:
@@ -170,16 +161,6 @@ class DeviceBackend:
         if any(w.lower() in text for w in self.device_fault_wording):
             return "fatal"
         return "refused"
-
-    def clock_reading(self, environ=None) -> Dict[str, object]:
-        """What the run identity says about clock readings on this backend."""
-        environ = os.environ if environ is None else environ
-        if environ.get(CLOCK_REPLAY_ENV):
-            return {"sources": ["replay"], "reading": f"replayed from {environ[CLOCK_REPLAY_ENV]} ({CLOCK_REPLAY_ENV})"}
-        if not self.clock_sources:
-            return {"sources": [], "reading": f"none: {self.clock_note}; samples are not screened for clocks"}
-        return {"sources": list(self.clock_sources),
-                "reading": "the first of these that works in the benchmark process (each process says which)"}
 
     def describe(self) -> Dict[str, object]:
         return {

@@ -32,7 +32,6 @@ class CpuBackend(DeviceBackend):
     # ATen's vector ISA and the math library's threads (OMP_NUM_THREADS is set per slot: visibility()).
     identity_env = TRITON_ENV + ("ATEN_CPU_CAPABILITY", "MKL_NUM_THREADS", "KMP_AFFINITY", "OMP_PROC_BIND")
 
-    clock_note = "the cpu backend has no device clock to read (host frequency scaling is not screened)"
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         model = _cpu_model()

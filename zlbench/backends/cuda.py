@@ -41,10 +41,6 @@ class CudaBackend(DeviceBackend):
         "CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
     )
 
-    # NVML (nvidia-ml-py, the `nvml` extra) reads SM and memory clocks; without it a stamp kernel
-    # reads SM 0's cycle counter against the global timer, as nvbench does.
-    clock_sources = ("nvml", "kernel_timer")
-
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         devices = []
         for line in text.splitlines():

@@ -38,7 +38,6 @@ class MusaBackend(DeviceBackend):
     switch_env_prefixes = ("FLAGTREE_", "TRITON_", "MUSA_")  # MUSA_* also covers the runtime's own
     identity_env = TRITON_ENV
 
-    clock_note = "no clock reader for MThreads yet (mthreads-gmi shows clocks, nothing reads them per sample)"
 
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         # mthreads-gmi prints an nvidia-smi-like boxed table: a row "| 0  MTT S4000  ... | bus | ..."

@@ -32,10 +32,6 @@ class RocmBackend(DeviceBackend):
     identity_env = TRITON_ENV + ("HSA_XNACK", "HSA_ENABLE_SDMA", "HSA_OVERRIDE_GFX_VERSION", "GPU_MAX_HW_QUEUES",
                                  "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_TUNABLEOP_ENABLED")
 
-    # torch.cuda.clock_rate() asks amdsmi on ROCm builds of torch (SM clock only; not yet run on AMD
-    # hardware by zlbench's tests: each process says whether it worked).
-    clock_sources = ("torch_clock_rate",)
-
     def parse_devices(self, text: str) -> List[DeviceInfo]:
         data = json.loads(text)
         driver = str(data.get("system", {}).get("Driver version", ""))

@@ -13,6 +13,23 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
 
+# Settings that were removed, and why (one clause): naming one is refused with its reason, not with
+# the list of valid keys. Old run dirs and store rows that hold them still load (they are only read).
+_ADAPTIVE = ("adaptive stopping was deleted: on the H200 it stopped at min_samples in 94% of calls and was no "
+             "more repeatable than the timer's own budget, which every call now takes (benchmarks/gpu/RESULTS.md, "
+             "sixth session)")
+_CLOCKS = ("clock screening was deleted: retaking batches read at a low SM clock made the power-capped bmm read "
+           "faster and less repeatable than its steady state, and found nothing to retake elsewhere "
+           "(benchmarks/gpu/RESULTS.md, sixth session)")
+_PLACEMENTS = ("timing at several memory placements was deleted: five placements did not move the run-to-run "
+               "p90 and cost 8% more wall, and a plain run now samples placements through its timer.processes "
+               "processes (benchmarks/gpu/RESULTS.md, issue 13 and issue 23)")
+REMOVED: Dict[str, str] = {
+    **{f"timer.{k}": _PLACEMENTS for k in ("placements", "placement_max_mb", "placement_tol")},
+    **{f"timer.{k}": _CLOCKS for k in ("clock_reader", "throttle_threshold", "throttle_retries", "throttle_pause_ms")},
+    **{f"timer.{k}": _ADAPTIVE for k in ("stop", "target_rel", "min_samples", "max_samples", "max_time_ms")},
+}
+
 FREE = "free"  # a Dict field (corpus.env, ab.fixed, ...): any key is the user's to name
 Children = Any  # Dict[str, Any] of a settings group, FREE, or None for a value
 
@@ -59,6 +76,8 @@ def _elsewhere(name: str, tree: Mapping[str, Any]) -> List[str]:
 
 def key_problem(key: str, value: Optional[str] = None, launchers: Sequence[str] = ("local",)) -> Optional[str]:
     """None when `key` (dotted) is a setting; else one line: what is wrong, what is valid, the fix."""
+    if key in REMOVED:
+        return f"{key} was removed: {REMOVED[key]}. Fix: drop {key}=."
     parts = key.split(".")
     tree = settings(launchers)
     node: Children = tree

@@ -44,19 +44,6 @@ class Progress(str, Enum):
     none = "none"
 
 
-class StopMode(str, Enum):
-    adaptive = "adaptive"
-    fixed = "fixed"
-
-
-class ClockReaderChoice(str, Enum):
-    auto = "auto"
-    none = "none"
-    nvml = "nvml"
-    kernel_timer = "kernel_timer"
-    torch_clock_rate = "torch_clock_rate"
-
-
 class Tuning(str, Enum):
     separate = "separate"
     replay = "replay"
@@ -94,33 +81,6 @@ class TimerConf:
     fill_gaps: bool = True
     # Graph timing: widen the replay of launch-bound calls to at least this much device time.
     min_window_ms: float = 2.0
-    # Graph timing, timer.stop=fixed: time each call at this many memory placements of its inputs
-    # (the replay budget split between them; the median kept), inputs up to placement_max_mb
-    # (zlbench/plugins/placement.py). 1: the corpus' own placement only.
-    placements: int = 1
-    placement_max_mb: float = 256.0
-    # None: every call at every placement. A relative tol: the own placement at the whole budget,
-    # one copy checks it, the other copies only where the two differ by more.
-    placement_tol: Optional[float] = None
-    # How many samples a timing call takes (zlbench/plugins/sampling.py). fixed: the timer's own
-    # budget, as before. adaptive: batches until the 95% CI of the latency is within +-target_rel,
-    # after min_samples, up to max_samples or max_time_ms of sampling after the first batch. fixed
-    # by default: on the H200 adaptive stopped at min_samples in 94% of calls and was no more
-    # repeatable between runs (RESULTS.md, sixth session).
-    stop: StopMode = StopMode.fixed
-    target_rel: float = 0.005
-    min_samples: int = 10
-    max_samples: int = 1000
-    max_time_ms: float = 1000.0
-    # Clock screening (zlbench/plugins/clocks.py): a batch read below throttle_threshold x the
-    # device's maximum SM clock is retaken after a pause, at most throttle_retries times a call
-    # (0 = no screening). clock_reader: auto (the backend's), none, nvml, kernel_timer, torch_clock_rate.
-    # none by default: the readers work on the H200, but retaking throttled batches made a
-    # power-capped op (bmm) read faster and less repeatable than its steady state (RESULTS.md).
-    throttle_threshold: float = 0.75
-    throttle_retries: int = 3
-    throttle_pause_ms: float = 20.0
-    clock_reader: ClockReaderChoice = ClockReaderChoice.none
     # The process is the unit of variation (autotune picks, input placement, runtime state are drawn
     # per process): a plain run measures every node in this many independent benchmark processes
     # (passes in shuffled order, spread over the devices) and each row reports the median over them
@@ -129,6 +89,15 @@ class TimerConf:
     # Each process tunes afresh (its own FlagGems tuning cache); true: they share one (the first to
     # tune a kernel pins its picks for the others), which hides autotune luck from the interval.
     share_tuning: bool = False
+
+    @classmethod
+    def from_plugin(cls, timer: Dict[str, Any]) -> "TimerConf":
+        """The settings as a benchmark process receives them (the plugin config's `timer` dict, the
+        name resolved); a key it does not know (a removed setting, in an old plugin config) or a
+        null where the field takes none is left at its default."""
+        known = {f.name: f for f in fields(cls)}
+        return cls(**{k: v for k, v in timer.items()
+                      if k in known and (v is not None or known[k].default is None)})
 
 
 @dataclass

@@ -58,24 +58,8 @@ RULES: List[Rule] = [
          "corpus' default", "timer.rep_ms=null", nullable=True),
     Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
          "widening)", "timer.min_window_ms=2"),
-    Rule("timer.target_rel", _number(lambda v: 0 < v < 1), "a relative CI half-width between 0 and 1, "
-         "exclusive", "timer.target_rel=0.005"),
-    Rule("timer.min_samples", _integer(lambda v: v >= 1), "an integer >= 1", "timer.min_samples=10"),
-    Rule("timer.max_samples", _integer(lambda v: v >= 1), "an integer >= 1", "timer.max_samples=1000"),
-    Rule("timer.max_time_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
-         "timer.max_time_ms=1000"),
-    Rule("timer.throttle_threshold", _number(lambda v: 0 <= v <= 1), "a fraction of the maximum SM clock "
-         "between 0 and 1 (0 = no screening)", "timer.throttle_threshold=0.75"),
-    Rule("timer.throttle_retries", _integer(lambda v: v >= 0), "an integer >= 0", "timer.throttle_retries=3"),
-    Rule("timer.throttle_pause_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0",
-         "timer.throttle_pause_ms=20"),
-    Rule("timer.placements", _integer(lambda v: v >= 1), "an integer >= 1 (1: the inputs' own placement only)",
-         "timer.placements=1"),
     Rule("timer.processes", _integer(lambda v: 1 <= v <= 50), "an integer from 1 to 50 (benchmark processes "
          "per node in a plain run; 1: no process-level interval)", "timer.processes=3"),
-    Rule("timer.placement_max_mb", _number(lambda v: v > 0), "a number of MB > 0", "timer.placement_max_mb=256"),
-    Rule("timer.placement_tol", _number(lambda v: 0 < v < 1), "a relative difference between 0 and 1, "
-         "exclusive, or null (every call at every placement)", "timer.placement_tol=null", nullable=True),
     Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
     Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
          "ab.min_rounds=4"),
@@ -120,18 +104,6 @@ def problem(rule: Rule, value: Any) -> Optional[str]:
     return f"{rule.key}={_show(value)} is not valid: it must be {rule.valid}. Fix: {rule.fix}."
 
 
-def placement_problem(timer: Mapping[str, Any], timer_name: Optional[str]) -> Optional[str]:
-    """timer.placements > 1 where it would do nothing: with timer=direct or host (as named, or as
-    timer=auto resolved for the backend) or with timer.stop=adaptive."""
-    stop = getattr(timer.get("stop"), "name", timer.get("stop"))  # an enum where Hydra composed it
-    if (timer.get("placements") or 1) <= 1 or (stop != "adaptive" and timer_name not in ("direct", "host")):
-        return None
-    resolved = f" (timer={timer.get('name')} is {timer_name} here)" if timer.get("name") != timer_name else ""
-    return (f"timer.placements={timer['placements']} does nothing with timer={timer_name} timer.stop={stop}{resolved}: "
-            "placements apply to graph timing with timer.stop=fixed. Fix: timer=graph timer.stop=fixed, "
-            "or timer.placements=1.")
-
-
 def dtype_problem(dtypes: Any) -> Optional[str]:
     bad = [str(d) for d in dtypes or [] if str(d) not in TORCH_DTYPES]
     if not bad:
@@ -172,8 +144,5 @@ def validate_config(resolved: Mapping[str, Any]) -> None:
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
     problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved)) if p]
-    timer = resolved.get("timer") or {}
-    if (p := placement_problem(timer, timer.get("name"))):
-        problems.append(p)
     if problems:
         raise UsageError("\n".join(problems))

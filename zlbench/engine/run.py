@@ -29,7 +29,7 @@ from zlbench.planning.units import WorkUnit
 from zlbench.results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
                               write_placeholders, write_plan)
 from zlbench.config.schema import timer_settings
-from zlbench.config.validate import placement_problem, validate_config
+from zlbench.config.validate import validate_config
 
 log = logging.getLogger("zlbench")
 
@@ -102,8 +102,6 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     root = corpus_root(resolved)
     costs = wall_times(resolved.get("cost_from"), resolved.get("resume"))
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
-    if (problem := placement_problem({**resolved["timer"], "name": asked}, plan.timer)):  # auto is known only now
-        raise UsageError(problem)
     identity = build_identity(resolved, plan, backend, provenance)
     return resolved, backend, plan, identity
 

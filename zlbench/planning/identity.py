@@ -81,9 +81,6 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
             "submitit": dist_version("submitit"),
         },
         "switch_env": switch_env(backend, environ, named_env(cfg)),
-        # Whether timing calls can read the device's clocks (and so discard throttled samples);
-        # each benchmark process says which reader it got (processes[].clocks).
-        "clocks": backend.clock_reading(environ),
         "host": socket.gethostname(),
     }
     identity = scrub(identity)  # a URL's password (FLAGGEMS_DB_URL, identity.env=[...]) is recorded masked

@@ -49,10 +49,6 @@ def process_facts():
         # Where FlagGems keeps its tuning picks (an A/B's respawned side process gets a fresh one).
         "tuning_cache": os.environ.get("FLAGGEMS_CACHE_DIR"),
     }
-    # The clock reader this process times with (or why none): the timing plugin uses the same one.
-    from zlbench.plugins.clocks import process_reader
-
-    facts["clocks"] = process_reader(_backend, (_runtime.config().get("timer") or {}).get("clock_reader") or "auto")[1]
     flag_gems = sys.modules.get("flag_gems")
     if flag_gems is not None:
         facts["flag_gems"] = getattr(flag_gems, "__version__", None)

@@ -1,0 +1,166 @@
+"""Guards around a timing call's batches (inside the benchmark process), and the device helpers
+they share with the timers: what a batch needs around it that is not the timer itself.
+
+- filled_gaps: direct timing on a device that can spin keeps the device busy after each L2 clear,
+  so that host launch time stays out of the kernel's events (timer.fill_gaps).
+- rng_guard: a graph capture must not advance or re-register the device's default generators."""
+
+from __future__ import annotations
+
+import importlib
+import statistics
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Optional
+
+from zlbench.backends import get_backend
+from zlbench.plugins import _runtime
+
+
+def device_module():
+    import torch
+
+    device = get_backend(_runtime.config().get("backend", "cpu")).torch_device
+    return None if device == "cpu" else getattr(torch, device)
+
+
+_spin_cache: Dict[str, Any] = {}
+
+
+def device_spin() -> Optional[Callable[[float], None]]:
+    """spin(us) keeps the device busy for at least about `us` microseconds, or None where the
+    backend's device cannot spin. torch's <device>._sleep spins for a number of clock cycles, so
+    it is calibrated once per process, after a spin that brings the clock up from idle, at the
+    fastest rate seen: a clock that is lower later makes a spin longer, never shorter."""
+    if "spin" not in _spin_cache:
+        spin = None
+        dev = device_module()
+        sleep = getattr(dev, "_sleep", None)
+        if sleep is not None:
+            try:
+                sleep(20_000_000)  # ~10 ms at an H200's boost clock, longer from idle
+                rates = []
+                for _ in range(3):
+                    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+                    start.record()
+                    sleep(2_000_000)
+                    end.record()
+                    dev.synchronize()
+                    rates.append(2_000_000 / (start.elapsed_time(end) * 1000))
+                per_us = max(rates)
+                spin = lambda us: sleep(max(1, int(us * per_us)))  # noqa: E731
+            except Exception:
+                spin = None
+        _spin_cache["spin"] = spin
+    return _spin_cache["spin"]
+
+
+def host_launch_us(fn, sync) -> float:
+    """Host time to launch one call (no waiting on the device), in µs: the median of 5 launches
+    after a first call, which may still compile or tune."""
+    fn()
+    sync()
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e6)
+    sync()
+    return statistics.median(times)
+
+
+@contextmanager
+def filled_gaps(fn, spin):
+    """triton.testing.do_bench clears L2 (zeroing 256 MB), then records start, calls fn, records
+    end. When launching fn takes the host longer than the clear takes the device (FlagGems' ops
+    dispatched through aten: 120-180 µs of host time against ~80 µs of clearing on an H200), the
+    device reaches the start event before the kernel is queued and the events time the host's
+    launch too: one row read 0.054 ms in one process and 0.106 ms in another (0.025 ms filled).
+    Spinning after each clear for twice the launch time queues fn before its start event."""
+    try:
+        from triton.runtime import driver
+    except ImportError:  # a corpus timer without Triton: nothing to fill
+        yield
+        return
+    active = driver.active
+    had_own = "clear_cache" in vars(active)
+    orig = active.clear_cache
+    gap_us = 2 * host_launch_us(fn, device_module().synchronize) + 20
+
+    def clear_and_spin(cache):
+        orig(cache)
+        spin(gap_us)
+
+    active.clear_cache = clear_and_spin
+    try:
+        yield
+    finally:
+        if had_own:
+            active.clear_cache = orig
+        else:
+            del active.clear_cache
+
+
+def event_ms_per_call(dev, fn, calls: int = 5) -> float:
+    """Device time of `calls` calls between two events, per call (ms): upstream's estimate."""
+    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    dev.synchronize()
+    return start.elapsed_time(end) / calls
+
+
+def resolve(dotted: str):
+    obj = importlib.import_module(dotted.split(".")[0])
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+class rng_guard:
+    """Capture must not advance or re-register the default generators.
+
+    A capture registers the device's default generators with the graph; one that fails midway
+    (a kernel refusing capture) never unregisters them, and the next random tensor then raises
+    "Offset increment outside graph capture encountered unexpectedly". So: save the generators'
+    states, and after a failed attempt run an empty scratch capture (which closes the
+    registration) and restore them. Skipped when the device interface exposes no
+    default_generators: there is then no registration to protect."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.gens, self.states, self.module = [], [], None
+
+    def __enter__(self):
+        try:
+            from triton.runtime import driver
+
+            self.module = driver.active.get_device_interface()
+        except Exception:
+            self.module = None
+        self.gens = list(getattr(self.module, "default_generators", None) or [])
+        self.states = [g.get_state() for g in self.gens]
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self.gens:
+            return False
+        if exc_type is not None:
+            try:
+                graph_module = importlib.import_module(self.backend.graph_class.rpartition(".")[0])
+                scratch = resolve(self.backend.graph_class)()
+                stream = self.module.Stream()
+                with self.module.stream(stream):
+                    with graph_module.graph(scratch, stream=stream):
+                        pass
+                self.module.synchronize()
+            except Exception:
+                pass  # a dead context: the fallback's own failure will say so
+        try:
+            for g, s in zip(self.gens, self.states):
+                g.set_state(s)
+        except Exception:
+            pass
+        return False
