@@ -254,8 +254,10 @@ def render_markdown(result: Mapping) -> str:
 
 
 def write(result: Mapping, out_dir: Path, where: str = "") -> None:
-    """ab.md, ab.csv, ab.json and ab.png; where: the plot's what/where/when (condensed.plot_title)."""
-    from zlbench.report.plots import forest_plot
+    """ab.md (result["markdown"]), ab.csv, ab.json and ab.png; where: the plot's what/where/when
+    (condensed.plot_title). ab.png's form is decided before drawing: a forest plot with a line per
+    row up to overview.LARGE rows, past that the fixed-size overview (one plot, drawn once)."""
+    from zlbench.report.overview import LARGE
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ab.md").write_text(result["markdown"], encoding="utf-8")
@@ -266,6 +268,14 @@ def write(result: Mapping, out_dir: Path, where: str = "") -> None:
     (out_dir / "ab.csv").write_text(buf.getvalue(), encoding="utf-8")
     (out_dir / "ab.json").write_text(json.dumps({k: v for k, v in result.items() if k != "markdown"},
                                                 indent=1, default=str), encoding="utf-8")
-    forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
-                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
-                + (f" - {where}" if where else ""))
+    if len(result["rows"]) > LARGE:
+        from zlbench.report.overview import ab_overview_plot
+
+        s = result["summary"]
+        ab_overview_plot(result, out_dir / "ab.png", where or f"A/B: {s['label_b']} / {s['label_a']}")
+    else:
+        from zlbench.report.plots import forest_plot
+
+        forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
+                    out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
+                    + (f" - {where}" if where else ""))
