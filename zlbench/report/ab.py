@@ -13,6 +13,7 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
+from zlbench.results import columns
 from zlbench.results.events import base_node
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import MARKER_FALLBACK
@@ -21,8 +22,8 @@ from zlbench.ab import stats
 from zlbench.ab.kernels import compare_kernels
 from zlbench.ab.sequential import FUTILE, SETTLED
 
-AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
-             "p", "q", "mde_pct", "live", "fallback", "verdict", "stop"]
+# ab.csv's columns (the registry's, zlbench/results/columns.py; ab.json's rows carry AB_JSON's).
+AB_FIELDS = list(columns.names(columns.AB_COLUMNS, columns.AB_CSV))
 
 
 def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
