@@ -192,7 +192,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
                     "process-level interval, so their precision is that of one process only; what a process "
                     "draws at start (autotune picks, input placement) is not sampled", ""]
         return []
-    widths = sorted(((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci)
+    widths = sorted((((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci),
+                    key=lambda w: w[0])  # equal widths keep their order (rows do not compare)
     counts = Counter(r["processes"] for r in measured)
     unstable = [r for r in measured if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])]
     lines = ["## Processes", "",
