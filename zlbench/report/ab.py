@@ -52,18 +52,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
     fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish."""
     pairing = pair(rows_a, rows_b, "latency")
-    # Rows of nodes liveness first found not live in round 1: timed on one side only.
-    dead = {n for n, e in (stops or {}).items() if e.get("why") == "not live"}
-    one_sided = {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
-                 if base_node(r.get("node") or "") in dead and r.get("status") == "ok"}
+    one_sided = _one_sided(rows_a, rows_b, stops or {})
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
-    artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
-    row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
-    # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
-    # every row is measured and counts towards the false-positive rate.
-    live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
-    # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
-    stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
+    row_stats, live = _judge(pairing, threshold, artifacts_a or {}, artifacts_b or {}, aa, rounds)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
     for p, t, s in zip(pairing.rows, table, row_stats):
         t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop)
@@ -72,13 +63,38 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     table += not_live
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
-                   rounds_planned=dict(rounds) if rounds else (
-                       {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None),
+                   rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}
     result["markdown"] = render_markdown(result)
     return result
+
+
+def _one_sided(rows_a: Sequence[dict], rows_b: Sequence[dict], stops: Mapping[str, Mapping]) -> Dict:
+    """Rows of nodes liveness first found not live in round 1: timed on one side only (key ->
+    (row, side))."""
+    dead = {n for n, e in stops.items() if e.get("why") == "not live"}
+    return {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
+            if base_node(r.get("node") or "") in dead and r.get("status") == "ok"}
+
+
+def _judge(pairing, threshold: float, artifacts_a: Mapping, artifacts_b: Mapping, aa: bool,
+           rounds: Optional[Mapping[str, int]]):
+    """Each paired row's statistics and verdict, and its liveness."""
+    row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
+    # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
+    # every row is measured and counts towards the false-positive rate.
+    live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
+    # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
+    stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
+    return row_stats, live
+
+
+def _planned(rounds: Optional[Mapping[str, int]], fixed_rounds: Optional[int]) -> Optional[Dict]:
+    if rounds:
+        return dict(rounds)
+    return {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None
 
 
 def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optional[Dict]:
@@ -159,24 +175,8 @@ def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
 
 
 def headline(summary: Mapping) -> List[str]:
-    lines = []
-    if summary.get("cut"):
-        lines.append(cut_line(summary))
-    if summary.get("aa"):
-        lines.append("A/A: both sides ran the same value, so their kernels are identical by construction; "
-                     "every row is measured and any verdict other than 'no difference' is a false positive.")
-    elif summary["liveness"] == "not live":
-        unknown = summary.get("unknown_liveness_rows") or 0
-        lines.append("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
-                     "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
-                     "noise check, not an effect." +
-                     (f" {unknown} row(s) had no kernels to compare (liveness unknown)." if unknown else ""))
-    elif summary["liveness"] == "unknown":
-        lines.append("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
-                     "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
-    else:
-        lines.append(f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
-                     "row(s) compiled identical kernels (excluded; they are a free A/A check).")
+    lines = [cut_line(summary)] if summary.get("cut") else []
+    lines.append(_liveness_line(summary))
     o = summary["overall"]
     if o["geomean"] is not None:
         ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
@@ -193,6 +193,30 @@ def headline(summary: Mapping) -> List[str]:
         fpr = summary["false_positive_rate"]
         lines.append(f"A/A mode: {summary['flagged_rows']} row(s) flagged after BH "
                      f"(false positive rate {fpr:.1%})." if fpr is not None else "A/A mode: no rows.")
+    caveats = _caveats(summary)
+    if caveats:
+        lines.append("Caveats: " + "; ".join(caveats) + ".")
+    return lines
+
+
+def _liveness_line(summary: Mapping) -> str:
+    if summary.get("aa"):
+        return ("A/A: both sides ran the same value, so their kernels are identical by construction; "
+                "every row is measured and any verdict other than 'no difference' is a false positive.")
+    if summary["liveness"] == "not live":
+        unknown = summary.get("unknown_liveness_rows") or 0
+        return ("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
+                "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
+                "noise check, not an effect." +
+                (f" {unknown} row(s) had no kernels to compare (liveness unknown)." if unknown else ""))
+    if summary["liveness"] == "unknown":
+        return ("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
+                "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
+    return (f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
+            "row(s) compiled identical kernels (excluded; they are a free A/A check).")
+
+
+def _caveats(summary: Mapping) -> List[str]:
     caveats = []
     if summary["unpaired_rows"]:
         caveats.append(f"{summary['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete")
@@ -203,10 +227,7 @@ def headline(summary: Mapping) -> List[str]:
     if d["geomean"] is not None and abs(d["geomean"] - 1) > summary["threshold"]:
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['geomean'])} between sides: "
                        "suspect machine drift")
-    caveats += list(summary.get("extra_caveats") or [])
-    if caveats:
-        lines.append("Caveats: " + "; ".join(caveats) + ".")
-    return lines
+    return caveats + list(summary.get("extra_caveats") or [])
 
 
 def cut_line(summary: Mapping) -> str:
