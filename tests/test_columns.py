@@ -127,3 +127,20 @@ def test_rows_of_older_runs_read_whatever_columns_they_carry(tmp_path):
     line = next(l for l in text.splitlines() if l.startswith("| exp "))
     assert [c.strip() for c in line.split("|")[1:-1]] == ["exp", "float16", "2", "0.0185", "0.015", "1.22",
                                                            "1.2..1.25", "graph"]
+
+
+def test_ab_md_and_the_condensed_markdown_show_the_registry_ab_md_columns(tmp_path):
+    """ab.md's table and the comment-sized one (report/condensed.py) list the same columns, the
+    registry's AB_MD ones under their labels (the condensed table had its own list, without rounds)."""
+    from zlbench.report.ab import compare
+    from zlbench.report.condensed import ab_markdown
+
+    a = [H.row("exp", s, 0.01 * (1 + i / 100), 0.01, side="off", rnd=r) for i, s in enumerate(H.SHAPES) for r in range(3)]
+    b = [H.row("exp", s, 0.012 * (1 + i / 100), 0.01, side="on", rnd=r) for i, s in enumerate(H.SHAPES) for r in range(3)]
+    result = compare(a, b, "X=0", "X=1")
+    labels = [c.label or c.name for c in C.AB_COLUMNS if C.AB_MD in c.outputs]
+    assert labels == ["Operator", "dtype", "shape", "rounds", "A ms (geo)", "B ms (geo)", "change", "95% CI", "q",
+                      "verdict"]
+    for text in (result["markdown"], ab_markdown(result)):
+        header = next(line for line in text.splitlines() if line.startswith("| Operator"))
+        assert [h.strip() for h in header.split("|")[1:-1]] == labels

@@ -254,20 +254,38 @@ def _rounds_cell(t: Mapping) -> str:
     return f"{t['rounds']} ({t['stop']}{at})"
 
 
+def _ci_cell(t: Mapping) -> str:
+    return f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t.get("ci_lo_pct") is not None else "-"
+
+
+def _verdict_cell(t: Mapping) -> str:
+    live = t.get("live")
+    return (t["verdict"] + (" (fallback)" if t.get("fallback") else "")
+            + ("" if live in (None, "live", t["verdict"]) else f" [{live}]"))
+
+
+# How ab.md shows a column (columns.AB_MD); a column not named here shows its value.
+_CELLS = {
+    "rounds": _rounds_cell, "a_ms": lambda t: fmt_ms(t.get("a_ms")), "b_ms": lambda t: fmt_ms(t.get("b_ms")),
+    "change_pct": lambda t: "-" if t.get("change_pct") is None else f"{t['change_pct']:+.2f}%",
+    "ci_lo_pct": _ci_cell, "q": lambda t: "-" if t.get("q") is None else f"{t['q']:.3g}", "verdict": _verdict_cell,
+}
+MD_COLUMNS = [c for c in columns.AB_COLUMNS if columns.AB_MD in c.outputs]
+MD_HEADERS = [c.label or c.name for c in MD_COLUMNS]
+
+
+def table_cells(t: Mapping) -> List[str]:
+    """An A/B row as ab.md's table shows it (MD_HEADERS); report/condensed.py's tables too."""
+    return [_CELLS[c.name](t) if c.name in _CELLS else t.get(c.name) for c in MD_COLUMNS]
+
+
 def render_markdown(result: Mapping) -> str:
     s = result["summary"]
     out = [f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
     out += [f"- {line}" for line in headline(s)]
     out.append("")
-    rows = []
-    for t in result["rows"]:
-        ci = (f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-")
-        rows.append([t["op"], t["dtype"], t["shape"], _rounds_cell(t),
-                     fmt_ms(t["a_ms"]), fmt_ms(t["b_ms"]), "-" if t["change_pct"] is None else f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
-                     t["verdict"] + (" (fallback)" if t["fallback"] else "")
-                     + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])
-    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "rounds", "A ms (geo)", "B ms (geo)", "change", "95% CI",
-                                       "q", "verdict"], tablefmt="github") if rows else "(no paired rows)")
+    rows = [table_cells(t) for t in result["rows"]]
+    out.append(tabulate(rows, headers=MD_HEADERS, tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
         out += ["", "## Unpaired rows", ""]
         out.append(tabulate([[u["op"], u["dtype"], u["shape"], u["why"][:120]] for u in result["unpaired"]],

@@ -16,11 +16,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from zlbench.report.ab import fmt_ms
+from zlbench.report.ab import MD_HEADERS, table_cells
 from zlbench.report.overview import ab_overview_plot, change_size, speedup_overview_plot  # noqa: F401 (API)
 from zlbench.errors import UsageError
 
@@ -69,16 +69,6 @@ def fit_markdown(head: str, top_title: str, top_rows: Sequence[Sequence[str]], r
     return out
 
 
-def _ab_cells(t: Mapping) -> List[str]:
-    ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t.get("ci_lo_pct") is not None else "-"
-    return [t["op"], t["dtype"], t["shape"], fmt_ms(t["a_ms"]), fmt_ms(t["b_ms"]),
-            "-" if t.get("change_pct") is None else f"{t['change_pct']:+.2f}%", ci,
-            "-" if t.get("q") is None else f"{t['q']:.3g}", t["verdict"] + (" (fallback)" if t.get("fallback") else "")]
-
-
-AB_HEADERS = ["Operator", "dtype", "shape", "A ms", "B ms", "change", "95% CI", "q", "verdict"]
-
-
 def ab_markdown(result: Mapping, limit: int = GITHUB_COMMENT_LIMIT, top: int = 25) -> str:
     """The A/B report (report.ab.compare's result or ab.json) for a pull request, under `limit`."""
     from zlbench.report.ab import headline
@@ -89,7 +79,7 @@ def ab_markdown(result: Mapping, limit: int = GITHUB_COMMENT_LIMIT, top: int = 2
     changed = [t for t in rows if t["verdict"] in CHANGED]
     top_rows, rest = changed[:top], changed[top:] + [t for t in rows if t["verdict"] not in CHANGED]
     text = fit_markdown(head, f"## Top {len(top_rows)} change(s) of {len(changed)}, largest first",
-                        [_ab_cells(t) for t in top_rows], [_ab_cells(t) for t in rest], AB_HEADERS, limit,
+                        [table_cells(t) for t in top_rows], [table_cells(t) for t in rest], MD_HEADERS, limit,
                         "ab.csv")
     if result.get("unpaired") and len(text) < limit - 200:
         text += f"\n{len(result['unpaired'])} row(s) unpaired: listed in ab.json.\n"

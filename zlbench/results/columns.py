@@ -4,7 +4,8 @@ what it means, where it goes), and read by everything that lists columns:
 - Row (results/records.py) is made from ROW_COLUMNS: its fields, their types and defaults;
   Row.from_result fills the columns whose `source` says where a measurement carries them;
 - rows.jsonl (results/rundir.py) writes the ROWS_JSONL columns, in this order;
-- ab.csv and ab.json (report/ab.py) write the AB_CSV / AB_JSON columns of AB_COLUMNS;
+- ab.csv and ab.json (report/ab.py) write the AB_CSV / AB_JSON columns of AB_COLUMNS, and ab.md's
+  table (and report/condensed.py's) shows the AB_MD ones, headed by their labels;
 - summary.md (report/summary.py) reads the sampling facts (source FACTS);
 - the store (store/ingest.py) writes the STORE columns, converted by type, each to the store column
   of its name (an interval: to `store_names`); store/schema.py and its migrations hold the tables.
@@ -24,6 +25,7 @@ from typing import Any, Tuple
 ROWS_JSONL = "rows.jsonl"
 AB_CSV = "ab.csv"
 AB_JSON = "ab.json"
+AB_MD = "ab.md"  # a column of ab.md's table (and ab_condensed.md's), headed by its label
 STORE = "store"
 
 # Where Row.from_result takes a column from (None: computed by its producer, or where it ran).
@@ -51,6 +53,7 @@ class Column:
     required: bool = False
     length: int = 0  # the store's string length (0: unbounded text)
     store_names: Tuple[str, ...] = ()
+    label: str = ""  # a Markdown table's header (default: the name)
 
     @property
     def store_columns(self) -> Tuple[str, ...]:
@@ -127,29 +130,33 @@ ROW_COLUMNS: Tuple[Column, ...] = (
          "process)", "ms", store=True, store_names=("latency_lo", "latency_hi")),
 )
 
-_AB_BOTH = (AB_CSV, AB_JSON, STORE)
+_AB_ALL = (AB_CSV, AB_JSON, STORE, AB_MD)
+_AB_DATA = (AB_CSV, AB_JSON, STORE)
 
 
-def _ab(name, type_, doc, unit="", outputs=_AB_BOTH, **kw) -> Column:
+def _ab(name, type_, doc, unit="", outputs=_AB_DATA, **kw) -> Column:
     return Column(name, type_, doc, unit, outputs, **kw)
 
 
 AB_COLUMNS: Tuple[Column, ...] = (
-    _ab("op", STR, "operator id", length=255),
-    _ab("dtype", STR, "dtype, short (float16)", length=64),
-    _ab("shape", STR, "canonical shape key"),
-    _ab("rounds", INT, "rounds paired", "count"),
-    _ab("a_ms", FLOAT, "A's latency: geometric mean over the rounds the verdict rests on", "ms"),
-    _ab("b_ms", FLOAT, "B's latency, the same way", "ms"),
-    _ab("change_pct", FLOAT, "B / A - 1", "%"),
-    _ab("ci_lo_pct", FLOAT, "95% interval of the change, low end", "%"),
+    _ab("op", STR, "operator id", outputs=_AB_ALL, length=255, label="Operator"),
+    _ab("dtype", STR, "dtype, short (float16)", outputs=_AB_ALL, length=64),
+    _ab("shape", STR, "canonical shape key", outputs=_AB_ALL),
+    _ab("rounds", INT, "rounds paired (ab.md: and why they stopped)", "count", outputs=_AB_ALL),
+    _ab("a_ms", FLOAT, "A's latency: geometric mean over the rounds the verdict rests on", "ms", outputs=_AB_ALL,
+        label="A ms (geo)"),
+    _ab("b_ms", FLOAT, "B's latency, the same way", "ms", outputs=_AB_ALL, label="B ms (geo)"),
+    _ab("change_pct", FLOAT, "B / A - 1", "%", outputs=_AB_ALL, label="change"),
+    _ab("ci_lo_pct", FLOAT, "95% interval of the change, low end (ab.md: lo..hi)", "%", outputs=_AB_ALL,
+        label="95% CI"),
     _ab("ci_hi_pct", FLOAT, "95% interval of the change, high end", "%"),
     _ab("p", FLOAT, "p-value of the paired test"),
-    _ab("q", FLOAT, "Benjamini-Hochberg adjusted p-value"),
+    _ab("q", FLOAT, "Benjamini-Hochberg adjusted p-value", outputs=_AB_ALL),
     _ab("mde_pct", FLOAT, "minimum detectable effect", "%"),
     _ab("live", STR, "liveness of the op's kernels: live, not live, unknown", length=16),
     _ab("fallback", BOOL, "a side was timed by the direct fallback", default=False),
-    _ab("verdict", STR, "faster, slower, no difference beyond threshold, ...", length=64),
+    _ab("verdict", STR, "faster, slower, no difference beyond threshold, ... (ab.md: with fallback and "
+        "liveness where they qualify it)", outputs=_AB_ALL, length=64),
     _ab("stop", STR, "why the row has the rounds it has", outputs=(AB_CSV, AB_JSON)),
     _ab("ratio", FLOAT, "B / A", "x", outputs=(AB_JSON,)),
     _ab("lo", FLOAT, "95% interval of B / A, low end", "x", outputs=(AB_JSON,)),
