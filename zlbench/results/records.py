@@ -1,7 +1,8 @@
 """Typed records of the run dir: what a measurement becomes (Row; what the planner hands the
-launchers is in zlbench/planning/units.py). They travel as JSON (rows.jsonl): `to_dict` /
-`from_dict` are the only converters, and construction validates, so a malformed row fails where it
-is read, with its field."""
+launchers is in zlbench/planning/units.py). Row's fields are the column registry's
+(zlbench/results/columns.py): a column is declared there, not here. Rows travel as JSON
+(rows.jsonl): `to_dict` / `from_dict` are the only converters, and construction validates, so a
+malformed row fails where it is read, with its field."""
 
 from __future__ import annotations
 
