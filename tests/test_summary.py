@@ -103,3 +103,12 @@ def test_a_plain_run_s_summary_has_no_side_column_and_names_its_estimators():
     ab = [{**r, "side": side} for r in plain for side in ("off", "on")]
     header_ab = next(line for line in render_summary(ab, [], "t").splitlines() if line.startswith("| op"))
     assert header_ab.split("|")[2].strip() == "side"
+
+
+def test_rows_whose_intervals_are_equally_wide_summarise():
+    """An A/B side pair (or two shapes) with intervals of the same relative width: the Processes
+    section sorted (width, row) pairs and compared the rows themselves on a tie (TypeError)."""
+    rows = [{**row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1, shape=shape), "processes": 3,
+             "latency_ci": [0.09, 0.11]} for shape in ("[[64]]", "[[128]]")]
+    text = render_summary(rows, [], "t")
+    assert "- interval width (hi - lo) / latency: median 20%, p90 20%, widest 20% (exp float16 [[128]])" in text

@@ -98,51 +98,82 @@ def describe(run: Mapping) -> str:
 
 def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,
                  window: int = WINDOW, fail_on: str = "slower") -> Dict:
+    """Run B's rows against run A's, side by side, each judged on its own noise (module doc):
+    {"summary", "rows" (largest change first), "unpaired"}."""
     rows = fetch_rows(store, [run_a["run_id"], run_b["run_id"]])
     by_side = defaultdict(lambda: ([], []))
     for r in rows:
         by_side[str(r.get("side") or "main")][0 if r["run_id"] == run_a["run_id"] else 1].append(r)
-    intervals = intervals_by_run(rows)
-    unstable = {(row_key(r), r["run_id"]) for r in rows if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])}
+    facts = _RowFacts(run_a, run_b, intervals_by_run(rows),
+                      {(row_key(r), r["run_id"]) for r in rows if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])})
     noise_of = _HistoryNoise(store, run_b, window)
     table, tested, unpaired = [], [], []
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency")
         for p in pairing.rows:
-            key = (*p.key, side)
-            ci_a, ci_b = (intervals.get(key, {}).get(run["run_id"]) for run in (run_a, run_b))
-            t = {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "side": side,
-                 "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
-                 "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
-                 "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
-                 "process_unstable": any((key, run["run_id"]) in unstable for run in (run_a, run_b))}
-            if len(p.a) < 2 and ci_a and ci_b:
-                s = interval_stat(p.a[0], ci_a, p.b[0], ci_b)
-                s.verdict, t["noise"] = interval_verdict(s, threshold), "intervals"
-            elif len(p.a) >= 2:
-                s, t["noise"] = stats.row_stat(p.a, p.b), "rounds"
-                tested.append(s)
-            else:
-                s, t["noise"] = noise_of(key, statistics.median(p.a), statistics.median(p.b))
-                tested.append(s)
-            t["stat"] = s
+            t, cis = facts.row(p, side)
+            tested += _judge_row(t, p, cis, noise_of, threshold)
             table.append(t)
         unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "side": side, "why": why}
                      for k, why in pairing.unpaired]
     stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
     for t in table:
-        s = t.pop("stat")
-        t.update({"change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi), "p": s.p,
-                  "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2), "verdict": s.verdict,
-                  "ratio": s.ratio})
+        _verdict_columns(t)
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
+    return {"summary": _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on), "rows": table,
+            "unpaired": unpaired}
+
+
+class _RowFacts:
+    """What a paired row of the two runs carries before it is judged: values, intervals, markers."""
+
+    def __init__(self, run_a: Mapping, run_b: Mapping, intervals: Mapping, unstable: set):
+        self.runs, self.intervals, self.unstable = (run_a, run_b), intervals, unstable
+
+    def row(self, p, side: str):
+        """The row's table entry, and each run's interval (None: it has none)."""
+        key = (*p.key, side)
+        ci_a, ci_b = (self.intervals.get(key, {}).get(run["run_id"]) for run in self.runs)
+        return {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "side": side,
+                "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+                "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
+                "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
+                "process_unstable": any((key, run["run_id"]) in self.unstable for run in self.runs)}, (ci_a, ci_b)
+
+
+def _judge_row(t: Dict, p, cis, noise_of: "_HistoryNoise", threshold: float) -> List[stats.RowStat]:
+    """The row's statistic by its noise source (module doc) into t["stat"]; returns it where it has
+    a p-value for the Benjamini-Hochberg adjustment (rounds, history), else nothing."""
+    ci_a, ci_b = cis
+    if len(p.a) < 2 and ci_a and ci_b:
+        s = interval_stat(p.a[0], ci_a, p.b[0], ci_b)
+        s.verdict, t["noise"] = interval_verdict(s, threshold), "intervals"
+        t["stat"] = s
+        return []
+    if len(p.a) >= 2:
+        s, t["noise"] = stats.row_stat(p.a, p.b), "rounds"
+    else:
+        s, t["noise"] = noise_of((*p.key, t["side"]), statistics.median(p.a), statistics.median(p.b))
+    t["stat"] = s
+    return [s]
+
+
+def _verdict_columns(t: Dict) -> None:
+    s = t.pop("stat")
+    t.update({"change_pct": _pct(s.ratio), "ci_lo_pct": _pct(s.lo), "ci_hi_pct": _pct(s.hi), "p": s.p,
+              "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2), "verdict": s.verdict,
+              "ratio": s.ratio})
+
+
+def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
+             history_runs: int, fail_on: str) -> Dict:
     failing = FAIL_ON[fail_on]
-    summary = {
+    return {
         "run_a": _public(run_a), "run_b": _public(run_b), "label_a": describe(run_a), "label_b": describe(run_b),
         "same_caliber": run_a["caliber"] == run_b["caliber"], "threshold": threshold,
-        "history_runs": noise_of.runs, "paired_rows": len(table), "unpaired_rows": len(unpaired),
+        "history_runs": history_runs, "paired_rows": len(table), "unpaired_rows": len(unpaired),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "noise_sources": dict(Counter(t["noise"].split(" ")[0] for t in table)),
         # Rows left without any noise estimate, by the run that lacks a process-level interval.
@@ -153,7 +184,6 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         "changed_versions": changed_versions(run_a, run_b),
         "fail_on": fail_on, "failing_rows": sum(1 for t in table if t["verdict"] in failing),
     }
-    return {"summary": summary, "rows": table, "unpaired": unpaired}
 
 
 class _HistoryNoise:
@@ -228,21 +258,7 @@ def _result_lines(s: Mapping) -> List[str]:
                    + ("; not a verdict: no row has a noise estimate." if not known else "."))
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
     out.append(f"- Verdicts: {counts}.")
-    legend = {"intervals": "each run's own process-level 95% interval, a row moved when each value lies outside "
-                           "the other run's interval",
-              "rounds": "the rows' own rounds",
-              "history": f"the row over {s['history_runs']} earlier run(s) of this caliber",
-              "none": "no interval and too little history, so inconclusive"}
-    sources = sorted(s["noise_sources"].items())
-    out.append(f"- Noise from: {', '.join(f'{k}: {v}' for k, v in sources) or '-'}"
-               + (f" ({'; '.join(f'{k}: {legend[k]}' for k, _ in sources if k in legend)})." if sources else "."))
-    missing = s.get("without_intervals") or {}
-    if s["noise_sources"].get("none"):
-        which = " and ".join(f"{k} ({v} row(s))" for k, v in sorted(missing.items()) if v) or "A or B"
-        out.append(f"- **No process-level intervals** in {which}: measured in one process (timer.processes=1, "
-                   "or a zlbench before intervals), and too little history to judge "
-                   f"{s['noise_sources']['none']} row(s). Fix: rerun with timer.processes>=2 (the default); two "
-                   "such runs compare on their own intervals.")
+    out += _noise_lines(s)
     if s.get("process_unstable_rows"):
         out.append(f"- {s['process_unstable_rows']} row(s) marked BENCHMARK_PROCESS_UNSTABLE in A or B (their "
                    "processes disagreed, e.g. an autotune pick): their intervals rest on their own spread.")
@@ -250,6 +266,26 @@ def _result_lines(s: Mapping) -> List[str]:
     if wanted:
         out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows']} row(s) {' or '.join(wanted)}"
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
+    return out
+
+
+def _noise_lines(s: Mapping) -> List[str]:
+    """Where the rows' noise came from, and what to do for rows that had none."""
+    legend = {"intervals": "each run's own process-level 95% interval, a row moved when each value lies outside "
+                           "the other run's interval",
+              "rounds": "the rows' own rounds",
+              "history": f"the row over {s['history_runs']} earlier run(s) of this caliber",
+              "none": "no interval and too little history, so inconclusive"}
+    sources = sorted(s["noise_sources"].items())
+    out = [f"- Noise from: {', '.join(f'{k}: {v}' for k, v in sources) or '-'}"
+           + (f" ({'; '.join(f'{k}: {legend[k]}' for k, _ in sources if k in legend)})." if sources else ".")]
+    missing = s.get("without_intervals") or {}
+    if s["noise_sources"].get("none"):
+        which = " and ".join(f"{k} ({v} row(s))" for k, v in sorted(missing.items()) if v) or "A or B"
+        out.append(f"- **No process-level intervals** in {which}: measured in one process (timer.processes=1, "
+                   "or a zlbench before intervals), and too little history to judge "
+                   f"{s['noise_sources']['none']} row(s). Fix: rerun with timer.processes>=2 (the default); two "
+                   "such runs compare on their own intervals.")
     return out
 
 

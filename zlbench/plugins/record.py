@@ -44,30 +44,33 @@ def _markers_for_results(n_results: int):
         return [{"timer_used": None, "timer_used_base": None, "markers": [MARKER_NOT_ZLBENCH_TIMER],
                  "marker_reason": "no zlbench timing call: the corpus timed this row itself", "facts": None,
                  "facts_base": None} for _ in range(n_results)]
-    fits = True
+    per, fits = _calls_per_result(calls, n_results)
+    return [_timing_of(group, fits) for group in per]
+
+
+def _calls_per_result(calls: list, n_results: int):
+    """The calls of each result ([torch, alternative] or [alternative]), and whether they fit; when
+    they do not, every result gets all of them."""
     if n_results and len(calls) == 2 * n_results:
-        per = [calls[2 * i : 2 * i + 2] for i in range(n_results)]
-    elif n_results and len(calls) == n_results:
-        per = [[c] for c in calls]
-    else:
-        per, fits = [calls] * n_results, False
-    out = []
-    for group in per:
-        markers = sorted({m for c in group for m in c.get("markers", [])})
-        reasons = sorted({c["reason"] for c in group if c.get("reason")})
-        # timer_used: the alternative's ("latency") call; the baseline's is kept beside it.
-        out.append(
-            {
-                "timer_used": group[-1]["timer_used"] if group else None,
-                "timer_used_base": group[0]["timer_used"] if len(group) == 2 else None,
-                "markers": markers,
-                "marker_reason": "; ".join(reasons) or None,
-                # How each call sampled (stop reason, samples, precision, clocks, modes): Row fields.
-                "facts": group[-1].get("facts") if fits and group else None,
-                "facts_base": group[0].get("facts") if fits and len(group) == 2 else None,
-            }
-        )
-    return out
+        return [calls[2 * i : 2 * i + 2] for i in range(n_results)], True
+    if n_results and len(calls) == n_results:
+        return [[c] for c in calls], True
+    return [calls] * n_results, False
+
+
+def _timing_of(group: list, fits: bool) -> dict:
+    """One result's timing: its timers, markers and (where the calls fit) each call's facts."""
+    reasons = sorted({c["reason"] for c in group if c.get("reason")})
+    # timer_used: the alternative's ("latency") call; the baseline's is kept beside it.
+    return {
+        "timer_used": group[-1]["timer_used"] if group else None,
+        "timer_used_base": group[0]["timer_used"] if len(group) == 2 else None,
+        "markers": sorted({m for c in group for m in c.get("markers", [])}),
+        "marker_reason": "; ".join(reasons) or None,
+        # How each call sampled (stop reason, samples, precision, clocks, modes): Row fields.
+        "facts": group[-1].get("facts") if fits and group else None,
+        "facts_base": group[0].get("facts") if fits and len(group) == 2 else None,
+    }
 
 
 class _RecordHandler(logging.Handler):

@@ -13,6 +13,7 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
+from zlbench.results import columns
 from zlbench.results.events import base_node
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import MARKER_FALLBACK
@@ -21,8 +22,8 @@ from zlbench.ab import stats
 from zlbench.ab.kernels import compare_kernels
 from zlbench.ab.sequential import FUTILE, SETTLED
 
-AB_FIELDS = ["op", "dtype", "shape", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
-             "p", "q", "mde_pct", "live", "fallback", "verdict", "stop"]
+# ab.csv's columns (the registry's, zlbench/results/columns.py; ab.json's rows carry AB_JSON's).
+AB_FIELDS = list(columns.names(columns.AB_COLUMNS, columns.AB_CSV))
 
 
 def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
@@ -51,18 +52,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
     fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish."""
     pairing = pair(rows_a, rows_b, "latency")
-    # Rows of nodes liveness first found not live in round 1: timed on one side only.
-    dead = {n for n, e in (stops or {}).items() if e.get("why") == "not live"}
-    one_sided = {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
-                 if base_node(r.get("node") or "") in dead and r.get("status") == "ok"}
+    one_sided = _one_sided(rows_a, rows_b, stops or {})
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
-    artifacts_a, artifacts_b = artifacts_a or {}, artifacts_b or {}
-    row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
-    # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
-    # every row is measured and counts towards the false-positive rate.
-    live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
-    # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
-    stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
+    row_stats, live = _judge(pairing, threshold, artifacts_a or {}, artifacts_b or {}, aa, rounds)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
     for p, t, s in zip(pairing.rows, table, row_stats):
         t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop)
@@ -71,13 +63,38 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     table += not_live
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
-                   rounds_planned=dict(rounds) if rounds else (
-                       {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None),
+                   rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
     result = {"summary": summary, "rows": table, "unpaired": [
         {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}
     result["markdown"] = render_markdown(result)
     return result
+
+
+def _one_sided(rows_a: Sequence[dict], rows_b: Sequence[dict], stops: Mapping[str, Mapping]) -> Dict:
+    """Rows of nodes liveness first found not live in round 1: timed on one side only (key ->
+    (row, side))."""
+    dead = {n for n, e in stops.items() if e.get("why") == "not live"}
+    return {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
+            if base_node(r.get("node") or "") in dead and r.get("status") == "ok"}
+
+
+def _judge(pairing, threshold: float, artifacts_a: Mapping, artifacts_b: Mapping, aa: bool,
+           rounds: Optional[Mapping[str, int]]):
+    """Each paired row's statistics and verdict, and its liveness."""
+    row_stats = [stats.row_stat(p.a, p.b) for p in pairing.rows]
+    # A/A: both sides run one value, so identical kernels are the construction, not a dead axis:
+    # every row is measured and counts towards the false-positive rate.
+    live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
+    # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
+    stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
+    return row_stats, live
+
+
+def _planned(rounds: Optional[Mapping[str, int]], fixed_rounds: Optional[int]) -> Optional[Dict]:
+    if rounds:
+        return dict(rounds)
+    return {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None
 
 
 def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optional[Dict]:
@@ -158,24 +175,8 @@ def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
 
 
 def headline(summary: Mapping) -> List[str]:
-    lines = []
-    if summary.get("cut"):
-        lines.append(cut_line(summary))
-    if summary.get("aa"):
-        lines.append("A/A: both sides ran the same value, so their kernels are identical by construction; "
-                     "every row is measured and any verdict other than 'no difference' is a false positive.")
-    elif summary["liveness"] == "not live":
-        unknown = summary.get("unknown_liveness_rows") or 0
-        lines.append("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
-                     "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
-                     "noise check, not an effect." +
-                     (f" {unknown} row(s) had no kernels to compare (liveness unknown)." if unknown else ""))
-    elif summary["liveness"] == "unknown":
-        lines.append("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
-                     "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
-    else:
-        lines.append(f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
-                     "row(s) compiled identical kernels (excluded; they are a free A/A check).")
+    lines = [cut_line(summary)] if summary.get("cut") else []
+    lines.append(_liveness_line(summary))
     o = summary["overall"]
     if o["geomean"] is not None:
         ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
@@ -192,6 +193,30 @@ def headline(summary: Mapping) -> List[str]:
         fpr = summary["false_positive_rate"]
         lines.append(f"A/A mode: {summary['flagged_rows']} row(s) flagged after BH "
                      f"(false positive rate {fpr:.1%})." if fpr is not None else "A/A mode: no rows.")
+    caveats = _caveats(summary)
+    if caveats:
+        lines.append("Caveats: " + "; ".join(caveats) + ".")
+    return lines
+
+
+def _liveness_line(summary: Mapping) -> str:
+    if summary.get("aa"):
+        return ("A/A: both sides ran the same value, so their kernels are identical by construction; "
+                "every row is measured and any verdict other than 'no difference' is a false positive.")
+    if summary["liveness"] == "not live":
+        unknown = summary.get("unknown_liveness_rows") or 0
+        return ("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
+                "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
+                "noise check, not an effect." +
+                (f" {unknown} row(s) had no kernels to compare (liveness unknown)." if unknown else ""))
+    if summary["liveness"] == "unknown":
+        return ("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
+                "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
+    return (f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
+            "row(s) compiled identical kernels (excluded; they are a free A/A check).")
+
+
+def _caveats(summary: Mapping) -> List[str]:
     caveats = []
     if summary["unpaired_rows"]:
         caveats.append(f"{summary['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete")
@@ -202,10 +227,7 @@ def headline(summary: Mapping) -> List[str]:
     if d["geomean"] is not None and abs(d["geomean"] - 1) > summary["threshold"]:
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['geomean'])} between sides: "
                        "suspect machine drift")
-    caveats += list(summary.get("extra_caveats") or [])
-    if caveats:
-        lines.append("Caveats: " + "; ".join(caveats) + ".")
-    return lines
+    return caveats + list(summary.get("extra_caveats") or [])
 
 
 def cut_line(summary: Mapping) -> str:
@@ -232,20 +254,38 @@ def _rounds_cell(t: Mapping) -> str:
     return f"{t['rounds']} ({t['stop']}{at})"
 
 
+def _ci_cell(t: Mapping) -> str:
+    return f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t.get("ci_lo_pct") is not None else "-"
+
+
+def _verdict_cell(t: Mapping) -> str:
+    live = t.get("live")
+    return (t["verdict"] + (" (fallback)" if t.get("fallback") else "")
+            + ("" if live in (None, "live", t["verdict"]) else f" [{live}]"))
+
+
+# How ab.md shows a column (columns.AB_MD); a column not named here shows its value.
+_CELLS = {
+    "rounds": _rounds_cell, "a_ms": lambda t: fmt_ms(t.get("a_ms")), "b_ms": lambda t: fmt_ms(t.get("b_ms")),
+    "change_pct": lambda t: "-" if t.get("change_pct") is None else f"{t['change_pct']:+.2f}%",
+    "ci_lo_pct": _ci_cell, "q": lambda t: "-" if t.get("q") is None else f"{t['q']:.3g}", "verdict": _verdict_cell,
+}
+MD_COLUMNS = [c for c in columns.AB_COLUMNS if columns.AB_MD in c.outputs]
+MD_HEADERS = [c.label or c.name for c in MD_COLUMNS]
+
+
+def table_cells(t: Mapping) -> List[str]:
+    """An A/B row as ab.md's table shows it (MD_HEADERS); report/condensed.py's tables too."""
+    return [_CELLS[c.name](t) if c.name in _CELLS else t.get(c.name) for c in MD_COLUMNS]
+
+
 def render_markdown(result: Mapping) -> str:
     s = result["summary"]
     out = [f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
     out += [f"- {line}" for line in headline(s)]
     out.append("")
-    rows = []
-    for t in result["rows"]:
-        ci = (f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-")
-        rows.append([t["op"], t["dtype"], t["shape"], _rounds_cell(t),
-                     fmt_ms(t["a_ms"]), fmt_ms(t["b_ms"]), "-" if t["change_pct"] is None else f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}",
-                     t["verdict"] + (" (fallback)" if t["fallback"] else "")
-                     + ("" if t["live"] in ("live", t["verdict"]) else f" [{t['live']}]")])
-    out.append(tabulate(rows, headers=["Operator", "dtype", "shape", "rounds", "A ms (geo)", "B ms (geo)", "change", "95% CI",
-                                       "q", "verdict"], tablefmt="github") if rows else "(no paired rows)")
+    rows = [table_cells(t) for t in result["rows"]]
+    out.append(tabulate(rows, headers=MD_HEADERS, tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
         out += ["", "## Unpaired rows", ""]
         out.append(tabulate([[u["op"], u["dtype"], u["shape"], u["why"][:120]] for u in result["unpaired"]],
@@ -254,8 +294,10 @@ def render_markdown(result: Mapping) -> str:
 
 
 def write(result: Mapping, out_dir: Path, where: str = "") -> None:
-    """ab.md, ab.csv, ab.json and ab.png; where: the plot's what/where/when (condensed.plot_title)."""
-    from zlbench.report.plots import forest_plot
+    """ab.md (result["markdown"]), ab.csv, ab.json and ab.png; where: the plot's what/where/when
+    (condensed.plot_title). ab.png's form is decided before drawing: a forest plot with a line per
+    row up to overview.LARGE rows, past that the fixed-size overview (one plot, drawn once)."""
+    from zlbench.report.overview import LARGE
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ab.md").write_text(result["markdown"], encoding="utf-8")
@@ -266,6 +308,14 @@ def write(result: Mapping, out_dir: Path, where: str = "") -> None:
     (out_dir / "ab.csv").write_text(buf.getvalue(), encoding="utf-8")
     (out_dir / "ab.json").write_text(json.dumps({k: v for k, v in result.items() if k != "markdown"},
                                                 indent=1, default=str), encoding="utf-8")
-    forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
-                out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
-                + (f" - {where}" if where else ""))
+    if len(result["rows"]) > LARGE:
+        from zlbench.report.overview import ab_overview_plot
+
+        s = result["summary"]
+        ab_overview_plot(result, out_dir / "ab.png", where or f"A/B: {s['label_b']} / {s['label_a']}")
+    else:
+        from zlbench.report.plots import forest_plot
+
+        forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
+                    out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
+                    + (f" - {where}" if where else ""))

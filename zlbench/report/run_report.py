@@ -12,12 +12,11 @@ from zlbench.exitcodes import Exit, run_exit
 from zlbench.results.events import DEADLINE_REASON
 from zlbench.results.rundir import (add_process_facts, collect, load_artifacts, load_plan, read_identity,
                               run_pinning_problems, stopped_nodes)
+from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
 
 log = logging.getLogger("zlbench")
 
-# Above this many plotted groups (op x dtype x side) or A/B rows, plots become fixed-size overviews.
-LARGE = 40
 DEFAULT_FAIL_ON = ("failed", "crashed", "timeout", "poisoned", "fatal")
 
 
@@ -81,23 +80,20 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1))
-    from zlbench.report.condensed import plot_title
+    from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, plot_title
 
+    # Each form is decided before anything is written: at corpus scale ab.md is the Markdown that
+    # fits a pull-request comment (ab.csv and ab.json keep every row), and write() draws ab.png as
+    # the fixed-size overview instead of a forest-plot line per row.
+    if len(result["rows"]) > LARGE and len(result["markdown"]) > GITHUB_COMMENT_LIMIT:
+        result["markdown"] = ab_markdown(result)
     write(result, run_dir, plot_title(identity, "A/B"))
-    if len(result["rows"]) > LARGE:
-        # At corpus scale: a fixed-size overview instead of one forest-plot line per row, and a
-        # Markdown under a pull-request comment's limit (ab.csv and ab.json keep every row).
-        from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, ab_overview_plot
-
-        ab_overview_plot(result, run_dir / "ab.png", plot_title(identity, "A/B"))
-        if len(result["markdown"]) > GITHUB_COMMENT_LIMIT:
-            result["markdown"] = ab_markdown(result)
-            (run_dir / "ab.md").write_text(result["markdown"], encoding="utf-8")
     return result
 
 
 def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> bool:
-    from zlbench.report.condensed import plot_title, speedup_overview_plot
+    from zlbench.report.condensed import plot_title
+    from zlbench.report.overview import speedup_overview_plot
     from zlbench.report.plots import speedup_plot
 
     groups = {(r.get("op"), r.get("dtype"), r.get("side")) for r in rows if r.get("speedup")}

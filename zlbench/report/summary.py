@@ -146,38 +146,50 @@ def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]
     calls = list(_timing_calls(rows))
     if not calls:
         return []
-    lines = ["## Timing", ""]
+    lines = ["## Timing", "", _stop_line(calls, identity)]
+    lines += _samples_lines(calls)
+    lines.append("- " + _clock_line(calls, rows, identity))
+    lines += _placement_lines(calls)
+    lines += _bimodal_lines(calls)
+    return lines + [""]
+
+
+def _stop_line(calls, identity: Optional[dict]) -> str:
     reasons = Counter(f["stop_reason"] for _, _, f in calls)
     timer = (identity or {}).get("timer") or {}
     stop = timer.get("stop")
     # The target only where it decides (adaptive): a fixed stop takes the timer's own budget.
     rule = (f" (timer.stop={stop}" + (f", target +-{_pct(timer.get('target_rel'))}" if stop == "adaptive" else "")
             + ")" if stop else "")
-    lines.append(f"- {len(calls)} timing calls stopped: "
-                 + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + rule)
+    return f"- {len(calls)} timing calls stopped: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + rule
+
+
+def _samples_lines(calls) -> List[str]:
+    """Samples per call and the precision they reached, the worst call named."""
     sampled = [f for _, _, f in calls if f.get("samples")]
-    if sampled:
-        n = sorted(f["samples"] for f in sampled)
-        cis = sorted(f["ci_rel"] for f in sampled if f.get("ci_rel") is not None)
-        worst = max((c for c in calls if c[2].get("ci_rel") is not None), key=lambda c: c[2]["ci_rel"], default=None)
-        text = f"- samples per call: median {statistics.median(n):g} ({n[0]}..{n[-1]})"
-        if cis:
-            text += f"; 95% CI half-width: median {_pct(statistics.median(cis))}, worst {_pct(cis[-1])}"
-            r = worst[0]
-            text += f" ({r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}, {worst[1]})"
-        lines.append(text)
-    lines.append("- " + _clock_line(calls, rows, identity))
-    lines += _placement_lines(calls)
+    if not sampled:
+        return []
+    n = sorted(f["samples"] for f in sampled)
+    cis = sorted(f["ci_rel"] for f in sampled if f.get("ci_rel") is not None)
+    text = f"- samples per call: median {statistics.median(n):g} ({n[0]}..{n[-1]})"
+    if cis:
+        worst = max((c for c in calls if c[2].get("ci_rel") is not None), key=lambda c: c[2]["ci_rel"])
+        text += f"; 95% CI half-width: median {_pct(statistics.median(cis))}, worst {_pct(cis[-1])}"
+        r = worst[0]
+        text += f" ({r['op']} {short_dtype(r.get('dtype'))} {r.get('shape')}, {worst[1]})"
+    return [text]
+
+
+def _bimodal_lines(calls) -> List[str]:
     bimodal = [(r, side, f) for r, side, f in calls if f.get("mode_lo_ms") is not None]
-    if bimodal:
-        lines += ["", f"### Bimodal rows ({MARKER_BIMODAL}): {len(bimodal)} timing call(s) whose samples fall "
-                  "into two clusters", ""]
-        lines.append(tabulate(
-            [[r["op"], short_dtype(r.get("dtype")), r.get("shape"), side, _fmt(f["mode_lo_ms"]),
-              _fmt(f["mode_hi_ms"]), _pct(f.get("mode_hi_share"))] for r, side, f in bimodal],
-            headers=["op", "dtype", "shape", "timed", "low mode ms", "high mode ms", "share high"],
-            tablefmt="github"))
-    return lines + [""]
+    if not bimodal:
+        return []
+    return ["", f"### Bimodal rows ({MARKER_BIMODAL}): {len(bimodal)} timing call(s) whose samples fall "
+            "into two clusters", "", tabulate(
+                [[r["op"], short_dtype(r.get("dtype")), r.get("shape"), side, _fmt(f["mode_lo_ms"]),
+                  _fmt(f["mode_hi_ms"]), _pct(f.get("mode_hi_share"))] for r, side, f in bimodal],
+                headers=["op", "dtype", "shape", "timed", "low mode ms", "high mode ms", "share high"],
+                tablefmt="github")]
 
 
 def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]:
@@ -192,7 +204,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
                     "process-level interval, so their precision is that of one process only; what a process "
                     "draws at start (autotune picks, input placement) is not sampled", ""]
         return []
-    widths = sorted(((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci)
+    widths = sorted((((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci),
+                    key=lambda w: w[0])  # equal widths keep their order (rows do not compare)
     counts = Counter(r["processes"] for r in measured)
     unstable = [r for r in measured if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])]
     lines = ["## Processes", "",
@@ -267,38 +280,53 @@ def _identity_lines(identity: dict) -> List[str]:
 
 def render_summary(rows: List[dict], status_rows: List[dict], title: str,
                    identity: Optional[dict] = None) -> str:
-    counts = Counter(_worst_per_node(status_rows).values())
     lines = [f"# {title}", ""]
     contention = contention_warning(rows)
     if contention:
         lines += [f"> **Warning**: {contention}", ""]
     if identity:
         lines += _identity_lines(identity)
-    lines += ["## Status", ""]
-    lines.append(tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
-                          headers=["status", "test nodes"], tablefmt="github"))
-    lines.append("")
+    lines += _status_lines(status_rows)
+    lines += _results_lines(rows)
+    lines += _marker_notes(rows)
+    for section in (process_lines(rows, identity), timing_lines(rows, identity)):
+        if section:
+            lines += [""] + section[:-1]
+    return "\n".join(lines) + "\n"
+
+
+def _status_lines(status_rows: List[dict]) -> List[str]:
+    """## Status: test nodes by their worst status; ## Not ok: each node that was not."""
+    counts = Counter(_worst_per_node(status_rows).values())
+    lines = ["## Status", "", tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
+                                       headers=["status", "test nodes"], tablefmt="github"), ""]
     bad = [s for s in status_rows if s["status"] != "ok"]
     if bad:
-        lines += ["## Not ok", ""]
-        lines.append(tabulate(
+        lines += ["## Not ok", "", tabulate(
             [[s["op"], s["test_node"], s.get("side", ""), s["status"], (s.get("reason") or "")[:160]]
              for s in bad],
-            headers=["op", "test node", "side", "status", "reason"], tablefmt="github"))
-        lines.append("")
+            headers=["op", "test node", "side", "status", "reason"], tablefmt="github"), ""]
+    return lines
+
+
+def _results_lines(rows: List[dict]) -> List[str]:
     table = per_op_table(rows)
     headers = ["op", "side", "dtype", "shapes", "torch ms (median)", "gems ms (median)",
                "speedup (geomean)", "range", "timer"]
     if len({line[1] for line in table}) <= 1:  # one side (a plain run's "main"): the column says nothing
         headers.pop(1)
         table = [line[:1] + line[2:] for line in table]
-    lines += ["## Results per op and dtype", "",
-              "torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the "
-              "median over its processes); speedup: the geometric mean over shapes of each row's "
-              "torch / gems, so it need not equal the ratio of the two medians; range: the lowest and "
-              "highest row speedup.", ""]
-    lines.append(tabulate(table, headers=headers, tablefmt="github")
-                 if table else "(no measured rows)")
+    return ["## Results per op and dtype", "",
+            "torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the "
+            "median over its processes); speedup: the geometric mean over shapes of each row's "
+            "torch / gems, so it need not equal the ratio of the two medians; range: the lowest and "
+            "highest row speedup.", "",
+            tabulate(table, headers=headers, tablefmt="github") if table else "(no measured rows)"]
+
+
+def _marker_notes(rows: List[dict]) -> List[str]:
+    """A note for rows timed outside the run's regime: the direct fallback, the corpus' own timer."""
+    lines = []
     fallback_rows = sum(1 for r in rows if MARKER_FALLBACK in (r.get("markers") or []))
     if fallback_rows:
         lines += ["", f"> {fallback_rows} row(s) were timed by the direct fallback "
@@ -308,10 +336,4 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
         lines += ["", f"> {corpus_timed} row(s) were timed by the corpus itself ({MARKER_NOT_ZLBENCH_TIMER}: a "
                   "timing path zlbench does not patch, e.g. FlagGems' --mode operator|wrapper): their regime is "
                   "the corpus', not the run's timer."]
-    processes = process_lines(rows, identity)
-    if processes:
-        lines += [""] + processes[:-1]
-    timing = timing_lines(rows, identity)
-    if timing:
-        lines += [""] + timing[:-1]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -18,6 +18,7 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from zlbench.errors import UsageError
+from zlbench.results import columns as C
 from zlbench.results.rundir import IDENTITY_FILE
 from zlbench.store import schema as S
 from zlbench.store.db import Store, explain
@@ -95,24 +96,41 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def _stored(column: C.Column, value: Any) -> Dict[str, Any]:
+    """A registry column's value as the store keeps it, by its type (results/columns.py): over-long
+    text cut to the store column's length, non-finite floats as null, a missing value as the
+    column's default where it has one."""
+    if column.type == C.INTERVAL:
+        return _interval(value, *column.store_names)
+    if column.type in (C.STR, C.ANY):
+        v = _str(value, column.length)
+    elif column.type == C.FLOAT:
+        v = _float(value)
+    elif column.type == C.INT:
+        v = _int(value)
+    elif column.type == C.BOOL:
+        v = bool(value)
+    elif column.type == C.LIST:
+        v = list(value or [])
+    else:
+        v = json_safe(value)
+    return {column.name: column.default if v is None and column.default not in (None, "") else v}
+
+
+def _record(columns, item: Mapping[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for c in columns:
+        if C.STORE in c.outputs:
+            out.update(_stored(c, item.get(c.name)))
+    return out
+
+
 def _row_record(r: Mapping[str, Any]) -> Dict[str, Any]:
-    return {
-        "op": _str(r.get("op"), 255), "dtype": _str(r.get("dtype"), 64), "shape": _str(r.get("shape")),
-        "legacy_shape": json_safe(r.get("legacy_shape")),
-        "latency_base": _float(r.get("latency_base")), "latency": _float(r.get("latency")),
-        "speedup": _float(r.get("speedup")), "gbps_base": _float(r.get("gbps_base")),
-        "gbps": _float(r.get("gbps")), "timer_used": _str(r.get("timer_used"), 64),
-        "timer_used_base": _str(r.get("timer_used_base"), 64), "markers": list(r.get("markers") or []),
-        "marker_reason": _str(r.get("marker_reason")), "status": _str(r.get("status"), 16),
-        "reason": _str(r.get("reason")), "side": _str(r.get("side"), 64) or "main",
-        "round": _int(r.get("round")) or 0, "device": _str(r.get("device"), 64),
-        "device_name": _str(r.get("device_name"), 255), "device_bus_id": _str(r.get("device_bus_id"), 64),
-        "node": _str(r.get("node")),
-        "processes": _int(r.get("processes")),
-        **_interval(r.get("latency_ci"), "latency_lo", "latency_hi"),
-        **_interval((r.get("timing_base") or {}).get("latency_ci") if isinstance(r.get("timing_base"), Mapping)
-                    else None, "latency_base_lo", "latency_base_hi"),
-    }
+    base = r.get("timing_base")
+    # The baseline's interval lives inside timing_base (a mapping, not a store column of its own).
+    return {**_record(C.ROW_COLUMNS, r),
+            **_interval(base.get("latency_ci") if isinstance(base, Mapping) else None,
+                        "latency_base_lo", "latency_base_hi")}
 
 
 def _interval(ci, lo_name: str, hi_name: str) -> Dict[str, Optional[float]]:
@@ -135,11 +153,7 @@ def _status_record(s: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _ab_row_record(t: Mapping[str, Any]) -> Dict[str, Any]:
-    rec = {c: _float(t.get(c)) for c in ("a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct", "p", "q", "mde_pct")}
-    rec.update({"op": _str(t.get("op"), 255), "dtype": _str(t.get("dtype"), 64), "shape": _str(t.get("shape")),
-                "rounds": _int(t.get("rounds")), "live": _str(t.get("live"), 16),
-                "fallback": bool(t.get("fallback")), "verdict": _str(t.get("verdict"), 64)})
-    return rec
+    return _record(C.AB_COLUMNS, t)
 
 
 def _device_name(identity: Mapping[str, Any], rows: List[dict]) -> Optional[str]:
