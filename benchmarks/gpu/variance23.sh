@@ -19,7 +19,7 @@ args_of() { case $1 in
   rep5) echo "timer.rep_ms=5 timer.processes=4" ;;
   rep10) echo "timer.rep_ms=10 timer.processes=4" ;;
   rep20) echo "timer.rep_ms=20 timer.processes=4" ;;
-  shared) echo "timer.rep_ms=20 timer.processes=3 timer.share_tuning=true timer.stop=adaptive timer.min_samples=10 timer.max_samples=10 timer.target_rel=0.0001" ;;
+  shared) echo "timer.rep_ms=20 timer.processes=3 timer.share_tuning=true" ;;
   *) echo "$1" | tr ',' ' ' ;;
 esac; }
 # One warm-up pass first (compiles into the shared Triton cache), not analysed.
