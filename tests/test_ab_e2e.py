@@ -62,7 +62,10 @@ def test_aa_mode_reports_its_false_positive_rate(run_zlbench):
     plan = json.loads((res.run_dir / "plan.json").read_text())
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"]} == {"0"}
     assert ab["summary"]["aa"] is True and ab["summary"]["false_positive_rate"] is not None
-    assert "A/A mode" in (res.run_dir / "ab.md").read_text()
+    md = (res.run_dir / "ab.md").read_text()
+    assert "A/A mode" in md
+    # Its title says A/A: both sides carry the same value, named as the axis names its sides.
+    assert md.startswith("# A/A: DEMO_GEMS_FUSED_SOFTMAX=0 (off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=0 (on) (B)\n"), md[:120]
 
 
 def test_multirun_sides_pair_afterwards(tmp_path):

@@ -279,9 +279,15 @@ def table_cells(t: Mapping) -> List[str]:
     return [_CELLS[c.name](t) if c.name in _CELLS else t.get(c.name) for c in MD_COLUMNS]
 
 
+def title(s: Mapping) -> str:
+    """ab.md's first line; an A/A says so, its two sides carrying the same value."""
+    kind = "A/A" if s.get("aa") else "A/B"
+    return f"# {kind}: {s['label_a']} (A) vs {s['label_b']} (B)"
+
+
 def render_markdown(result: Mapping) -> str:
     s = result["summary"]
-    out = [f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)", ""]
+    out = [title(s), ""]
     out += [f"- {line}" for line in headline(s)]
     out.append("")
     rows = [table_cells(t) for t in result["rows"]]

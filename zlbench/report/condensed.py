@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from zlbench.report.ab import MD_HEADERS, table_cells
+from zlbench.report.ab import MD_HEADERS, table_cells, title
 from zlbench.report.overview import ab_overview_plot, change_size, speedup_overview_plot  # noqa: F401 (API)
 from zlbench.errors import UsageError
 
@@ -74,7 +74,7 @@ def ab_markdown(result: Mapping, limit: int = GITHUB_COMMENT_LIMIT, top: int = 2
     from zlbench.report.ab import headline
 
     s = result["summary"]
-    head = f"# A/B: {s['label_a']} (A) vs {s['label_b']} (B)\n\n" + "\n".join(f"- {l}" for l in headline(s))
+    head = f"{title(s)}\n\n" + "\n".join(f"- {l}" for l in headline(s))
     rows = sorted(result["rows"], key=lambda t: (-change_size(t), t["op"], t["dtype"], t["shape"]))
     changed = [t for t in rows if t["verdict"] in CHANGED]
     top_rows, rest = changed[:top], changed[top:] + [t for t in rows if t["verdict"] not in CHANGED]
