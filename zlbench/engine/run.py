@@ -222,7 +222,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
                                           backend.name != "cpu"))
         if not launcher.waits and interrupts.signum is None:
             log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
-                     f"`python -m zlbench.collect {run_dir}`")
+                     f"`zlbench collect {run_dir}`")
             return Exit.OK
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
         watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
@@ -246,7 +246,7 @@ def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
         raise UsageError(
             f"could not write results into {run_dir}: {e}. The events already written are intact "
             f"(tables are replaced atomically, never half-written). Fix: free space, then "
-            f"`python -m zlbench.collect {run_dir}` to rebuild the tables, or resume={run_dir} to "
+            f"`zlbench collect {run_dir}` to rebuild the tables, or resume={run_dir} to "
             "measure what is missing."
         )
     if interrupts.signum:

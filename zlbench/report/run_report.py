@@ -136,7 +136,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         outputs += ["ab.md", "ab.csv", "ab.json", "ab.png"]
     elif ab["name"] != "none":
         text += (f"\n> One side ({sides[0]}) of A/B axis {ab['name']}: pair it with "
-                 "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
+                 "the other side's run dir: `zlbench summary A_DIR --ab B_DIR`.\n")
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
     if _speedup_png(rows, run_dir / "speedup.png", identity):
         outputs.insert(5, "speedup.png")

@@ -383,7 +383,7 @@ def load_rows(run_dir: Path) -> List[dict]:
                     out.append(json.loads(line))
                 except ValueError as e:
                     raise UsageError(f"{path}:{lineno}: malformed row ({e}). Fix: run "
-                                     f"`python -m zlbench.collect {run_dir}` to rebuild it from the events.")
+                                     f"`zlbench collect {run_dir}` to rebuild it from the events.")
     return out
 
 

@@ -164,7 +164,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     missing = [n for n in ("rows.jsonl", "ops_status.csv") if not (run_dir / n).is_file()]
     if missing:
         raise UsageError(f"{run_dir} has no {' or '.join(missing)}: the run has not finished or was not "
-                         f"collected. Fix: `python -m zlbench.collect {run_dir}`, then record it again.")
+                         f"collected. Fix: `zlbench collect {run_dir}`, then record it again.")
     rows, status = load_rows(run_dir), load_status(run_dir)
     ab_path = run_dir / AB_FILE
     ab = None
@@ -173,7 +173,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
             ab = json.loads(ab_path.read_text(encoding="utf-8"))
         except ValueError as e:
             raise UsageError(f"{ab_path} is not valid JSON ({e}). Fix: rebuild it with "
-                             f"`python -m zlbench.collect {run_dir}`.")
+                             f"`zlbench collect {run_dir}`.")
     digest = hashlib.sha256(str(run_dir).encode())
     for name in (IDENTITY_FILE, "rows.jsonl", "ops_status.csv", AB_FILE):
         p = run_dir / name
