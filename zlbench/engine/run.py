@@ -130,7 +130,7 @@ def plan_record(plan: Plan) -> Dict[str, Any]:
         "devices": [d.as_dict() for d in plan.devices],
         "nodes": [{"nodeid": n.nodeid, "op": n.op, "file": n.file} for n in plan.nodes],
         "sides": [{"name": s.name, "env": s.env} for s in plan.sides],
-        "plugins": plan.plugins, "corpus_root": plan.corpus_root,
+        "plugins": plan.plugins, "corpus_root": plan.corpus_root, "schedule": plan.schedule,
         "units": [u.to_dict() for u in plan.units],
     }
 
@@ -194,9 +194,9 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         rounds = f" rounds={plan.rounds} per side" if len(plan.sides) > 1 or plan.rounds > 1 else ""
         if plan.processes:
             rounds = f" processes={plan.processes} per node"
-        schedule = plan.units[0].schedule if plan.units else None
+        schedule = plan.schedule
         if schedule:
-            rounds = (f" rounds: {schedule['min_rounds']} to {schedule['max_rounds']} per side (node by node, "
+            rounds = (f" rounds: {schedule['min_rounds']} to {plan.rounds} per side (node by node, "
                       "ABBA; a node stops once its rows settle" + ("" if schedule["aa"] else
                                                                   ", or after round 1 when not live") + ")")
         log.info(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "

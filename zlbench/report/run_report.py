@@ -70,8 +70,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
-    schedule = (plan["units"] or [{}])[0].get("schedule") if plan else None
-    rounds = {"min": schedule["min_rounds"], "max": schedule["max_rounds"]} if schedule else None
+    schedule = plan.get("schedule") if plan else None
+    rounds = {"min": schedule["min_rounds"], "max": int(plan["rounds"])} if schedule else None
     result = compare([r for r in rows if r.get("side") == sides[0]],
                      [r for r in rows if r.get("side") == sides[1]],
                      f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",

@@ -81,6 +81,20 @@ def load_plan(run_dir: Path) -> dict:
         raise UsageError(f"{run_dir} was written in run-dir format {version}; this zlbench reads format "
                          f"{ev.FORMAT_VERSION}. Fix: collect or resume it with the zlbench version that "
                          "wrote it, or start a new run.")
+    return _one_schedule(plan)
+
+
+def _one_schedule(plan: dict) -> dict:
+    """A node-level A/B's schedule is written once, as plan["schedule"] (null: none). A plan.json
+    written before that carried a copy on every unit, with max_rounds (plan["rounds"]): read it as
+    written now, so such a run is still collected and resumed."""
+    units = plan.get("units") or []
+    if "schedule" not in plan:
+        plan["schedule"] = next((u["schedule"] for u in units if u.get("schedule")), None)
+    for u in units:
+        u.pop("schedule", None)
+    if plan["schedule"]:
+        plan["schedule"].pop("max_rounds", None)
     return plan
 
 
