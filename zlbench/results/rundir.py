@@ -63,6 +63,18 @@ def add_process_facts(run_dir: Path) -> None:
     write_identity(run_dir, identity)
 
 
+def hashed_layout(identity: Mapping) -> dict:
+    """The identity as its hash (planning/identity.py) and a run's caliber (store/ingest.py) read
+    it. An identity holds each setting once; one written before also held the timer and autotune
+    under "config" (the timer as at the top, autotune as its bool). Both keep hashing that layout,
+    so a run made before still resumes and the runs before and after form one history series."""
+    config = identity.get("config")
+    if not isinstance(config, Mapping) or "timer" in config or "timer" not in identity:
+        return dict(identity)  # written before (or not a run's identity): as it is
+    return {**identity, "config": {**config, "timer": identity["timer"],
+                                   "autotune": str(identity.get("autotune")) == "1"}}
+
+
 def write_plan(run_dir: Path, plan: Mapping) -> None:
     _atomic_write(run_dir / PLAN_FILE, json.dumps({"format": ev.FORMAT_VERSION, **plan}, indent=1))
 

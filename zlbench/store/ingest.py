@@ -18,7 +18,7 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from zlbench.errors import UsageError
-from zlbench.results.rundir import IDENTITY_FILE
+from zlbench.results.rundir import IDENTITY_FILE, hashed_layout
 from zlbench.store import schema as S
 from zlbench.store.db import Store, explain
 
@@ -33,7 +33,7 @@ def caliber_of(identity: Mapping[str, Any]) -> str:
     and form one series across commits. The resolved test nodes and the corpus' location are
     left out too: they follow from the selection (kept) and the corpus commit (left out), and a
     corpus that gains a file must not break the series."""
-    caliber = {k: v for k, v in identity.items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
+    caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
     if isinstance(caliber.get("corpus"), dict):
         caliber["corpus"] = {k: v for k, v in caliber["corpus"].items() if k not in ("commit", "root")}
     text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
