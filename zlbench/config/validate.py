@@ -6,6 +6,7 @@ default, its range and the fix a refusal suggests are written once, there."""
 from __future__ import annotations
 
 import dataclasses
+import operator
 import typing
 from dataclasses import dataclass
 from numbers import Real
@@ -57,6 +58,7 @@ def _spell(value: Any) -> str:
 
 
 SIGNS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+BOUNDS = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
 
 
 def _bound_words(m: Mapping[str, Any]) -> str:
@@ -76,9 +78,8 @@ def _test(m: Mapping[str, Any], integer: bool) -> Callable[[Any], bool]:
         if "items" in m:
             return isinstance(v, list) and all(x in m["items"] for x in v)
         kind = int if integer else Real
-        return (isinstance(v, kind) and not isinstance(v, bool)
-                and ("ge" not in m or v >= m["ge"]) and ("gt" not in m or v > m["gt"])
-                and ("le" not in m or v <= m["le"]) and ("lt" not in m or v < m["lt"]))
+        return isinstance(v, kind) and not isinstance(v, bool) and all(
+            within(v, m[op]) for op, within in BOUNDS.items() if op in m)
     return ok
 
 
