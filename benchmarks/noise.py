@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from zlbench.batch_summary import load
+from zlbench.report.batch_summary import load
 from zlbench.ab.pairing import row_key
 
 

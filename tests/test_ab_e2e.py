@@ -49,7 +49,7 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     # Collecting again (a run killed midway, Slurm without waiting) rebuilds the A/B report too.
     for name in ("ab.md", "ab.json", "summary.md"):
         (d / name).unlink()
-    collected = subprocess.run([sys.executable, "-m", "zlbench.collect", str(d)], capture_output=True, text=True)
+    collected = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(d)], capture_output=True, text=True)
     assert collected.returncode == 0, collected.stderr
     assert json.loads((d / "ab.json").read_text())["summary"]["paired_rows"] == 3
     assert "(collected)" in (d / "summary.md").read_text() and "A/B: DEMO_GEMS_FUSED_SOFTMAX" in (d / "summary.md").read_text()
@@ -75,7 +75,7 @@ def test_multirun_sides_pair_afterwards(tmp_path):
     a, b = tmp_path / "sweep" / "0", tmp_path / "sweep" / "1"
     assert json.loads((a / "plan.json").read_text())["sides"][0]["name"] == "off"
     assert json.loads((b / "plan.json").read_text())["sides"][0]["name"] == "on"
-    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(a), "--ab", str(b),
+    out = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(a), "--ab", str(b),
                           "--out", str(tmp_path / "cmp")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "| softmax" in out.stdout and "inconclusive" in out.stdout  # one round: no CI, honestly

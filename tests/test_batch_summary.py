@@ -1,4 +1,4 @@
-"""`python -m zlbench.batch_summary A --ab B` on the two run dirs of a real multirun A/B
+"""`zlbench summary A --ab B` on the two run dirs of a real multirun A/B
 (`-m ab=env ab.side=off,on` over the fixture corpus, whose dead_op compiles identical kernels on
 both sides): sides named from the identity, the rounds said not interleaved with how far apart
 they ran, rounds dropped inside a row listed, and a dead axis exiting 3 for run dirs and for the
@@ -29,7 +29,7 @@ def sweep(tmp_path_factory):
 
 
 def summary(*args):
-    return subprocess.run([sys.executable, "-m", "zlbench.batch_summary", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "zlbench", "summary", *map(str, args)], capture_output=True,
                           text=True)
 
 

@@ -60,10 +60,10 @@ def test_batch_summary_reads_a_run_dir(shared_run):
 
     res = shared_run(*EXP_RUN)
     assert res.returncode == 0, res.stderr[-2000:]
-    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(res.run_dir)],
+    out = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(res.run_dir)],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "| exp" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(res.run_dir / "run.log")],
+    out = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(res.run_dir / "run.log")],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "| exp" in out.stdout
 
@@ -172,7 +172,7 @@ def test_rows_of_a_busy_cpu_warn_in_the_terminal_and_summary(shared_run, tmp_pat
         for row, (base, alt) in zip(record["payload"]["result"], latencies):
             row.update(latency_base=base, latency=alt)
         events.write_text("".join(json.dumps(e) + "\n" for e in lines))
-        out = subprocess.run([sys.executable, "-m", "zlbench.collect", str(run)], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(run)], capture_output=True, text=True)
         return [line for line in out.stderr.splitlines() if line.startswith("[zlbench] warning:")], out.stderr
 
     calm = [(0.013, 0.0035)] * 3

@@ -48,7 +48,7 @@ def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert len(before) == 4
     env = {"WAIT_S": "0.05"}
     # Look at the partial results first (this writes wall times a fresh plan would balance by).
-    collected = subprocess.run([sys.executable, "-m", "zlbench.collect", str(killed)], capture_output=True, text=True)
+    collected = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(killed)], capture_output=True, text=True)
     assert collected.returncode == 4, collected.stderr  # cut short: nodes left to resume
     # The unfinished planned nodes are listed (resumable), never dropped.
     assert len(statuses(killed)) == 10 and "Run cut short" in (killed / "summary.md").read_text()

@@ -1,5 +1,5 @@
-"""One front door: `zlbench collect|summary|history ...` run the same commands as their
-`python -m zlbench.<module>` spellings, with their exit codes."""
+"""One front door: `zlbench collect|summary|history ...` (also `python -m zlbench VERB ...`) run the
+commands on run dirs and the store, with their exit codes."""
 
 import subprocess
 import sys

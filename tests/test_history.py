@@ -552,7 +552,7 @@ def test_unfinished_run_dir_is_refused_and_left_alone(real_runs, tmp_path):
     shutil.copytree(real_runs["a"], run_dir)
     (run_dir / "rows.jsonl").unlink()
     before = snapshot(run_dir)
-    with pytest.raises(UsageError, match=r"has no rows.jsonl.*python -m zlbench.collect"):
+    with pytest.raises(UsageError, match=r"has no rows.jsonl.*zlbench collect"):
         record_run(run_dir, f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}")
     assert snapshot(run_dir) == before
 

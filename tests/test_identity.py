@@ -84,3 +84,19 @@ def test_a_commit_comes_only_from_a_folder_that_is_its_own_git_top_level(tmp_pat
     assert git_commit(repo) and len(git_commit(repo)) >= 40
     assert git_commit(repo / "corpus") is None
     assert git_commit(tmp_path) is None
+
+
+def test_each_setting_is_stored_once_and_the_caliber_of_earlier_identities_is_kept(tmp_path):
+    """The timer (as resolved) and autotune (as USE_FLAGTUNE) are recorded at the top only; an
+    identity written when they were also under "config" has the same caliber (one history series)."""
+    from zlbench.planning.identity import identity_hash
+    from zlbench.store.ingest import caliber_of
+
+    ident = identity_of(cfg(timer={"repeat": 3}, autotune=True), tmp_path)
+    assert "timer" not in ident["config"] and "autotune" not in ident["config"]
+    assert ident["timer"]["repeat"] == 3 and ident["autotune"] == "1"
+    earlier = {**ident, "config": {**ident["config"], "timer": ident["timer"], "autotune": True}}
+    assert caliber_of(earlier) == caliber_of(ident)
+    assert identity_hash(earlier) == identity_hash(ident) == ident["identity_hash"]  # such a run resumes
+    assert caliber_of(identity_of(cfg(timer={"repeat": 2}, autotune=True), tmp_path)) != caliber_of(ident)
+    assert caliber_of(identity_of(cfg(timer={"repeat": 3}), tmp_path)) != caliber_of(ident)

@@ -214,3 +214,30 @@ def test_an_op_mark_that_pulls_in_tests_of_several_files_is_noted():
     assert plan.notes == ["op 'abs' matches tests in 2 files: benchmark/test_blas_perf_parallel.py, "
                           "benchmark/test_unary_pointwise_perf.py"]
     assert make_plan(cfg(ops=["abs"], op_file="test_unary_pointwise_perf.py"), cpu, devs(1), MINI, MINI).notes == []
+
+
+def test_a_node_level_ab_schedule_is_planned_once_beside_the_units(tmp_path):
+    """plan.json holds the schedule once (not a copy per unit) and the rounds once (Plan.rounds, not
+    a schedule's max_rounds); a plan.json written with a copy on every unit still reads."""
+    import json
+
+    from zlbench.engine.run import plan_record
+    from zlbench.planning.units import WorkUnit
+    from zlbench.results.rundir import load_plan, write_plan
+
+    ab = {"name": "x", "var": "SWITCH", "values": [0, 1], "sides": ["off", "on"], "rounds": 6, "min_rounds": 8,
+          "respawn_every": 1, "threshold": 0.02}
+    plan = make_plan(cfg(ab=ab), get_backend("cpu", slots=2), devs(2), MINI, tmp_path)
+    assert plan.rounds == 6 and plan.schedule == {"sides": ["off", "on"], "min_rounds": 6, "respawn_every": 1,
+                                                  "threshold": 0.02, "aa": False, "devices": 2}
+    record = plan_record(plan)
+    assert record["schedule"] == plan.schedule and all("schedule" not in u for u in record["units"])
+    assert make_plan(cfg(ab={**ab, "schedule": "round"}), get_backend("cpu"), devs(1), MINI, tmp_path).schedule is None
+    # Written before: a copy on every unit, with max_rounds.
+    old = {**record, "units": [{**u, "schedule": {**plan.schedule, "max_rounds": 6}} for u in record["units"]]}
+    del old["schedule"]
+    write_plan(tmp_path, old)
+    assert "max_rounds" in json.loads((tmp_path / "plan.json").read_text())["units"][0]["schedule"]
+    read = load_plan(tmp_path)
+    assert read["schedule"] == plan.schedule and read["rounds"] == 6
+    assert [WorkUnit.from_dict(u).unit_id for u in read["units"]] == [u.unit_id for u in plan.units]

@@ -291,7 +291,7 @@ def test_aa_starts_no_prober_and_alternates_from_round_one(shared_run):
     d = res.run_dir
     assert not list((d / "resident").glob("*.probe")) and not list((d / "units").glob("*/probe.jsonl"))
     plan = json.loads((d / "plan.json").read_text())
-    sides = plan["units"][0]["schedule"]["sides"]
+    sides = plan["schedule"]["sides"]
     runs = node_runs(d)
     for rnd in range(3):
         order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == sides[0])

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from zlbench.batch_summary import main as batch_summary
+from zlbench.report.batch_summary import main as batch_summary
 from zlbench.errors import UsageError
 from zlbench.plugins import _runtime
 from zlbench.plugins.record import _markers_for_results
@@ -42,7 +42,7 @@ def test_batch_summary_skips_malformed_log_lines_when_asked_and_counts_them(tmp_
     log = write_log(tmp_path / "result_test.log", [
         "[INFO] " + json.dumps(RECORD), '[INFO] {"op_name": "exp", "result": [ }',
         '[INFO] {"op_name": "add", "result": "oops"}', "[INFO] " + json.dumps(other), '[INFO] {"op_name": "sum", "res'])
-    cmd = [sys.executable, "-m", "zlbench.batch_summary", str(log)]
+    cmd = [sys.executable, "-m", "zlbench", "summary", str(log)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 2 and f"zlbench: error: {log}:3: malformed result record" in res.stderr
     assert "{{" not in res.stderr
@@ -62,12 +62,12 @@ def test_a_truncated_rows_file_points_at_collect_which_rebuilds_it(run_zlbench):
     text = rows.read_text()
     rows.write_text(text[:-20])  # a torn last line
     lines = len(text.splitlines())
-    summary = [sys.executable, "-m", "zlbench.batch_summary", str(res.run_dir)]
+    summary = [sys.executable, "-m", "zlbench", "summary", str(res.run_dir)]
     out = subprocess.run(summary, capture_output=True, text=True)
     assert out.returncode == 2
     assert (f"{rows}:{lines}: malformed row" in out.stderr
-            and f"Fix: run `python -m zlbench.collect {res.run_dir}` to rebuild it from the events." in out.stderr)
-    assert subprocess.run([sys.executable, "-m", "zlbench.collect", str(res.run_dir)],
+            and f"Fix: run `zlbench collect {res.run_dir}` to rebuild it from the events." in out.stderr)
+    assert subprocess.run([sys.executable, "-m", "zlbench", "collect", str(res.run_dir)],
                           capture_output=True, text=True).returncode == 0
     assert rows.read_text() == text
     out = subprocess.run(summary, capture_output=True, text=True)
@@ -187,7 +187,7 @@ def test_fallback_markers_logged_only_as_warning_lines_are_read(tmp_path):
     assert rows_from_log(both)[0]["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]
     # Paired against a clean log, the row says it was timed another way, and the report counts it.
     clean = write_log(tmp_path / "result_b.log", ["[INFO] " + json.dumps(RECORD)])
-    out = subprocess.run([sys.executable, "-m", "zlbench.batch_summary", str(log), "--ab", str(clean)],
+    out = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(log), "--ab", str(clean)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "1 row(s) timed by the direct fallback on a side (BENCHMARK_DIRECT_NO_CUDAGRAPH)" in out.stdout

@@ -9,18 +9,19 @@ from zlbench.results import events as ev
 from zlbench.engine.stealing import RoundStealing
 
 SIDES = ["off", "on"]
+ROUNDS = 4
+SCHEDULE = {"sides": SIDES, "min_rounds": 2}  # plan.json's, written once for every unit
 N, M = "t.py::test_n", "t.py::test_m"
 
 
-def plan_units(run_dir, rounds=4):
+def plan_units(run_dir, rounds=ROUNDS):
     """Device 0 holds N, device 1 holds M; every unit may take the other device's node."""
     units = []
     for dev, node, other in ((0, N, M), (1, M, N)):
         for r in range(rounds):
             for s in SIDES:
                 units.append({"unit_id": f"d{dev}.{s}.r{r}", "device": dev, "side": s, "round": r, "nodes": [node],
-                              "pool": [other], "claims_dir": str(run_dir / "claims" / f"{s}.r{r}"),
-                              "schedule": {"sides": SIDES, "min_rounds": 2}})
+                              "pool": [other], "claims_dir": str(run_dir / "claims" / f"{s}.r{r}")})
     for u in units:
         ev.events_path(run_dir, u["unit_id"]).parent.mkdir(parents=True, exist_ok=True)
     return units
@@ -31,14 +32,14 @@ def home_ab(units, run_dir, device=0):
     ab = DeviceAB.__new__(DeviceAB)
     ab.run_dir, ab.sides = run_dir, SIDES
     ab.units = {(u["side"], u["round"]): u for u in units if u["device"] == device}
-    ab.rounds = 1 + max(u["round"] for u in units)
-    ab.steal = RoundStealing(units, device, SIDES, run_dir)
+    ab.rounds = ROUNDS
+    ab.steal = RoundStealing(units, device, SIDES, ROUNDS, run_dir)
     return ab
 
 
 def test_a_node_stopped_as_not_live_is_never_takeable_while_its_stops_are_written(tmp_path, monkeypatch):
     units = plan_units(tmp_path)
-    home, taker = home_ab(units, tmp_path), RoundStealing(units, 1, SIDES, tmp_path)
+    home, taker = home_ab(units, tmp_path), RoundStealing(units, 1, SIDES, ROUNDS, tmp_path)
     ev.append(ev.events_path(tmp_path, "d0.off.r0"), "end", node=N, status="ok")  # side A timed it
     offered = []
     append = ev.append
@@ -65,11 +66,11 @@ def test_a_device_whose_side_process_cannot_start_takes_no_rounds_of_others(tmp_
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
     taker = home_ab(units, tmp_path, device=1)
-    taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
+    taker.schedule, taker.deadline, taker.taken_in = SCHEDULE, None, {}
     taker.procs = {s: BrokenSide() for s in SIDES}
     taker._take_others()
     # Every round of N after the first is still there for its home device to run.
-    assert all(RoundStealing(units, 0, SIDES, tmp_path).take(N, r) for r in range(1, 4))
+    assert all(RoundStealing(units, 0, SIDES, ROUNDS, tmp_path).take(N, r) for r in range(1, 4))
 
 
 class CountedSide:
@@ -88,7 +89,7 @@ def test_a_taker_respawns_between_periods_of_a_node_it_runs_several_rounds_of(tm
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
     taker = home_ab(units, tmp_path, device=1)
-    taker.schedule = {**units[0]["schedule"], "respawn_every": 2, "min_rounds": 4}
+    taker.schedule = {**SCHEDULE, "respawn_every": 2, "min_rounds": 4}
     taker.deadline, taker.taken_in = None, {}
     taker.procs = {s: CountedSide() for s in SIDES}
     ran = []
@@ -147,7 +148,7 @@ def test_looking_for_rounds_to_take_reads_only_what_is_new(tmp_path, monkeypatch
     units = plan_units(tmp_path)
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
-    taker = RoundStealing(units, 1, SIDES, tmp_path)
+    taker = RoundStealing(units, 1, SIDES, ROUNDS, tmp_path)
     folded, rows_made = [], []
     done_nodes, unit_rows = ev.done_nodes, rundir.unit_rows
     monkeypatch.setattr(ev, "done_nodes", lambda events: folded.extend(list(events)) or done_nodes(events))
@@ -170,10 +171,10 @@ def test_a_round_a_taker_claimed_before_a_cut_runs_on_resume_whenever_its_home_d
     units = plan_units(tmp_path)
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
-    home = RoundStealing(units, 0, SIDES, tmp_path)
+    home = RoundStealing(units, 0, SIDES, ROUNDS, tmp_path)
     home.beat()
     taker = home_ab(units, tmp_path, device=1)
-    taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
+    taker.schedule, taker.deadline, taker.taken_in = SCHEDULE, None, {}
     taker.procs = {s: CountedSide() for s in SIDES}
     assert taker.steal.take(N, 2) and home.take(N, 1)  # round 1 runs on N's home device
     ran = []
@@ -207,9 +208,9 @@ def test_a_taken_round_cut_between_its_sides_runs_only_the_side_left_on_resume(t
     for r in (0, 1, 3):  # N's home device ran every other round of it
         for s in SIDES:
             ev.append(ev.events_path(tmp_path, f"d0.{s}.r{r}"), "end", node=N, status="ok")
-    RoundStealing(units, 0, SIDES, tmp_path).finished()
+    RoundStealing(units, 0, SIDES, ROUNDS, tmp_path).finished()
     taker = home_ab(units, tmp_path, device=1)
-    taker.schedule, taker.deadline, taker.taken_in = units[0]["schedule"], None, {}
+    taker.schedule, taker.deadline, taker.taken_in = SCHEDULE, None, {}
     taker.procs = {s: CountedSide() for s in SIDES}
     assert taker.steal.take(N, 2)
     ev.append(ev.events_path(tmp_path, "d1.off.r2"), "end", node=N, status="ok")

@@ -343,7 +343,7 @@ def test_the_scheduler_stops_a_node_whose_last_open_row_is_futile():
                         "node": f"{node}[{shape}]", "latency": math.exp(d[r]) if side == "on" else 1.0}
                        for shape, d in shapes for r in range(k)] for side in ("off", "on")}
 
-    schedule = {"sides": ["off", "on"], "threshold": THR, "min_rounds": 3, "max_rounds": 10, "devices": 1}
-    assert settled_nodes(rows(3), [node], schedule) == []
-    assert settled_nodes(rows(4), [node], schedule) == [node]
+    schedule = {"sides": ["off", "on"], "threshold": THR, "min_rounds": 3, "devices": 1}
+    assert settled_nodes(rows(3), [node], schedule, rounds=10) == []
+    assert settled_nodes(rows(4), [node], schedule, rounds=10) == [node]
     assert not sequential.node_settled({s: d[:4] for s, d in shapes}, THR, min_rounds=3, max_rounds=10)

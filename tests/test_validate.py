@@ -181,3 +181,38 @@ def test_ab_rounds_below_min_rounds_gets_a_note_with_the_fix(overrides, noted):
         assert notes == ["ab.rounds=3 is below ab.min_rounds=4: every node runs all 3 rounds (none stops early "
                          "on a settled verdict) and each verdict rests on 3 rounds. Fix: ab.rounds=4 or more, "
                          "or ab.min_rounds=3 to plan it so."]
+
+
+# -- rules: derived from the schema's field metadata -------------------------------------------------
+
+def test_each_range_lives_on_its_field_and_its_default_is_the_fix():
+    """A range set on a schema field is checked, with the field's default as the fix; the default
+    itself passes (one place for a default, its range and its reason)."""
+    import dataclasses
+    import typing
+
+    from zlbench.config.schema import ABConf
+    from zlbench.config.validate import RULES, problem, rule_of
+
+    by_key = {r.key: r for r in RULES}
+    assert by_key["ab.respawn_every"].fix == "ab.respawn_every=1"  # ABConf.respawn_every's default
+    assert by_key["launcher.tasks"].valid == "an integer >= 1"  # a Slurm-only setting is covered too
+    for r in RULES:
+        if r.key in by_key and (r.key.split(".")[0] != "timer" or r.key in STAYING_TIMER_KEYS):
+            validate_config(resolved(*(["launcher=slurm"] if r.key == "launcher.tasks" else []), r.fix))
+    # A field given a range gets its rule, worded from the metadata.
+    hints = typing.get_type_hints(ABConf)
+    field = dataclasses.field(default=10, metadata={"ge": 3, "le": 7, "why": "a test"})
+    rule = rule_of("ab.rounds", field, hints["rounds"])
+    assert (rule.valid, rule.fix) == ("an integer from 3 to 7 (a test)", "ab.rounds=10")
+    assert problem(rule, 8) == "ab.rounds=8 is not valid: it must be an integer from 3 to 7 (a test). Fix: ab.rounds=10."
+    assert problem(rule, 5) is None and problem(rule, 5.0) is not None and problem(rule, True) is not None
+
+
+STAYING_TIMER_KEYS = ("timer.repeat", "timer.warmup_ms", "timer.rep_ms", "timer.min_window_ms", "timer.processes")
+
+
+def test_a_bad_respawn_period_suggests_the_default():
+    with pytest.raises(UsageError, match=r"ab.respawn_every=-1 is not valid: it must be an integer >= 0 "
+                                         r"\(0: never\)\. Fix: ab.respawn_every=1\."):
+        validate_config(resolved("ab.respawn_every=-1"))

@@ -116,9 +116,9 @@ def _sweep_table() -> None:
         print(f"  exit {code:3d}  {label}  -> {run_dir}", file=sys.stderr)
 
 
-# One front door: `zlbench VERB ...` for the commands that read run dirs and the store (each also
-# runs as `python -m zlbench.VERB-MODULE`); anything else is a run's Hydra overrides.
-VERBS = {"collect": "zlbench.collect", "summary": "zlbench.batch_summary", "history": "zlbench.history.__main__"}
+# One front door: `zlbench VERB ...` (or `python -m zlbench VERB ...`) for the commands that read run
+# dirs and the store; anything else is a run's Hydra overrides.
+VERBS = {"collect": "zlbench.report.collect", "summary": "zlbench.report.batch_summary", "history": "zlbench.history.__main__"}
 
 
 def _verb(argv: List[str]) -> None:

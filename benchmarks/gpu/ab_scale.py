@@ -20,6 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from zlbench.results.rundir import load_plan
+
 SETTLED = {"faster", "slower", "no difference beyond threshold", "changed below threshold"}
 FLAGGED = {"faster", "slower", "changed below threshold"}
 # A verdict's side of the threshold band: what two runs must agree on when both settled.
@@ -156,7 +158,7 @@ def main() -> None:
     out: Dict = {"wall_s": wall, "runs": {}}
     for run in sorted(x for x in args.runs.iterdir() if (x / "plan.json").is_file()):
         out["runs"][run.name] = ab_facts(run)
-        if (json.loads((run / "plan.json").read_text())["units"] or [{}])[0].get("schedule"):
+        if load_plan(run).get("schedule"):  # a node-level A/B (plan.json of either layout)
             out["runs"][run.name]["where_the_time_went"] = node_walls(run)
     if "plain" in wall:
         out["wall_over_plain"] = {k: round(v / wall["plain"], 2) for k, v in wall.items()}

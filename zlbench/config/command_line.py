@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 from zlbench.backends import canonical_name
 from zlbench.config.keys import key_problem
 from zlbench.config.secrets import has_password
-from zlbench.config.validate import SHAPE_LEVELS, SHAPE_MODES
+from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES
 from zlbench.errors import UsageError
 
 TRUE = ("1", "true", "yes", "on")

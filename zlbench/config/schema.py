@@ -1,14 +1,38 @@
-"""Structured-config schemas: they type-check conf/ (where every default lives)."""
+"""Structured-config schemas: the one source of defaults. conf/ only selects and overrides; each
+setting's default, its valid range and the reason for both are on its field here. A range is field
+metadata (`setting(default, ge=1, why=...)`), from which zlbench/config/validate.py derives its rules:
+
+    ge / gt / le / lt   bounds (inclusive / exclusive) of a number; an int field takes integers only
+    choices             the values a str setting takes
+    items               the values each element of a list setting may take
+    noun                what the value is, in words ("a number of milliseconds"; default: "an
+                        integer" for an int field, "a number" for a float)
+    why                 a short reason, said after the range ("0 = no widening")
+    null                what null means where it is allowed (Optional fields): ", or null for <null>"
+    valid               the valid values in words, where the above cannot say it
+    fix                 the override a refusal suggests (default: the default)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from zlbench.exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
+
+SHAPE_LEVELS = ("core", "comprehensive")
+SHAPE_MODES = ("upstream", "file")
+
+
+def setting(default: Any = NO_DEFAULT, *, default_factory: Any = NO_DEFAULT, **rule: Any) -> Any:
+    """A field with its valid range as metadata (keys: the module docstring)."""
+    if default_factory is not NO_DEFAULT:
+        return field(default_factory=default_factory, metadata=rule)
+    return field(default=default, metadata=rule)
 
 
 def conf_dir() -> Path:
@@ -72,20 +96,21 @@ class TimerConf:
     # the corpus' own do_bench. host: the host's wall clock, synchronizing the device (the CPU).
     name: str = "auto"
     # Timing calls per measurement, the median kept.
-    repeat: int = 1
+    repeat: int = setting(1, ge=1, why="the median of N timings")
     # The corpus' warm-up and replay budget per call (ms); null: the corpus' own (FlagGems: 1000 / 100).
-    warmup_ms: Optional[int] = None
-    rep_ms: Optional[int] = None
+    warmup_ms: Optional[int] = setting(None, gt=0, noun="a number of milliseconds", null="the corpus' default")
+    rep_ms: Optional[int] = setting(None, gt=0, noun="a number of milliseconds", null="the corpus' default")
     # Direct timing: keep the device busy after each L2 clear so the kernel is queued before its
     # start event (where the device can spin: torch's <device>._sleep).
     fill_gaps: bool = True
     # Graph timing: widen the replay of launch-bound calls to at least this much device time.
-    min_window_ms: float = 2.0
+    min_window_ms: float = setting(2.0, ge=0, noun="a number of milliseconds", why="0 = no widening")
     # The process is the unit of variation (autotune picks, input placement, runtime state are drawn
     # per process): a plain run measures every node in this many independent benchmark processes
     # (passes in shuffled order, spread over the devices) and each row reports the median over them
     # with a process-level interval (zlbench/results/process_stats.py). 1: one process, no interval.
-    processes: int = 3
+    processes: int = setting(3, ge=1, le=50, why="benchmark processes per node in a plain run; 1: no "
+                             "process-level interval")
     # Each process tunes afresh (its own FlagGems tuning cache); true: they share one (the first to
     # tune a kernel pins its picks for the others), which hides autotune luck from the interval.
     share_tuning: bool = False
@@ -102,8 +127,8 @@ class TimerConf:
 
 @dataclass
 class ShapeConf:
-    mode: str = "upstream"
-    level: str = "core"
+    mode: str = setting("upstream", choices=SHAPE_MODES)
+    level: str = setting("core", choices=SHAPE_LEVELS)
     file: Optional[str] = None
 
 
@@ -137,11 +162,11 @@ class LauncherConf:
     """What every launcher takes."""
 
     name: str = "local"
-    node_timeout_s: float = 900.0
+    node_timeout_s: float = setting(900.0, gt=0, noun="a number of seconds")
     # Whole-run limit in seconds (null = none). Nodes not finished by then get status `timeout`.
-    run_timeout_s: Optional[float] = None
-    shard_size: int = 0
-    crash_retries: int = 0
+    run_timeout_s: Optional[float] = setting(None, gt=0, noun="a number of seconds", null="no limit")
+    shard_size: int = setting(0, ge=0, why="0 = every node of a device in one process")
+    crash_retries: int = setting(0, ge=0)
     # One side, one round: a device whose shard is done takes nodes still waiting in other shards.
     steal: bool = True
     # Hold a per-device lock while a benchmark process runs (null: on for accelerators of the local
@@ -157,7 +182,7 @@ class LocalLauncherConf(LauncherConf):
 @dataclass
 class SlurmLauncherConf(LauncherConf):
     name: str = "slurm"
-    tasks: int = 1
+    tasks: int = setting(1, ge=1)
     wait: bool = True
     partition: Optional[str] = None
     time_min: int = 60
@@ -192,8 +217,8 @@ class ABConf:
     # At most this many rounds (each side once per round). With schedule=node a node stops earlier:
     # after round 1 when its kernels are identical on both sides (not live), and from min_rounds on
     # once every row of it has a settled verdict (a sequential rule valid under looks after every round).
-    rounds: int = 10
-    min_rounds: int = 4
+    rounds: int = setting(10, ge=1)
+    min_rounds: int = setting(4, ge=2, why="a paired interval needs two rounds")
     # node: resident side processes per device, sides alternating per node (A n1, B n1, B n2, A n2,
     # ...; zlbench/engine/device_ab.py); round: each side's whole pass in fresh processes per round.
     schedule: Schedule = Schedule.node
@@ -201,7 +226,7 @@ class ABConf:
     # round is an independent unit, so the paired interval covers what a process draws at start
     # (autotune picks, placement); 0 (never) keeps one process per side for the run, whose luck no
     # interval over rounds can see (an A/A flagged 5.5% of rows so on an H200; RESULTS.md).
-    respawn_every: int = 1
+    respawn_every: int = setting(1, ge=0, why="0: never")
     # Variables both sides set alike (e.g. a phase mask that only matters when the switch is on).
     fixed: Dict[str, str] = field(default_factory=dict)
     # A/A: both sides get values[0] (measures the false positive rate of the whole pipeline).
@@ -209,7 +234,7 @@ class ABConf:
     # A run whose axis is found not live exits non-zero unless this is set.
     allow_dead: bool = False
     # Relative change below which a significant difference is "changed below threshold".
-    threshold: float = 0.02
+    threshold: float = setting(0.02, gt=0, lt=1, noun="a relative change")
     # separate: each side tunes itself. replay: side B runs with the tuned configs side A recorded
     # (one FLAGGEMS_CACHE_DIR, A tunes first), so the A/B isolates the switch from autotuning luck.
     tuning: Tuning = Tuning.separate
@@ -245,7 +270,11 @@ class ZlbenchConfig:
     progress: Progress = Progress.auto
     # Statuses and A/B verdicts that make the run exit 1 (for CI); [] = only usage errors, cut or
     # interrupted runs and dead A/B axes exit non-zero.
-    fail_on: List[str] = field(default_factory=lambda: ["failed", "crashed", "timeout", "poisoned", "fatal"])
+    fail_on: List[str] = setting(
+        default_factory=lambda: ["failed", "crashed", "timeout", "poisoned", "fatal"],
+        items=FAILABLE_STATUSES + FAILABLE_VERDICTS,
+        valid=f"a list of node statuses ({', '.join(FAILABLE_STATUSES)}) and A/B verdicts "
+              f"({', '.join(FAILABLE_VERDICTS)})")
     dry_run: bool = False
 
 

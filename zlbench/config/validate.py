@@ -1,18 +1,21 @@
 """Range checks on the resolved config: a value the schema's types accept but zlbench cannot honour
-(timer.repeat=0, launcher.shard_size=-1, progress=bogus) is a usage error, never silently replaced."""
+(timer.repeat=0, launcher.shard_size=-1, progress=bogus) is a usage error, never silently replaced.
+The rules come from the ranges on the schema's fields (zlbench/config/schema.py), so a setting's
+default, its range and the fix a refusal suggests are written once, there."""
 
 from __future__ import annotations
 
+import dataclasses
+import operator
+import typing
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Callable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from zlbench.config.keys import unknown_keys
+from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
 from zlbench.errors import UsageError
-from zlbench.exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
 
-SHAPE_LEVELS = ("core", "comprehensive")
-SHAPE_MODES = ("upstream", "file")
 # torch's dtype names as a corpus takes them (`--dtypes float16`, FlagGems' conftest: getattr(torch,
 # name), its choices spelled as str(dtype) less "torch."), listed so that a bad name is refused
 # before any process starts, without importing torch here (tests/test_validate.py checks the list
@@ -45,42 +48,76 @@ def _integer(test: Callable[[int], bool]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and test(v)
 
 
-def _choice(key: str, choices: Sequence[str]) -> Rule:
-    return Rule(key, lambda v: v in choices, f"one of {', '.join(choices)}", f"{key}={choices[0]}")
+def _spell(value: Any) -> str:
+    """A value as an override spells it: 900.0 -> 900, None -> null, a list -> [a,b]."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return f"[{','.join(map(_spell, value))}]"
+    return "null" if value is None else str(value)
 
 
-RULES: List[Rule] = [
-    Rule("timer.repeat", _integer(lambda v: v >= 1), "an integer >= 1 (the median of N timings)",
-         "timer.repeat=1"),
-    Rule("timer.warmup_ms", _number(lambda v: v > 0), "a number of milliseconds > 0, or null for the "
-         "corpus' default", "timer.warmup_ms=null", nullable=True),
-    Rule("timer.rep_ms", _number(lambda v: v > 0), "a number of milliseconds > 0, or null for the "
-         "corpus' default", "timer.rep_ms=null", nullable=True),
-    Rule("timer.min_window_ms", _number(lambda v: v >= 0), "a number of milliseconds >= 0 (0 = no "
-         "widening)", "timer.min_window_ms=2"),
-    Rule("timer.processes", _integer(lambda v: 1 <= v <= 50), "an integer from 1 to 50 (benchmark processes "
-         "per node in a plain run; 1: no process-level interval)", "timer.processes=3"),
-    Rule("ab.rounds", _integer(lambda v: v >= 1), "an integer >= 1", "ab.rounds=10"),
-    Rule("ab.min_rounds", _integer(lambda v: v >= 2), "an integer >= 2 (a paired interval needs two rounds)",
-         "ab.min_rounds=4"),
-    Rule("ab.respawn_every", _integer(lambda v: v >= 0), "an integer >= 0 (0: never)", "ab.respawn_every=0"),
-    Rule("ab.threshold", _number(lambda v: 0 < v < 1), "a relative change between 0 and 1, exclusive",
-         "ab.threshold=0.02"),
-    Rule("launcher.node_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0",
-         "launcher.node_timeout_s=900"),
-    Rule("launcher.run_timeout_s", _number(lambda v: v > 0), "a number of seconds > 0, or null for no "
-         "limit", "launcher.run_timeout_s=null", nullable=True),
-    Rule("launcher.shard_size", _integer(lambda v: v >= 0), "an integer >= 0 (0 = every node of a "
-         "device in one process)", "launcher.shard_size=0"),
-    Rule("launcher.crash_retries", _integer(lambda v: v >= 0), "an integer >= 0",
-         "launcher.crash_retries=0"),
-    Rule("launcher.tasks", _integer(lambda v: v >= 1), "an integer >= 1", "launcher.tasks=1"),
-    _choice("shape.level", SHAPE_LEVELS),
-    _choice("shape.mode", SHAPE_MODES),
-    Rule("fail_on", lambda v: isinstance(v, list) and all(x in FAILABLE_STATUSES + FAILABLE_VERDICTS for x in v),
-         f"a list of node statuses ({', '.join(FAILABLE_STATUSES)}) and A/B verdicts "
-         f"({', '.join(FAILABLE_VERDICTS)})", "fail_on=[failed,crashed,timeout,poisoned,fatal]"),
-]
+SIGNS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+BOUNDS = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+
+
+def _bound_words(m: Mapping[str, Any]) -> str:
+    lo = next(((op, m[op]) for op in ("ge", "gt") if op in m), None)
+    hi = next(((op, m[op]) for op in ("le", "lt") if op in m), None)
+    if lo and hi and (lo[0], hi[0]) == ("ge", "le"):
+        return f"from {_spell(lo[1])} to {_spell(hi[1])}"
+    if lo and hi and (lo[0], hi[0]) == ("gt", "lt"):
+        return f"between {_spell(lo[1])} and {_spell(hi[1])}, exclusive"
+    return " and ".join(f"{SIGNS[op]} {_spell(v)}" for op, v in (b for b in (lo, hi) if b))
+
+
+def _test(m: Mapping[str, Any], integer: bool) -> Callable[[Any], bool]:
+    def ok(v: Any) -> bool:
+        if "choices" in m:
+            return v in m["choices"]
+        if "items" in m:
+            return isinstance(v, list) and all(x in m["items"] for x in v)
+        kind = int if integer else Real
+        return isinstance(v, kind) and not isinstance(v, bool) and all(
+            within(v, m[op]) for op, within in BOUNDS.items() if op in m)
+    return ok
+
+
+def rule_of(key: str, f: dataclasses.Field, hint: Any) -> Rule:
+    """The rule a field's metadata states (zlbench/config/schema.py: its keys)."""
+    m = f.metadata
+    nullable = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+    base = [a for a in typing.get_args(hint) if a is not type(None)][0] if nullable else hint
+    integer = base is int
+    if "valid" in m:
+        valid = m["valid"]
+    elif "choices" in m:
+        valid = f"one of {', '.join(m['choices'])}"
+    else:
+        valid = f"{m.get('noun', 'an integer' if integer else 'a number')} {_bound_words(m)}"
+        valid += f" ({m['why']})" if "why" in m else ""
+        valid += f", or null for {m['null']}" if nullable and "null" in m else ""
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    return Rule(key, _test(m, integer), valid, f"{key}={_spell(m.get('fix', default))}", nullable)
+
+
+def schema_rules(cls: type = ZlbenchConfig, prefix: str = "") -> Iterator[Rule]:
+    """Every field with a range in the schema, at its dotted key (each launcher's own settings too)."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        if key == "launcher":
+            seen: Dict[str, Rule] = {}
+            for schema in LAUNCHER_SCHEMAS.values():
+                seen.update({r.key: r for r in schema_rules(schema, "launcher.")})
+            yield from seen.values()
+        elif dataclasses.is_dataclass(hints[f.name]):
+            yield from schema_rules(hints[f.name], key + ".")
+        elif f.metadata:
+            yield rule_of(key, f, hints[f.name])
+
+
+RULES: List[Rule] = list(schema_rules())
 
 _ABSENT = object()
 

@@ -47,9 +47,10 @@ class DeviceAB:
                  extra_env: Optional[Dict[str, Optional[str]]]):
         self.run_dir = Path(run_dir)
         self.units = {(u["side"], u["round"]): u for u in units}
-        self.schedule = units[0]["schedule"]
+        plan = load_plan(self.run_dir)  # run.py writes plan.json before any job starts
+        self.schedule = plan["schedule"]
         self.sides: List[str] = list(self.schedule["sides"])
-        self.rounds = 1 + max(u["round"] for u in units)
+        self.rounds = int(plan["rounds"])
         self.deadline = deadline
         first = self.units[(self.sides[0], 0)]
         for u in units:
@@ -57,8 +58,8 @@ class DeviceAB:
         # With respawns, each side process tunes afresh, so autotune picks are drawn again per
         # respawn instead of being baked into one side (Triton's kernel cache, code only, is kept).
         retune = bool(self.schedule.get("respawn_every"))
-        # Every device's units (run.py writes plan.json before any job starts).
-        self.steal = RoundStealing(load_plan(self.run_dir)["units"], first["device"], self.sides, self.run_dir)
+        # Every device's units: this device may take later rounds of other devices' nodes.
+        self.steal = RoundStealing(plan["units"], first["device"], self.sides, self.rounds, self.run_dir)
         # They collect other devices' nodes too (`pool`): this device may take their later rounds.
         collected = list(first["nodes"]) + list(first.get("pool") or [])
         self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, collected, extra_env or {}, retune=retune,
@@ -293,7 +294,8 @@ class DeviceAB:
             return
         nodes = self.units[(self.sides[0], r)]["nodes"]
         stopped = set(ev.stopped(self._events(self.units[(self.sides[0], r)])))
-        for n in settled_nodes(self._rows_so_far(r), [n for n in nodes if n not in stopped], self.schedule):
+        live = [n for n in nodes if n not in stopped]
+        for n in settled_nodes(self._rows_so_far(r), live, self.schedule, self.rounds):
             self._stop(n, "settled", r)
 
     def _rows_so_far(self, r: int) -> Dict[str, List[dict]]:
@@ -330,7 +332,7 @@ class DeviceAB:
         """Another device's node, round r, both sides here, in the ABBA order its device would have
         used; False when the run's time limit cut it."""
         if r >= int(self.schedule["min_rounds"]) and settled_nodes(
-                self.steal.rows_before(r, self.steal.home_nodes(node)), [node], self.schedule):
+                self.steal.rows_before(r, self.steal.home_nodes(node)), [node], self.schedule, self.rounds):
             self._stop(node, "settled", r)
             return True
         every = int(self.schedule.get("respawn_every") or 0)
@@ -364,10 +366,11 @@ def node_kernels(events: Sequence[dict], node: str) -> set:
             for k in e.get("kernels", [])}
 
 
-def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping) -> List[str]:
-    """Nodes all of whose paired rows are done after the rounds so far: a settled sequential verdict,
-    or futile (more rounds are unlikely to settle the row; report/sequential.py). The report says
-    which rows were futile; the node's `stopped` event says "settled"."""
+def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping, rounds: int) -> List[str]:
+    """Nodes all of whose paired rows are done after the rounds so far (of at most `rounds`): a
+    settled sequential verdict, or futile (more rounds are unlikely to settle the row;
+    report/sequential.py). The report says which rows were futile; the node's `stopped` event says
+    "settled"."""
     from zlbench.ab.sequential import node_done
     from zlbench.ab.pairing import pair
 
@@ -383,7 +386,7 @@ def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule
     family = max(1, len(pairing.rows) * int(schedule.get("devices") or 1))
     return [n for n in nodes if by_node.get(n) and node_done(
         by_node[n], float(schedule["threshold"]), min_rounds=int(schedule["min_rounds"]),
-        max_rounds=int(schedule["max_rounds"]), family_size=family)]
+        max_rounds=rounds, family_size=family)]
 
 
 def run_device_ab(units: List[dict], run_dir: str, deadline: Optional[float] = None,

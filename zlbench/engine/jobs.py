@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 from zlbench.engine.device_ab import run_device_ab
 from zlbench.engine.locks import worker_of
 from zlbench.engine.plain_worker import run_unit
+from zlbench.results.rundir import load_plan
 
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
@@ -15,6 +16,6 @@ def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
     """The job function both launchers run: a device's units, in order (a node-level A/B's units
     all at once, by zlbench/engine/device_ab.py). The run dir stays locked while it works."""
     with worker_of(run_dir):
-        if units and units[0].get("schedule"):
+        if units and load_plan(run_dir).get("schedule"):  # a node-level A/B
             return run_device_ab(units, run_dir, deadline, extra_env)
         return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}

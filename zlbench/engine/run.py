@@ -128,7 +128,7 @@ def plan_record(plan: Plan) -> Dict[str, Any]:
         "devices": [d.as_dict() for d in plan.devices],
         "nodes": [{"nodeid": n.nodeid, "op": n.op, "file": n.file} for n in plan.nodes],
         "sides": [{"name": s.name, "env": s.env} for s in plan.sides],
-        "plugins": plan.plugins, "corpus_root": plan.corpus_root,
+        "plugins": plan.plugins, "corpus_root": plan.corpus_root, "schedule": plan.schedule,
         "units": [u.to_dict() for u in plan.units],
     }
 
@@ -192,9 +192,9 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         rounds = f" rounds={plan.rounds} per side" if len(plan.sides) > 1 or plan.rounds > 1 else ""
         if plan.processes:
             rounds = f" processes={plan.processes} per node"
-        schedule = plan.units[0].schedule if plan.units else None
+        schedule = plan.schedule
         if schedule:
-            rounds = (f" rounds: {schedule['min_rounds']} to {schedule['max_rounds']} per side (node by node, "
+            rounds = (f" rounds: {schedule['min_rounds']} to {plan.rounds} per side (node by node, "
                       "ABBA; a node stops once its rows settle" + ("" if schedule["aa"] else
                                                                   ", or after round 1 when not live") + ")")
         log.info(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
@@ -220,7 +220,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
                                           backend.name != "cpu"))
         if not launcher.waits and interrupts.signum is None:
             log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
-                     f"`python -m zlbench.collect {run_dir}`")
+                     f"`zlbench collect {run_dir}`")
             return Exit.OK
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
         watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
@@ -244,7 +244,7 @@ def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
         raise UsageError(
             f"could not write results into {run_dir}: {e}. The events already written are intact "
             f"(tables are replaced atomically, never half-written). Fix: free space, then "
-            f"`python -m zlbench.collect {run_dir}` to rebuild the tables, or resume={run_dir} to "
+            f"`zlbench collect {run_dir}` to rebuild the tables, or resume={run_dir} to "
             "measure what is missing."
         )
     if interrupts.signum:

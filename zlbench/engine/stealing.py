@@ -100,12 +100,11 @@ class RunEvents:
 class RoundStealing:
     """One device's view of a node-level A/B's rounds on every device (from plan.json's units)."""
 
-    def __init__(self, plan_units: Sequence[Mapping], device: int, sides: Sequence[str], run_dir: Path):
-        self.device, self.sides = device, list(sides)
-        self.units = [u for u in plan_units if u.get("schedule")]
+    def __init__(self, plan_units: Sequence[Mapping], device: int, sides: Sequence[str], rounds: int, run_dir: Path):
+        self.device, self.sides, self.rounds = device, list(sides), rounds
+        self.units = list(plan_units)
         self.home = {n: u["device"] for u in self.units for n in u["nodes"]}
         self.mine = {(u["side"], u["round"]): u for u in self.units if u["device"] == device}
-        self.rounds = 1 + max(u["round"] for u in self.units)
         self.events = RunEvents(run_dir)
         self.beat_dir = Path(run_dir) / "resident"
 

@@ -1,5 +1,6 @@
 """The run identity: the resolved config plus what the run found. Two runs whose calibers differ
-(anything that can change a number) get different identity hashes."""
+(anything that can change a number) get different identity hashes. Each setting is stored once:
+under "config", or at the top where the run resolved it (the timer, autotune)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from zlbench._version_info import dist_version, git_commit
 from zlbench.backends import DeviceBackend
 from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
+from zlbench.results.rundir import hashed_layout
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
 NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store", "identity")
 LIMITS = ("run_timeout_s", "time_min")
+# Config keys recorded at the top of the identity instead, as the run resolved them.
+PROMOTED = ("timer", "autotune")
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.
 NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
@@ -52,7 +56,9 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
     caliber_cfg["backend"] = {**caliber_cfg["backend"], "name": backend.name}
     if backend.name == "cpu":
         caliber_cfg["backend"]["slots"] = backend.slots
-    caliber_cfg["timer"] = {**caliber_cfg["timer"], "name": plan.timer}
+    # Each setting once: the timer (as resolved) and autotune (as USE_FLAGTUNE) are at the top.
+    for key in PROMOTED:
+        caliber_cfg.pop(key, None)
     # A run's time limits say how long it may go, not what it measures: a run cut by one is resumed
     # with another.
     caliber_cfg["launcher"] = {k: v for k, v in caliber_cfg["launcher"].items() if k not in LIMITS}
@@ -92,7 +98,7 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
 
 
 def identity_hash(identity: Mapping[str, Any]) -> str:
-    caliber = {k: v for k, v in identity.items() if k not in NOT_HASHED}
+    caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_HASHED}
     text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -43,6 +43,10 @@ class Plan:
     notes: List[str] = field(default_factory=list)  # said when the run starts
     # A plain run: the benchmark processes every node is measured in (its rounds); None in an A/B.
     processes: Optional[int] = None
+    # A node-level A/B (zlbench/engine/device_ab.py): sides, min_rounds, respawn_every, threshold,
+    # aa, devices; at most `rounds` rounds. None: each unit runs in a process of its own (a plain
+    # run, or ab.schedule=round). Written once in plan.json, beside the units.
+    schedule: Optional[Dict[str, Any]] = None
 
 
 def resolve_timer(name: str, backend: DeviceBackend) -> str:
@@ -206,12 +210,10 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     shard = 0 if schedule else int(cfg["launcher"].get("shard_size") or 0)
     plain = is_plain(cfg)
     units = abba_units(make_unit, sides, rounds, devices, assignment, shard, rotate=plain)
-    for u in units:
-        u.schedule = schedule
     if cfg["launcher"].get("steal", True):
         share_work(units, run_dir, plain, bool(schedule) and len(devices) > 1)
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes,
-                processes=rounds if plain else None)
+                processes=rounds if plain else None, schedule=schedule)
 
 
 def share_work(units: Sequence[WorkUnit], run_dir: Path, plain: bool, node_level_ab: bool) -> None:
@@ -233,15 +235,17 @@ def is_plain(cfg: Mapping[str, Any]) -> bool:
 
 def passes_of(cfg: Mapping[str, Any]) -> int:
     """How many rounds the plan has: an A/B's ab.rounds; a plain run's timer.processes (each a pass
-    over every node in fresh benchmark processes: the process is the unit of variation)."""
+    over every node in fresh benchmark processes: the process is the unit of variation). The one
+    place they are derived: the rest reads Plan.rounds (plan.json's "rounds")."""
     if is_plain(cfg):
         return int(cfg["timer"].get("processes") or 1)
     return int((cfg.get("ab") or {}).get("rounds", 1))
 
 
 def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:
-    """What zlbench/engine/device_ab.py needs to run an interleaved A/B node by node; None when the A/B
-    runs round by round (ab.schedule=round), or there is no pair of sides."""
+    """What zlbench/engine/device_ab.py needs to run an interleaved A/B node by node (at most
+    `rounds` rounds: plan.json's "rounds"); None when the A/B runs round by round (ab.schedule=round),
+    or there is no pair of sides."""
     if len(sides) != 2 or str(ab.get("schedule", "node")) != "node":
         return None
     if str(ab.get("tuning", "separate")) == "replay":
@@ -249,8 +253,7 @@ def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, not
         notes.append("ab.tuning=replay runs round by round (ab.schedule=round): side B must start after "
                      "side A has tuned")
         return None
-    return {"sides": [s.name for s in sides], "max_rounds": rounds,
-            "min_rounds": min(int(ab.get("min_rounds") or 4), rounds),
+    return {"sides": [s.name for s in sides], "min_rounds": min(int(ab.get("min_rounds") or 4), rounds),
             "respawn_every": int(ab.get("respawn_every") or 0),
             "threshold": float(ab.get("threshold", 0.02)), "aa": bool(ab.get("aa"))}
 

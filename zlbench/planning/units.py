@@ -53,9 +53,6 @@ class WorkUnit:
     claims_dir: Optional[str] = None
     # The per-device lock its benchmark processes hold (zlbench/engine/locks.py); None: not locked.
     device_lock: Optional[str] = None
-    # A node-level A/B (zlbench/engine/device_ab.py): sides, min/max rounds, respawn_every, threshold, aa.
-    # None: the unit runs in a process of its own (a plain run, or ab.schedule=round).
-    schedule: Optional[Dict[str, Any]] = None
 
     def __post_init__(self):
         if self.node_timeout_s <= 0 or self.crash_retries < 0:

@@ -69,8 +69,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
-    schedule = (plan["units"] or [{}])[0].get("schedule") if plan else None
-    rounds = {"min": schedule["min_rounds"], "max": schedule["max_rounds"]} if schedule else None
+    schedule = plan.get("schedule") if plan else None
+    rounds = {"min": schedule["min_rounds"], "max": int(plan["rounds"])} if schedule else None
     result = compare([r for r in rows if r.get("side") == sides[0]],
                      [r for r in rows if r.get("side") == sides[1]],
                      f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
@@ -132,7 +132,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         outputs += ["ab.md", "ab.csv", "ab.json", "ab.png"]
     elif ab["name"] != "none":
         text += (f"\n> One side ({sides[0]}) of A/B axis {ab['name']}: pair it with "
-                 "the other side's run dir: `python -m zlbench.batch_summary A_DIR --ab B_DIR`.\n")
+                 "the other side's run dir: `zlbench summary A_DIR --ab B_DIR`.\n")
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
     if _speedup_png(rows, run_dir / "speedup.png", identity):
         outputs.insert(5, "speedup.png")

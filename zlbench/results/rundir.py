@@ -63,6 +63,18 @@ def add_process_facts(run_dir: Path) -> None:
     write_identity(run_dir, identity)
 
 
+def hashed_layout(identity: Mapping) -> dict:
+    """The identity as its hash (planning/identity.py) and a run's caliber (store/ingest.py) read
+    it. An identity holds each setting once; one written before also held the timer and autotune
+    under "config" (the timer as at the top, autotune as its bool). Both keep hashing that layout,
+    so a run made before still resumes and the runs before and after form one history series."""
+    config = identity.get("config")
+    if not isinstance(config, Mapping) or "timer" in config or "timer" not in identity:
+        return dict(identity)  # written before (or not a run's identity): as it is
+    return {**identity, "config": {**config, "timer": identity["timer"],
+                                   "autotune": str(identity.get("autotune")) == "1"}}
+
+
 def write_plan(run_dir: Path, plan: Mapping) -> None:
     _atomic_write(run_dir / PLAN_FILE, json.dumps({"format": ev.FORMAT_VERSION, **plan}, indent=1))
 
@@ -81,6 +93,20 @@ def load_plan(run_dir: Path) -> dict:
         raise UsageError(f"{run_dir} was written in run-dir format {version}; this zlbench reads format "
                          f"{ev.FORMAT_VERSION}. Fix: collect or resume it with the zlbench version that "
                          "wrote it, or start a new run.")
+    return _one_schedule(plan)
+
+
+def _one_schedule(plan: dict) -> dict:
+    """A node-level A/B's schedule is written once, as plan["schedule"] (null: none). A plan.json
+    written before that carried a copy on every unit, with max_rounds (plan["rounds"]): read it as
+    written now, so such a run is still collected and resumed."""
+    units = plan.get("units") or []
+    if "schedule" not in plan:
+        plan["schedule"] = next((u["schedule"] for u in units if u.get("schedule")), None)
+    for u in units:
+        u.pop("schedule", None)
+    if plan["schedule"]:
+        plan["schedule"].pop("max_rounds", None)
     return plan
 
 
@@ -383,7 +409,7 @@ def load_rows(run_dir: Path) -> List[dict]:
                     out.append(json.loads(line))
                 except ValueError as e:
                     raise UsageError(f"{path}:{lineno}: malformed row ({e}). Fix: run "
-                                     f"`python -m zlbench.collect {run_dir}` to rebuild it from the events.")
+                                     f"`zlbench collect {run_dir}` to rebuild it from the events.")
     return out
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from zlbench.errors import UsageError
 from zlbench.results import columns as C
-from zlbench.results.rundir import IDENTITY_FILE
+from zlbench.results.rundir import IDENTITY_FILE, hashed_layout
 from zlbench.store import schema as S
 from zlbench.store.db import Store, explain
 
@@ -34,7 +34,7 @@ def caliber_of(identity: Mapping[str, Any]) -> str:
     and form one series across commits. The resolved test nodes and the corpus' location are
     left out too: they follow from the selection (kept) and the corpus commit (left out), and a
     corpus that gains a file must not break the series."""
-    caliber = {k: v for k, v in identity.items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
+    caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
     if isinstance(caliber.get("corpus"), dict):
         caliber["corpus"] = {k: v for k, v in caliber["corpus"].items() if k not in ("commit", "root")}
     text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
@@ -178,7 +178,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     missing = [n for n in ("rows.jsonl", "ops_status.csv") if not (run_dir / n).is_file()]
     if missing:
         raise UsageError(f"{run_dir} has no {' or '.join(missing)}: the run has not finished or was not "
-                         f"collected. Fix: `python -m zlbench.collect {run_dir}`, then record it again.")
+                         f"collected. Fix: `zlbench collect {run_dir}`, then record it again.")
     rows, status = load_rows(run_dir), load_status(run_dir)
     ab_path = run_dir / AB_FILE
     ab = None
@@ -187,7 +187,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
             ab = json.loads(ab_path.read_text(encoding="utf-8"))
         except ValueError as e:
             raise UsageError(f"{ab_path} is not valid JSON ({e}). Fix: rebuild it with "
-                             f"`python -m zlbench.collect {run_dir}`.")
+                             f"`zlbench collect {run_dir}`.")
     digest = hashlib.sha256(str(run_dir).encode())
     for name in (IDENTITY_FILE, "rows.jsonl", "ops_status.csv", AB_FILE):
         p = run_dir / name

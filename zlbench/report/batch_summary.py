@@ -1,4 +1,4 @@
-"""`python -m zlbench.batch_summary PATH [--ab PATH_B]`: summarize a run dir or a FlagGems result
+"""`zlbench summary PATH [--ab PATH_B]`: summarize a run dir or a FlagGems result
 log; with --ab, pair two runs (or logs) and compare the same implementation across them.
 
 Two separate runs (a multirun `-m ab=AXIS ab.side=off,on`, or any two runs or logs) are not an
@@ -231,7 +231,7 @@ def compare_two(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zlbench.batch_summary", description=__doc__,
+    parser = argparse.ArgumentParser(prog="zlbench summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path, help="run dir, run.log, or FlagGems result_*.log")
     parser.add_argument("--ab", type=Path, help="second run (side B) to pair with PATH (side A)")

@@ -1,4 +1,4 @@
-"""`python -m zlbench.collect RUN_DIR`: gather what finished (Slurm jobs submitted with
+"""`zlbench collect RUN_DIR`: gather what finished (Slurm jobs submitted with
 launcher.wait=false, or a run killed midway) into the run dir's tables and summary."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from zlbench.errors import UsageError
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zlbench.collect", description=__doc__)
+    parser = argparse.ArgumentParser(prog="zlbench collect", description=__doc__)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--store-url", default=os.environ.get("ZLBENCH_STORE_URL", "default"),
                         help="results store to write the collected run into (default: zl_runs/zlbench.db "
