@@ -2,12 +2,14 @@
 
 Per row: d_r = ln(B_r / A_r); estimate exp(mean d) with a paired t interval; p-values adjusted
 with Benjamini-Hochberg across live rows; a verdict. Overall: geometric mean of live rows' ratios
-with a bootstrap CI over rows. See FACTS.md: a test on one timing call's samples gives ~96% false
-positives in an A/A; the per-round paired test gives ~5%.
+with a bootstrap CI over rows. Why rounds: a test on one timing call's samples gave ~96% false
+positives in an A/A (the samples share the call's process, placement and clocks); the per-round
+paired test gives ~5%, and with fresh processes every round (ab.respawn_every=1) it covers what a
+process draws too (benchmarks/gpu/RESULTS.md, tenth and eleventh sessions).
 
 Sequential runs (rounds stopped once a row's verdict is settled, ab.min_rounds..ab.rounds): pass
 min_rounds/max_rounds to analyse()/decide() and each row is judged by the rule that stopped it
-(report/sequential.py: repeated t intervals, Bonferroni over the planned looks, anytime p-values,
+(zlbench/ab/sequential.py: repeated t intervals, Bonferroni over the planned looks, anytime p-values,
 then BH); a row with fewer than min_rounds rounds is "inconclusive (cut)"."""
 
 from __future__ import annotations
