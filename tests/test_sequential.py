@@ -1,4 +1,4 @@
-"""Sequential rounds (report/sequential.py): rows looked at after every round and stopped once their
+"""Sequential rounds (zlbench/ab/sequential.py): rows looked at after every round and stopped once their
 verdict is settled keep their error rates; effects are found; settled rows stop early; a row more
 rounds are unlikely to settle stops as futile, and its node with it, without costing error control
 or power at changes past the threshold."""

@@ -55,7 +55,7 @@ def analyse(stats_rows: List[RowStat], liveness: List[Optional[bool]], threshold
     """Fill q (BH across rows that may be live: not-live rows are excluded) and verdicts in place.
 
     With min_rounds and max_rounds (a sequential run) each row's ratio, interval, sd, p and mde are
-    first replaced by those of its decision look under the sequential rule (report/sequential.py),
+    first replaced by those of its decision look under the sequential rule (zlbench/ab/sequential.py),
     with look and stop set; a row cut below min_rounds keeps its point estimate, loses its interval
     and p (none is valid there, so it is left out of BH) and is "inconclusive (cut)". family_size
     is the one the run's stopping rule used (sequential.row_decision); None: the rows this BH

@@ -8,7 +8,7 @@ a row are timed seconds apart, and only one process runs a node on the device at
 Liveness first: in round 1 the first side times each node and the second side's prober (a resident
 process of its own, with untimed autotuning and a scratch tuning cache: plugins/untimed_tuning.py)
 compiles it; a node whose kernels are identical on both sides is not timed again ("not live"). From
-`min_rounds` on, a node whose live rows all have a settled verdict (report/sequential.py, valid
+`min_rounds` on, a node whose live rows all have a settled verdict (zlbench/ab/sequential.py, valid
 although it looks after every round) stops. Both decisions are written as `stopped` events into the
 rounds left out, so a resume makes the same ones and nothing reads as cut. On several devices a
 device done with its own rounds takes later rounds of other devices' nodes, both sides of a round at
@@ -369,7 +369,7 @@ def node_kernels(events: Sequence[dict], node: str) -> set:
 def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping, rounds: int) -> List[str]:
     """Nodes all of whose paired rows are done after the rounds so far (of at most `rounds`): a
     settled sequential verdict, or futile (more rounds are unlikely to settle the row;
-    report/sequential.py). The report says which rows were futile; the node's `stopped` event says
+    zlbench/ab/sequential.py). The report says which rows were futile; the node's `stopped` event says
     "settled"."""
     from zlbench.ab.sequential import node_done
     from zlbench.ab.pairing import pair

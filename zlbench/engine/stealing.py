@@ -184,7 +184,7 @@ class RoundStealing:
 
     # -- liveness of the devices --------------------------------------------------------------------
     def beat(self) -> None:
-        """This device is at work (resident.py beats every HEARTBEAT_S while its A/B runs)."""
+        """This device is at work (engine/device_ab.py beats every HEARTBEAT_S while its A/B runs)."""
         self.beat_dir.mkdir(parents=True, exist_ok=True)
         (self.beat_dir / f"d{self.device}.alive").write_text(str(time.time()))
 

@@ -28,7 +28,7 @@ AB_FIELDS = list(columns.names(columns.AB_COLUMNS, columns.AB_CSV))
 
 def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
                 artifacts_b: Mapping[str, Sequence[str]]) -> Optional[bool]:
-    """The op's kernels on each side compared (report/liveness.py): live, not live, or unknown."""
+    """The op's kernels on each side compared (zlbench/ab/kernels.py): live, not live, or unknown."""
     return compare_kernels(artifacts_a.get(op), artifacts_b.get(op))
 
 
