@@ -225,7 +225,8 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
                      f"`python -m zlbench.collect {run_dir}`")
             return Exit.OK
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
-        watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"))
+        watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"),
+              launcher.wait)
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
     from zlbench.store import record_or_warn
 
