@@ -60,3 +60,28 @@ def test_scipy_and_matplotlib_are_imported_only_where_used(tmp_path):
     assert worker.returncode == 0, worker.stderr[-2000:]
     names = imported(worker.stderr)
     assert "submitit" in names and not names & {"scipy", "matplotlib"}
+
+
+def test_a_run_logs_the_phases_the_benchmark_reads(tmp_path):
+    """benchmarks/post_run.py splits a run's time by its events and these zlbench.log lines
+    (debug ones with hydra.verbose=zlbench); every phase comes out, none negative."""
+    import importlib.util
+
+    from .conftest import FIXTURES, zlbench
+
+    run = tmp_path / "run"
+    t0 = time.time()
+    res = zlbench(f"hydra.run.dir={run}", "hydra.verbose=zlbench", "backend=cpu", "corpus=flaggems",
+                  f"corpus.root={FIXTURES / 'wait_corpus'}", "ops=['wait_01']", "progress=plain",
+                  cwd=tmp_path, env={"WAIT_S": "0"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = (run / "zlbench.log").read_text().splitlines()
+    marks = ["] run ", "phase: jobs submitted", "phase: jobs ended", "] results in ", "phase: stored"]
+    at = [next(i for i, line in enumerate(lines) if m in line) for m in marks]
+    assert at == sorted(at)
+    spec = importlib.util.spec_from_file_location("post_run", FIXTURES.parents[1] / "benchmarks" / "post_run.py")
+    post_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(post_run)
+    phases = post_run.phases(run, t0, time.time())
+    assert set(post_run.PHASES + post_run.DETAIL) <= set(phases)
+    assert min(phases.values()) >= 0, phases
