@@ -235,11 +235,13 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
         log.debug("[zlbench] phase: jobs ended")
         warm.join()  # never two threads importing one module
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
-    from zlbench.store import record_or_warn
+        # Recording the run, interrupts stay handled: a second Ctrl-C exits at once, as it says
+        # (now that the tables follow the jobs' end at once, it may well come in here).
+        from zlbench.store import record_or_warn
 
-    record_or_warn(run_dir, resolved["store"]["url"])
-    log.debug("[zlbench] phase: stored")
-    return code
+        record_or_warn(run_dir, resolved["store"]["url"])
+        log.debug("[zlbench] phase: stored")
+    return Exit.INTERRUPTED if interrupts.signum else code
 
 
 def import_for_finish(ab: bool, store_url) -> None:
