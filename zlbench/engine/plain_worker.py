@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from zlbench.engine.locks import DeviceLock, held_fds
-from zlbench.engine.processes import POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env, pytest_argv
+from zlbench.engine.processes import (POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env,
+                                     pytest_argv, wait_exit)
 from zlbench.results import events as ev
 from zlbench.engine.stealing import Ownership
 
@@ -223,8 +224,7 @@ def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
     """Wait for the process; kill its process group on a node timeout or the run deadline."""
     current = None
     since = time.time()
-    while proc.poll() is None:
-        time.sleep(POLL_S)
+    while not wait_exit(proc, POLL_S):  # its exit ends the wait at once, not at the next look
         new, pos = ev.read_new_events(events, pos)
         for e in new:
             if e.get("event") == "start":

@@ -60,19 +60,22 @@ def _failures(statuses: Counter) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(bad.items())) or "none"
 
 
-def watch(state: RunState, finished: Callable[[], bool], mode: str = "auto") -> None:
+def watch(state: RunState, finished: Callable[[], bool], mode: str = "auto",
+          wait: Callable[[float], None] = time.sleep) -> None:
+    """Until finished(); between looks, wait(seconds), which may return early (the launcher's
+    wait returns as soon as its jobs have ended: the run's end is noticed at once)."""
     if mode == "none":
         while not finished():
-            time.sleep(0.5)
+            wait(0.5)
         return
     live = mode == "live" or (mode == "auto" and sys.stderr.isatty())
     if live:
-        _watch_live(state, finished)
+        _watch_live(state, finished, wait)
     else:
-        _watch_plain(state, finished)
+        _watch_plain(state, finished, wait)
 
 
-def _watch_plain(state: RunState, finished: Callable[[], bool]) -> None:
+def _watch_plain(state: RunState, finished: Callable[[], bool], wait: Callable[[float], None]) -> None:
     last = None
     last_print, last_line = 0.0, ""
     while True:
@@ -86,10 +89,10 @@ def _watch_plain(state: RunState, finished: Callable[[], bool]) -> None:
             last, last_print, last_line = (done, tuple(sorted(statuses.items()))), now, line
         if is_done:
             return
-        time.sleep(1.0)
+        wait(1.0)
 
 
-def _watch_live(state: RunState, finished: Callable[[], bool]) -> None:
+def _watch_live(state: RunState, finished: Callable[[], bool], wait: Callable[[float], None]) -> None:
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
@@ -106,6 +109,6 @@ def _watch_live(state: RunState, finished: Callable[[], bool]) -> None:
 
     with Live(render(), console=Console(stderr=True), refresh_per_second=2) as live:
         while not finished():
-            time.sleep(0.5)
+            wait(0.5)
             live.update(render())
         live.update(render())

@@ -28,8 +28,6 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from scipy import stats
-
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
 
 PRIOR_DF = 4
@@ -71,6 +69,8 @@ class _Spread:
         the median of chi2_d / d, robust to the few rows whose processes disagree by a pick."""
         if len(keys) < MIN_STRATUM:
             return None
+        from scipy import stats  # here: 0.5 s of import a dry run or a submitted Slurm run never needs
+
         dfs = [len(self.logs[k]) - 1 for k in keys]
         d = statistics.median_low(dfs)
         typical = statistics.median(self.var[k] for k in keys) / (stats.chi2.median(d) / d)
@@ -79,6 +79,8 @@ class _Spread:
     def interval(self, key: tuple, processes: int) -> Tuple[Optional[List[float]], bool]:
         """(the 95% prediction interval for another run's median over `processes` processes,
         whether the row's processes disagree beyond its stratum's)."""
+        from scipy import stats
+
         ys = self.logs[key]
         n = len(ys)
         center = statistics.median(ys)

@@ -4,6 +4,7 @@ cancel them, and say how each job ended. The launcher decides where the work run
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,11 @@ class Launcher(ABC):
 
     def done(self) -> bool:
         return all(j.done() for j in self.jobs)
+
+    def wait(self, timeout: float) -> None:
+        """Return after `timeout` seconds, or sooner once every job has ended (a launcher that can
+        see its jobs end says so at once; this one only sleeps: Slurm is asked at each done())."""
+        time.sleep(timeout)
 
     def cancel(self) -> None:
         for j in self.jobs:

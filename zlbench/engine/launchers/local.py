@@ -10,10 +10,13 @@ its controller, each benchmark process from its worker."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Dict, List, Optional
 
 import submitit
 from submitit.local.local import LocalJob
@@ -40,6 +43,7 @@ class _Executor(submitit.LocalExecutor):
     orchestrator alone, which stops every job), marked as a process of the run."""
 
     run_dir = ""
+    controllers: List[subprocess.Popen] = []
 
     def _submit_command(self, command: str) -> LocalJob:
         env = dict(os.environ, SUBMITIT_LOCAL_NTASKS="1", SUBMITIT_LOCAL_COMMAND=command,
@@ -50,11 +54,33 @@ class _Executor(submitit.LocalExecutor):
         env[RUN_DIR_ENV] = self.run_dir
         process = subprocess.Popen([sys.executable, "-m", "submitit.local._local", str(self.folder)], env=env,
                                    start_new_session=True, preexec_fn=child_of(os.getpid()))
+        self.controllers.append(process)
         return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=[0])
 
 
+def pidfds(processes: List[subprocess.Popen]) -> Optional[Dict[int, subprocess.Popen]]:
+    """A pidfd per process (readable once it exits: select wakes on it), or None where the
+    system has none (Linux < 5.3, other systems): then the watch polls."""
+    fds: Dict[int, subprocess.Popen] = {}
+    try:
+        for p in processes:
+            fds[os.pidfd_open(p.pid)] = p
+    except (AttributeError, OSError):
+        for fd in fds:
+            os.close(fd)
+        return None
+    return fds
+
+
 class LocalLauncher(Launcher):
+    """Sees its jobs end at once: a job's controller exits right after its worker, which writes
+    its result before exiting (the orchestrator waits on the controllers' pidfds, no polling)."""
+
     name = "local"
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self._pidfds: Optional[Dict[int, subprocess.Popen]] = None
 
     def cancel(self) -> None:
         """Stop every process of the run at once: submitit's controllers, the workers and their
@@ -70,6 +96,23 @@ class LocalLauncher(Launcher):
         executor = _Executor(folder=str(ctx.run_dir / "submitit"))
         executor.run_dir = str(Path(ctx.run_dir).resolve())
         executor.update_parameters(timeout_min=NO_LIMIT_MIN)
+        executor.controllers = []
         with executor.batch():
             for _device, units in sorted(ctx.queues.items()):
                 self.jobs.append(executor.submit(local_job, units, str(ctx.run_dir), ctx.deadline, ctx.restore_env))
+        self._pidfds = pidfds(executor.controllers)
+        for j in self.jobs:
+            # A job whose controller has exited without a result file never gets one (the worker
+            # writes it before exiting, on this machine's disk): submitit's 15 s wait for a slow
+            # file system would only delay the run's tables.
+            j._results_timeout_s = 0
+
+    def wait(self, timeout: float) -> None:
+        if self._pidfds is None:
+            return super().wait(timeout)
+        end = time.monotonic() + timeout
+        while self._pidfds and (left := end - time.monotonic()) > 0:
+            ready, _, _ = select.select(list(self._pidfds), [], [], left)
+            for fd in ready:
+                self._pidfds.pop(fd).poll()  # reap it: the job reads as done from now on
+                os.close(fd)
