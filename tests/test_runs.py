@@ -4,6 +4,8 @@ Hydra hygiene. Real zlbench processes, real signals, real files."""
 import csv
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -97,7 +99,12 @@ def test_ctrl_c_on_the_main_process_stops_everything_and_writes_the_tables(tmp_p
     left = [n for n, (s, reason) in st.items() if "resume" in reason]
     assert left and all(st[n][0] == "crashed" for n in left)
     assert "Run cut short** (interrupted)" in (run / "summary.md").read_text()
-    res = zlbench(*ARGS, "backend.slots=2", f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.05"})
+    # The printed resume line, as a user copies it, carries the run's overrides (a resume with other
+    # settings would be refused as another caliber).
+    printed = shlex.split(re.search(r"resume with `([^`]+)`", err).group(1))
+    assert printed[:3] == ["python", "-m", "zlbench"] and printed[-1] == f"resume={run}", printed
+    assert "backend.slots=2" in printed and "ops=['wait_0*']" in printed, printed
+    res = zlbench(*printed[3:], cwd=tmp_path, env={"WAIT_S": "0.05"})
     assert res.returncode == 0 and "resuming" in res.stderr, res.stderr[-2000:]
     assert {s for s, _ in statuses(run).values()} == {"ok"}
     assert len(row_set(run)) == 20  # two shapes per node, once each

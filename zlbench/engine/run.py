@@ -27,8 +27,8 @@ from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
-from zlbench.results.rundir import (IDENTITY_FILE, load_plan, unfinished_nodes, wall_times, write_identity,
-                              write_placeholders, write_plan)
+from zlbench.results.rundir import (IDENTITY_FILE, load_plan, resume_command, unfinished_nodes, wall_times,
+                              write_identity, write_placeholders, write_plan)
 from zlbench.config.schema import timer_settings
 from zlbench.config.validate import validate_config
 
@@ -285,7 +285,7 @@ def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
         )
     if interrupts.signum:
         log.info(f"[zlbench] interrupted: the tables hold what finished; resume with "
-                 f"`python -m zlbench resume={run_dir}`")
+                 f"`{resume_command(run_dir)}`")
         return Exit.INTERRUPTED
     return code
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results.events import DEADLINE_REASON
 from zlbench.results.rundir import (add_process_facts, collect, load_artifacts, load_plan, read_identity,
-                              run_pinning_problems, stopped_nodes)
+                              resume_command, run_pinning_problems, stopped_nodes)
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
 
@@ -35,7 +35,7 @@ def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
 
 def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "") -> str:
     return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} node(s) not "
-            f"measured. Resume with `python -m zlbench resume={run_dir}`.\n")
+            f"measured. Resume with `{resume_command(run_dir)}`.\n")
 
 
 def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:

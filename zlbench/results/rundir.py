@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
@@ -73,6 +74,19 @@ def hashed_layout(identity: Mapping) -> dict:
         return dict(identity)  # written before (or not a run's identity): as it is
     return {**identity, "config": {**config, "timer": identity["timer"],
                                    "autotune": str(identity.get("autotune")) == "1"}}
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that resumes this run dir: the overrides it ran with (Hydra's
+    .hydra/overrides.yaml) and resume=, since a resume with other settings is another caliber."""
+    try:
+        import yaml
+
+        overrides = yaml.safe_load((Path(run_dir) / ".hydra" / "overrides.yaml").read_text()) or []
+    except (OSError, ValueError, AttributeError, ImportError):
+        overrides = []
+    keep = [str(o) for o in overrides if str(o).split("=", 1)[0].lstrip("+~") not in ("resume", "hydra.run.dir")]
+    return " ".join(["python -m zlbench", *map(shlex.quote, keep), shlex.quote(f"resume={run_dir}")])
 
 
 def write_plan(run_dir: Path, plan: Mapping) -> None:
