@@ -318,6 +318,7 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     assert {t["stop"] for s, t in by_shape.items() if s != "[[64]]"} == {"settled"}
     assert res["summary"]["stops"] == {"futile": 1, "settled": 4}
     assert "rows by why they stopped: futile: 1, settled: 4" in res["markdown"]
+    assert "Rounds planned: " in res["markdown"]  # the plan, not what a row ran (its rounds column)
     assert "| 5 (futile at 4) " in res["markdown"]
     write(res, tmp_path)
     assert {r["shape"]: r["stop"] for r in csv.DictReader(open(tmp_path / "ab.csv"))}["[[64]]"] == "futile"

@@ -225,7 +225,7 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
     out += _unpaired_lines(result)
     if not all_rows:
         out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) not flagged "
-                   "(their verdicts above; --all lists them; compare.csv and compare.json always do).")
+                   "(their verdicts above; --all lists them, and so do compare.csv and compare.json under --out).")
     changed = [_row_cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
     rest = [_row_cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
     # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.

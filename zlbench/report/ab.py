@@ -188,7 +188,9 @@ def headline(summary: Mapping) -> List[str]:
     if planned and summary.get("stops"):
         why = ", ".join(f"{k}: {v}" for k, v in sorted(summary["stops"].items()))
         span = f"{planned['min']} to {planned['max']}" if planned["min"] != planned["max"] else f"{planned['max']}"
-        lines.append(f"Rounds: {span} per row; rows by why they stopped: {why}.")
+        # Planned, not run: a row stops early once settled, futile or not live (the table's rounds column).
+        lines.append(f"Rounds planned: {span} per row; rows by why they stopped: {why} "
+                     "(the rounds each row ran: its rounds column).")
     if summary.get("aa"):
         fpr = summary["false_positive_rate"]
         lines.append(f"A/A mode: {summary['flagged_rows']} row(s) flagged after BH "
