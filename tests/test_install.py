@@ -1,5 +1,6 @@
 """A non-editable install (the built wheel) works from another directory: conf/ ships inside."""
 
+import json
 import os
 import subprocess
 import sys
@@ -34,3 +35,9 @@ def test_wheel_carries_conf_and_demo_corpus_and_runs_elsewhere(tmp_path):
                           "hydra.run.dir=out"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (elsewhere / "out" / "ops_status.csv").read_text().count(",ok,") == 1
+    # Built from a git checkout, the wheel names its commit (hatch_build.py): the run's identity
+    # and the history say which zlbench measured, although the install has no git of its own.
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        identity = json.loads((elsewhere / "out" / "run_identity.json").read_text())
+        assert (identity["versions"]["zlbench_commit"] or "").startswith(head.stdout.strip()), identity["versions"]

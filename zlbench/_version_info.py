@@ -32,3 +32,15 @@ def git_commit(path: Path) -> Optional[str]:
     dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, timeout=10, check=False).stdout.strip()
     return out.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def package_commit(package_dir: Path) -> Optional[str]:
+    """The zlbench commit a run used: its git checkout's (a source or editable install), else the
+    one a wheel built from a checkout recorded (hatch_build.py), else None."""
+    commit = git_commit(package_dir.parent)
+    if commit:
+        return commit
+    try:
+        return (package_dir / "_build_commit.txt").read_text().strip() or None
+    except OSError:
+        return None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from zlbench import __version__
-from zlbench._version_info import dist_version, git_commit
+from zlbench._version_info import dist_version, git_commit, package_commit
 from zlbench.backends import DeviceBackend
 from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
@@ -78,7 +78,7 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
                    "commit": git_commit(corpus_root)},
         "versions": {
             "zlbench": __version__,
-            "zlbench_commit": git_commit(package_dir.parent),
+            "zlbench_commit": package_commit(package_dir),
             "python": platform.python_version(),
             "torch": dist_version("torch"),
             "triton": dist_version("triton"),
