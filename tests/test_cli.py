@@ -190,3 +190,16 @@ def test_shell_completion_installs_for_the_zlbench_script(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "hydra_bash_completion" in res.stdout
+
+
+def test_a_dry_run_piped_into_a_reader_that_stops_early_is_no_error(tmp_path):
+    """`dry_run=true | head`: the reader closing the pipe is not a zlbench bug (was exit 70 and a
+    run dir left with zlbench.log)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run(f"'{sys.executable}' -m zlbench dry_run=true 'ops=[exp,softmax]' | true; "
+                         "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "internal error" not in res.stderr and not (tmp_path / "zl_runs").exists()

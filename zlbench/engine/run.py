@@ -173,7 +173,12 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
     run_dir = resume_dir(cfg) or hydra_run_dir
     resolved, backend, plan, identity = prepare(cfg, run_dir, provenance)
     if resolved.get("dry_run"):
-        print_plan(plan, identity)
+        try:
+            print_plan(plan, identity)
+        except BrokenPipeError:
+            # `dry_run=true | head`: the reader had enough; not a zlbench bug. Python would report
+            # the pipe again when it flushes stdout at exit: point stdout at nothing first.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         remove_empty_run_dir(run_dir)
         return Exit.OK
     run_dir.mkdir(parents=True, exist_ok=True)
