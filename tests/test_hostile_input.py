@@ -27,6 +27,28 @@ def files_under(path):
     (["+ab.foo=1"], "zlbench: error: ab.foo is not a zlbench setting."),
     (["node_timeout_s=0"], "Fix: launcher.node_timeout_s=0."),
     (["ops=[nope]"], "zlbench: error: op 'nope' matches no test"),  # refused once Hydra made the run dir
+    # A value of the wrong type, or null where the setting takes none: Hydra's refusal was several
+    # lines without the fix.
+    (["timer.repeat=1.5"], "zlbench: error: timer.repeat=1.5 is not valid: it must be an integer >= 1 "
+                           "(the median of N timings). Fix: timer.repeat=1."),
+    (["timer.min_window_ms=null"], "timer.min_window_ms=null is not valid: it must be a number of milliseconds"
+                                   " >= 0 (0 = no widening). Fix: timer.min_window_ms=2."),
+    (["launcher.node_timeout_s=soon"], "launcher.node_timeout_s=soon is not valid: it must be a number of "
+                                       "seconds > 0. Fix: launcher.node_timeout_s=900."),
+    (["timer.share_tuning=maybe"], "timer.share_tuning=maybe is not valid: it must be true or false. "
+                                   "Fix: timer.share_tuning=false."),
+    (["progress=null"], "progress=null is not valid: it must be one of auto, live, plain, none. Fix: progress=auto."),
+    (["ab.schedule=bogus"], "ab.schedule=bogus is not valid: it must be one of node, round. Fix: ab.schedule=node."),
+    (["ops=exp"], "ops=exp is not valid: it must be a list of strings in brackets, e.g. [a,b]. Fix: ops=[exp]."),
+    (["fail_on=[failed,null]"], "fail_on=[failed,null] is not valid: it must be a list of node statuses"),
+    (["-m", "timer.repeat=1,x"], "timer.repeat=x is not valid: it must be an integer >= 1"),
+    # Removed keys and settings under ~ (Hydra: "does not exist", "does not support deletion").
+    (["~timer.stop"], "zlbench: error: timer.stop was removed: adaptive stopping was deleted"),
+    (["~timer.placements=[a]"], "Fix: drop ~timer.placements."),
+    (["-m", "+timer.clock_reader=nvml,none"], "zlbench: error: timer.clock_reader was removed: clock screening"),
+    (["~timer.repeat"], "zlbench: error: ~timer.repeat: a setting cannot be deleted, only set (every setting has "
+                        "a value). Fix: drop ~timer.repeat, or timer.repeat=1 for its default."),
+    (["~timer.foo"], "zlbench: error: timer.foo is not a zlbench setting. The settings of timer are: "),
 ])
 def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
     """Run where a user runs it: the default run dir zl_runs/<date>/<time> under the working dir,
