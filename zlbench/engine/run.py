@@ -22,7 +22,7 @@ from zlbench.backends import get_backend
 from zlbench.backends.registry import backend_names, detect
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
-from zlbench.planning.identity import build_identity
+from zlbench.planning.identity import build_identity, identity_hash
 from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
@@ -113,7 +113,9 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     if not path.exists():
         return False
     old = json.loads(path.read_text(encoding="utf-8"))
-    if old.get("identity_hash") != identity["identity_hash"]:
+    # Hashed again as this zlbench hashes (results/rundir.hashed_layout): the hash an earlier
+    # zlbench wrote beside it may read another layout of the same settings.
+    if identity_hash(old) != identity["identity_hash"]:
         diff = sorted(k for k in identity if k not in ("provenance", "created", "identity_hash")
                       and old.get(k) != identity.get(k))
         raise UsageError(
