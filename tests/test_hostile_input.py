@@ -171,3 +171,13 @@ def test_no_password_is_written_into_the_run_dir_or_the_store(tmp_path):
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert tmp_path / "zl_runs" / "zlbench.db" in written  # the store took run b, identity and all
     assert [str(p) for p in written if secret.encode() in p.read_bytes()] == []
+
+
+def test_collect_of_a_file_in_a_run_dir_names_the_run_dir(tmp_path):
+    rows = tmp_path / "run" / "rows.jsonl"
+    rows.parent.mkdir()
+    rows.write_text("")
+    res = zlbench("collect", str(rows), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.stderr.strip() == f"zlbench: error: {rows} is a file, not a run dir. Fix: zlbench collect {rows.parent}"
+    assert files_under(tmp_path) == ["run", "run/rows.jsonl"]
