@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .conftest import FIXTURES, wait_for, zlbench
+from .conftest import EXP_RUN, FIXTURES, wait_for, zlbench
 
 WAIT = FIXTURES / "wait_corpus"
 QUICK = ["ops=[exp]", "dtypes=[float32]", "progress=none"]
@@ -181,3 +181,17 @@ def test_collect_of_a_file_in_a_run_dir_names_the_run_dir(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert res.stderr.strip() == f"zlbench: error: {rows} is a file, not a run dir. Fix: zlbench collect {rows.parent}"
     assert files_under(tmp_path) == ["run", "run/rows.jsonl"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["regressions", "-k", "0"], "argument -k: '0' is not valid: it must be an integer >= 1"),  # died in numpy
+    (["compare", "--latest", "--window", "0"], "argument --window: '0' is not valid: it must be an integer >= 1"),
+    (["regressions", "--threshold", "-1"], "argument --threshold: '-1' is not valid: it must be a number >= 0"),
+    (["html", "--out", "FILE"], "argument --out: FILE is a file; --out takes a folder (made if missing)"),
+])
+def test_history_options_out_of_range_are_refused_in_one_line(shared_run, tmp_path, args, message):
+    store = shared_run(*EXP_RUN).run_dir.parents[1] / "zlbench.db"
+    (tmp_path / "FILE").write_text("mine")
+    res = zlbench("history", *args, "--url", str(store), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert message in res.stderr and (tmp_path / "FILE").read_text() == "mine"
