@@ -49,6 +49,10 @@ def files_under(path):
     (["~timer.repeat"], "zlbench: error: ~timer.repeat: a setting cannot be deleted, only set (every setting has "
                         "a value). Fix: drop ~timer.repeat, or timer.repeat=1 for its default."),
     (["~timer.foo"], "zlbench: error: timer.foo is not a zlbench setting. The settings of timer are: "),
+    # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
+    (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
+     "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "
+     "'ZLBENCH_TEST_UNSET' not found\"."),
 ])
 def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
     """Run where a user runs it: the default run dir zl_runs/<date>/<time> under the working dir,

@@ -14,7 +14,7 @@ from typing import List, Tuple
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from zlbench import __version__
 from zlbench.config import output_dir
@@ -59,7 +59,8 @@ def _app(cfg: DictConfig) -> None:
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
-    label = " ".join(hc.overrides.task) or "(defaults)"
+    # As typed: iterating hc.overrides.task would resolve an interpolation in it (${oc.env:UNSET} died here).
+    label = " ".join(OmegaConf.to_container(hc.overrides.task, resolve=False)) or "(defaults)"
     if any(code == Exit.INTERRUPTED for _, _, code in _jobs):
         _jobs.append((label, str(run_dir), int(Exit.INTERRUPTED)))  # the sweep was interrupted: skip
         return
