@@ -71,6 +71,13 @@ def test_a_dry_run_leaves_no_dated_folder(tmp_path):
     assert files_under(tmp_path) == []
 
 
+def test_a_dry_run_sweep_leaves_no_sweep_folder(tmp_path):
+    res = zlbench("-m", "dry_run=true", "ops=[exp]", "timer.repeat=1,2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("nodes (1):") == 2  # each job printed its plan
+    assert files_under(tmp_path) == []
+
+
 def test_a_sweep_whose_every_job_is_refused_leaves_nothing(tmp_path):
     res = zlbench("-m", "ops=[nope],[nope2]", "progress=none", cwd=tmp_path)
     assert res.returncode == 2, res.stderr[-2000:]

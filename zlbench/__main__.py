@@ -100,9 +100,10 @@ def _check_output_dir(argv: List[str]) -> None:
 
 
 def _remove_refused_sweep() -> None:
-    """Every job of a sweep was refused: its dir holds only Hydra's multirun.yaml."""
+    """No job of a sweep left a run dir (each was refused, or a dry run): its dir holds only Hydra's
+    multirun.yaml."""
     sweep = {Path(d).parent for _, d, _ in _jobs}
-    if len(sweep) != 1 or any(code != Exit.USAGE for _, _, code in _jobs):
+    if len(sweep) != 1 or any(Path(d).exists() for _, d, _ in _jobs):
         return
     folder = sweep.pop()
     if folder.is_dir() and [p.name for p in folder.iterdir()] == ["multirun.yaml"]:
