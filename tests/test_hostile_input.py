@@ -49,6 +49,11 @@ def files_under(path):
     (["~timer.repeat"], "zlbench: error: ~timer.repeat: a setting cannot be deleted, only set (every setting has "
                         "a value). Fix: drop ~timer.repeat, or timer.repeat=1 for its default."),
     (["~timer.foo"], "zlbench: error: timer.foo is not a zlbench setting. The settings of timer are: "),
+    # Two sides of one name shared their unit dirs and logs, merged into one side.
+    (["ab=demo_fused_softmax", "ab.sides=[x,x]", "ops=[softmax]"],
+     "zlbench: error: ab.sides=[x,x]: the two sides need two names. Fix: ab.sides=[off,on]."),
+    (["ab=demo_fused_softmax", "ab.sides=[off,on.r1]", "ops=[softmax]"], "zlbench: error: ab.sides=[off,on.r1]: "
+     "'on.r1' is not a plain name (letters, digits, _ and -: it names the side's unit dirs and log)."),
     # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
     (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
      "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "
