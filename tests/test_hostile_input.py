@@ -213,3 +213,14 @@ def test_history_options_out_of_range_are_refused_in_one_line(shared_run, tmp_pa
     res = zlbench("history", *args, "--url", str(store), cwd=tmp_path, defaults=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert message in res.stderr and (tmp_path / "FILE").read_text() == "mine"
+
+
+def test_a_result_log_with_a_word_where_a_number_goes_names_its_line(tmp_path):
+    log = tmp_path / "result.log"
+    entry = {"shape_detail": [[64]], "latency_base": 0.01, "latency": "n/a", "speedup": None}
+    log.write_text("[INFO] Benchmark record logger enabled\n[INFO] " + __import__("json").dumps(
+        {"op_name": "exp", "dtype": "torch.float16", "result": [entry]}) + "\n")
+    for verb in (["summary", str(log)], ["history", "import", str(log), "--url", f"sqlite:///{tmp_path}/s.db"]):
+        res = zlbench(*verb, cwd=tmp_path, defaults=True)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+        assert f"{log}:2: malformed result record (latency is 'n/a', not a number)" in res.stderr
