@@ -54,6 +54,10 @@ def files_under(path):
      "zlbench: error: ab.sides=[x,x]: the two sides need two names. Fix: ab.sides=[off,on]."),
     (["ab=demo_fused_softmax", "ab.sides=[off,on.r1]", "ops=[softmax]"], "zlbench: error: ab.sides=[off,on.r1]: "
      "'on.r1' is not a plain name (letters, digits, _ and -: it names the side's unit dirs and log)."),
+    # A cost_from= that holds no tables balanced nothing, silently; a resume= of a file was said as hydra.run.dir=.
+    (["cost_from=/nonexistent/run"], "zlbench: error: cost_from=/nonexistent/run holds no ops_status.csv (not a "
+     "zlbench run dir with its tables): no wall times to balance the shards by."),
+    (["resume=/etc/passwd"], "zlbench: error: resume=/etc/passwd is a file, not a run dir. Fix: resume=/etc"),
     # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
     (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
      "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "

@@ -212,6 +212,8 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     _check_overrides(overrides, cli_keys)
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
+    if resume and os.path.isfile(os.path.expanduser(resume)):  # not said as hydra.run.dir= below
+        raise UsageError(f"resume={resume} is a file, not a run dir. Fix: resume={os.path.dirname(resume) or '.'}")
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")

@@ -102,6 +102,10 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     resolved["timer"] = timer_settings(resolved["timer"], resolve_timer(asked, backend))
     root = corpus_root(resolved)
     costs = wall_times(resolved.get("cost_from"), resolved.get("resume"))
+    if resolved.get("cost_from") and not (Path(resolved["cost_from"]) / "ops_status.csv").is_file():
+        raise UsageError(f"cost_from={resolved['cost_from']} holds no ops_status.csv (not a zlbench run dir with "
+                         "its tables): no wall times to balance the shards by. Fix: cost_from=<an earlier run "
+                         "dir>, or drop cost_from=.")
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
     identity = build_identity(resolved, plan, backend, provenance)
     return resolved, backend, plan, identity
