@@ -228,3 +228,32 @@ def test_a_result_log_with_a_word_where_a_number_goes_names_its_line(tmp_path):
         res = zlbench(*verb, cwd=tmp_path, defaults=True)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
         assert f"{log}:2: malformed result record (latency is 'n/a', not a number)" in res.stderr
+
+
+def test_a_ctrl_c_in_a_verb_exits_130_in_one_line(tmp_path):
+    """`zlbench summary` reading a log that is a FIFO: it waits for lines while a Ctrl-C comes."""
+    import errno
+
+    fifo = tmp_path / "result.log"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "zlbench", "summary", str(fifo)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def reading():  # opening the write end succeeds once the reader has the FIFO open
+        try:
+            reading.fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            return True
+        except OSError as e:
+            assert e.errno == errno.ENXIO
+            return False
+
+    try:
+        assert wait_for(reading, timeout=120)
+        os.write(reading.fd, b"[INFO] Benchmark record logger enabled\n")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        if getattr(reading, "fd", None) is not None:
+            os.close(reading.fd)
+    assert proc.returncode == 130 and err == "zlbench: summary interrupted\n", err[-2000:]

@@ -128,7 +128,11 @@ def _verb(argv: List[str]) -> None:
     if argv and argv[0] in VERBS:
         import importlib
 
-        sys.exit(importlib.import_module(VERBS[argv[0]]).main(argv[1:]))
+        try:
+            sys.exit(importlib.import_module(VERBS[argv[0]]).main(argv[1:]))
+        except KeyboardInterrupt:  # Ctrl-C: as a run says it (tables and the store are written atomically)
+            print(f"zlbench: {argv[0]} interrupted", file=sys.stderr)
+            sys.exit(Exit.INTERRUPTED)
 
 
 def main() -> None:
