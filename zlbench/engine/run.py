@@ -117,7 +117,7 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     if not path.exists():
         return False
     old = json.loads(path.read_text(encoding="utf-8"))
-    # Hashed again as this zlbench hashes (results/rundir.hashed_layout): the hash an earlier
+    # Hashed again as this zlbench hashes (results/identity_layout.py): the hash an earlier
     # zlbench wrote beside it may read another layout of the same settings.
     if identity_hash(old) != identity["identity_hash"]:
         diff = sorted(k for k in identity if k not in ("provenance", "created", "identity_hash")
