@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .conftest import FIXTURES, wait_for, zlbench
+from .conftest import EXP_RUN, FIXTURES, wait_for, zlbench
 
 WAIT = FIXTURES / "wait_corpus"
 QUICK = ["ops=[exp]", "dtypes=[float32]", "progress=none"]
@@ -27,6 +27,41 @@ def files_under(path):
     (["+ab.foo=1"], "zlbench: error: ab.foo is not a zlbench setting."),
     (["node_timeout_s=0"], "Fix: launcher.node_timeout_s=0."),
     (["ops=[nope]"], "zlbench: error: op 'nope' matches no test"),  # refused once Hydra made the run dir
+    # A value of the wrong type, or null where the setting takes none: Hydra's refusal was several
+    # lines without the fix.
+    (["timer.repeat=1.5"], "zlbench: error: timer.repeat=1.5 is not valid: it must be an integer >= 1 "
+                           "(the median of N timings). Fix: timer.repeat=1."),
+    (["timer.min_window_ms=null"], "timer.min_window_ms=null is not valid: it must be a number of milliseconds"
+                                   " >= 0 (0 = no widening). Fix: timer.min_window_ms=2."),
+    (["launcher.node_timeout_s=soon"], "launcher.node_timeout_s=soon is not valid: it must be a number of "
+                                       "seconds > 0. Fix: launcher.node_timeout_s=900."),
+    (["timer.share_tuning=maybe"], "timer.share_tuning=maybe is not valid: it must be true or false. "
+                                   "Fix: timer.share_tuning=false."),
+    (["progress=null"], "progress=null is not valid: it must be one of auto, live, plain, none. Fix: progress=auto."),
+    (["ab.schedule=bogus"], "ab.schedule=bogus is not valid: it must be one of node, round. Fix: ab.schedule=node."),
+    (["ops=exp"], "ops=exp is not valid: it must be a list of strings in brackets, e.g. [a,b]. Fix: ops=[exp]."),
+    (["fail_on=[failed,null]"], "fail_on=[failed,null] is not valid: it must be a list of node statuses"),
+    (["-m", "timer.repeat=1,x"], "timer.repeat=x is not valid: it must be an integer >= 1"),
+    # Removed keys and settings under ~ (Hydra: "does not exist", "does not support deletion").
+    (["~timer.stop"], "zlbench: error: timer.stop was removed: adaptive stopping was deleted"),
+    (["~timer.placements=[a]"], "Fix: drop ~timer.placements."),
+    (["-m", "+timer.clock_reader=nvml,none"], "zlbench: error: timer.clock_reader was removed: clock screening"),
+    (["~timer.repeat"], "zlbench: error: ~timer.repeat: a setting cannot be deleted, only set (every setting has "
+                        "a value). Fix: drop ~timer.repeat, or timer.repeat=1 for its default."),
+    (["~timer.foo"], "zlbench: error: timer.foo is not a zlbench setting. The settings of timer are: "),
+    # Two sides of one name shared their unit dirs and logs, merged into one side.
+    (["ab=demo_fused_softmax", "ab.sides=[x,x]", "ops=[softmax]"],
+     "zlbench: error: ab.sides=[x,x]: the two sides need two names. Fix: ab.sides=[off,on]."),
+    (["ab=demo_fused_softmax", "ab.sides=[off,on.r1]", "ops=[softmax]"], "zlbench: error: ab.sides=[off,on.r1]: "
+     "'on.r1' is not a plain name (letters, digits, _ and -: it names the side's unit dirs and log)."),
+    # A cost_from= that holds no tables balanced nothing, silently; a resume= of a file was said as hydra.run.dir=.
+    (["cost_from=/nonexistent/run"], "zlbench: error: cost_from=/nonexistent/run holds no ops_status.csv (not a "
+     "zlbench run dir with its tables): no wall times to balance the shards by."),
+    (["resume=/etc/passwd"], "zlbench: error: resume=/etc/passwd is a file, not a run dir. Fix: resume=/etc"),
+    # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
+    (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
+     "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "
+     "'ZLBENCH_TEST_UNSET' not found\"."),
 ])
 def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
     """Run where a user runs it: the default run dir zl_runs/<date>/<time> under the working dir,
@@ -42,6 +77,13 @@ def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
 def test_a_dry_run_leaves_no_dated_folder(tmp_path):
     res = zlbench("dry_run=true", "ops=[exp]", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
+    assert files_under(tmp_path) == []
+
+
+def test_a_dry_run_sweep_leaves_no_sweep_folder(tmp_path):
+    res = zlbench("-m", "dry_run=true", "ops=[exp]", "timer.repeat=1,2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("nodes (1):") == 2  # each job printed its plan
     assert files_under(tmp_path) == []
 
 
@@ -115,15 +157,15 @@ def test_a_run_refused_because_its_run_dir_is_live_leaves_that_run_untouched(tmp
     try:
         assert wait_for(lambda: (run_dir / ".zlbench.lock.holder.json").exists(), timeout=120)
         hydra_files = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
+        log = (run_dir / "zlbench.log").read_bytes()
         for how in ([f"hydra.run.dir={run_dir}", "ops=[exp]"], [f"resume={run_dir}"]):
             res = zlbench(*how, "progress=none", cwd=tmp_path)
             assert res.returncode == 2, res.stderr[-2000:]
             assert f"zlbench: error: {run_dir} is in use by a live zlbench run (pid {first.pid} " in res.stderr
             assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == hydra_files
-            # The live run goes on logging into zlbench.log; the refused one wrote nothing there.
-            log = (run_dir / "zlbench.log").read_text()
-            assert "in use by a live zlbench run" not in log and "ops=[exp]" not in log, log[-2000:]
-            assert log.count("[zlbench] run ") == 1, log[-2000:]
+            # The live run goes on logging (its phases); nothing of the refused one enters its log.
+            after = (run_dir / "zlbench.log").read_bytes()
+            assert after.startswith(log) and b"in use by a live zlbench run" not in after
     finally:
         os.killpg(first.pid, signal.SIGINT)  # the first run stops and writes its tables
         first.communicate(timeout=120)
@@ -151,3 +193,67 @@ def test_no_password_is_written_into_the_run_dir_or_the_store(tmp_path):
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert tmp_path / "zl_runs" / "zlbench.db" in written  # the store took run b, identity and all
     assert [str(p) for p in written if secret.encode() in p.read_bytes()] == []
+
+
+def test_collect_of_a_file_in_a_run_dir_names_the_run_dir(tmp_path):
+    rows = tmp_path / "run" / "rows.jsonl"
+    rows.parent.mkdir()
+    rows.write_text("")
+    res = zlbench("collect", str(rows), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.stderr.strip() == f"zlbench: error: {rows} is a file, not a run dir. Fix: zlbench collect {rows.parent}"
+    assert files_under(tmp_path) == ["run", "run/rows.jsonl"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["regressions", "-k", "0"], "argument -k: '0' is not valid: it must be an integer >= 1"),  # died in numpy
+    (["compare", "--latest", "--window", "0"], "argument --window: '0' is not valid: it must be an integer >= 1"),
+    (["regressions", "--threshold", "-1"], "argument --threshold: '-1' is not valid: it must be a number >= 0"),
+    (["html", "--out", "FILE"], "argument --out: FILE is a file; --out takes a folder (made if missing)"),
+])
+def test_history_options_out_of_range_are_refused_in_one_line(shared_run, tmp_path, args, message):
+    store = shared_run(*EXP_RUN).run_dir.parents[1] / "zlbench.db"
+    (tmp_path / "FILE").write_text("mine")
+    res = zlbench("history", *args, "--url", str(store), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert message in res.stderr and (tmp_path / "FILE").read_text() == "mine"
+
+
+def test_a_result_log_with_a_word_where_a_number_goes_names_its_line(tmp_path):
+    log = tmp_path / "result.log"
+    entry = {"shape_detail": [[64]], "latency_base": 0.01, "latency": "n/a", "speedup": None}
+    log.write_text("[INFO] Benchmark record logger enabled\n[INFO] " + __import__("json").dumps(
+        {"op_name": "exp", "dtype": "torch.float16", "result": [entry]}) + "\n")
+    for verb in (["summary", str(log)], ["history", "import", str(log), "--url", f"sqlite:///{tmp_path}/s.db"]):
+        res = zlbench(*verb, cwd=tmp_path, defaults=True)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+        assert f"{log}:2: malformed result record (latency is 'n/a', not a number)" in res.stderr
+
+
+def test_a_ctrl_c_in_a_verb_exits_130_in_one_line(tmp_path):
+    """`zlbench summary` reading a log that is a FIFO: it waits for lines while a Ctrl-C comes."""
+    import errno
+
+    fifo = tmp_path / "result.log"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "zlbench", "summary", str(fifo)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def reading():  # opening the write end succeeds once the reader has the FIFO open
+        try:
+            reading.fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            return True
+        except OSError as e:
+            assert e.errno == errno.ENXIO
+            return False
+
+    try:
+        assert wait_for(reading, timeout=120)
+        os.write(reading.fd, b"[INFO] Benchmark record logger enabled\n")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        if getattr(reading, "fd", None) is not None:
+            os.close(reading.fd)
+    assert proc.returncode == 130 and err == "zlbench: summary interrupted\n", err[-2000:]

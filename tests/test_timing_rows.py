@@ -141,6 +141,9 @@ def test_rows_at_defaults_carry_the_corpus_timers_number(run_zlbench, tmp_path):
         assert (row["latency_base"], row["latency"]) == (r["calls"][0]["value"], r["calls"][1]["value"])
         assert row["stop_reason"] == "fixed" and row["samples"] is None and row["timing_base"]["stop_reason"] == "fixed"
         assert row["timer_used"] == "direct" and row["markers"] == []
+    # Nothing about the deleted adaptive stopping and clock screening in a run made now.
+    summary = (res.run_dir / "summary.md").read_text()
+    assert "timing calls stopped" not in summary and "clocks" not in summary and "## Timing" not in summary
 
 
 @pytest.mark.slow

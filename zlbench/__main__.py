@@ -14,7 +14,7 @@ from typing import List, Tuple
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from zlbench import __version__
 from zlbench.config import output_dir
@@ -59,7 +59,8 @@ def _app(cfg: DictConfig) -> None:
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
-    label = " ".join(hc.overrides.task) or "(defaults)"
+    # As typed: iterating hc.overrides.task would resolve an interpolation in it (${oc.env:UNSET} died here).
+    label = " ".join(OmegaConf.to_container(hc.overrides.task, resolve=False)) or "(defaults)"
     if any(code == Exit.INTERRUPTED for _, _, code in _jobs):
         _jobs.append((label, str(run_dir), int(Exit.INTERRUPTED)))  # the sweep was interrupted: skip
         return
@@ -99,9 +100,10 @@ def _check_output_dir(argv: List[str]) -> None:
 
 
 def _remove_refused_sweep() -> None:
-    """Every job of a sweep was refused: its dir holds only Hydra's multirun.yaml."""
+    """No job of a sweep left a run dir (each was refused, or a dry run): its dir holds only Hydra's
+    multirun.yaml."""
     sweep = {Path(d).parent for _, d, _ in _jobs}
-    if len(sweep) != 1 or any(code != Exit.USAGE for _, _, code in _jobs):
+    if len(sweep) != 1 or any(Path(d).exists() for _, d, _ in _jobs):
         return
     folder = sweep.pop()
     if folder.is_dir() and [p.name for p in folder.iterdir()] == ["multirun.yaml"]:
@@ -126,7 +128,11 @@ def _verb(argv: List[str]) -> None:
     if argv and argv[0] in VERBS:
         import importlib
 
-        sys.exit(importlib.import_module(VERBS[argv[0]]).main(argv[1:]))
+        try:
+            sys.exit(importlib.import_module(VERBS[argv[0]]).main(argv[1:]))
+        except KeyboardInterrupt:  # Ctrl-C: as a run says it (tables and the store are written atomically)
+            print(f"zlbench: {argv[0]} interrupted", file=sys.stderr)
+            sys.exit(Exit.INTERRUPTED)
 
 
 def main() -> None:

@@ -3,14 +3,16 @@ before Hydra composes anything. Command-line overrides win over env vars; both a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.backends import canonical_name
-from zlbench.config.keys import key_problem
+from zlbench.config.keys import REMOVED, key_problem
 from zlbench.config.secrets import has_password
 from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES
+from zlbench.config.value_types import field_of, spell, type_problem
 from zlbench.errors import UsageError
 
 TRUE = ("1", "true", "yes", "on")
@@ -94,6 +96,36 @@ def _launchers(overrides: Sequence[str]) -> Tuple[str, ...]:
     return tuple(v.strip() for v in chosen[-1].split(",")) if chosen else ("local",)
 
 
+def _values(arg: str) -> List[Any]:
+    """The value(s) an override gives (a sweep's each), as Hydra parses them; [] where it cannot say
+    (an interval sweep, a value Hydra's parser refuses: Hydra then says why)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        override = OverridesParser.create().parse_overrides([arg])[0]
+        if not override.is_sweep_override():
+            return [override.value()]
+        return [] if override.is_interval_sweep() else list(override.sweep_iterator())
+    except Exception:  # noqa: BLE001 (Hydra's parse errors have no common type)
+        return []
+
+
+def _deletion_problem(name: str, launchers: Sequence[str]) -> Optional[str]:
+    """`~key`: a removed or unknown key is said as such (Hydra: "does not exist"); a setting cannot
+    be deleted, only set (Hydra: "does not support deletion")."""
+    if name in REMOVED:
+        return f"{name} was removed: {REMOVED[name]}. Fix: drop ~{name}."
+    if (problem := key_problem(name, None, launchers)):
+        return problem.replace(f"Fix: {name}=...", f"Fix: drop ~{name}").replace("Fix: drop it", f"Fix: drop ~{name}")
+    found = field_of(name, launchers)
+    if found is None:
+        return None
+    f = found[1]
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    return (f"~{name}: a setting cannot be deleted, only set (every setting has a value). "
+            f"Fix: drop ~{name}, or {name}={spell(default)} for its default.")
+
+
 def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
     """Refuse, before Hydra composes anything, what Hydra would take or answer with the wrong advice:
     unknown keys at any level (Hydra suggests `+key=`, which would then run), both gpus= and
@@ -103,9 +135,13 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
     for arg in overrides:
         key, _, value = arg.partition("=")
         name = override_key(key)
-        if name == "hydra" or name.startswith("hydra.") or "/" in name or "@" in name or key.startswith("~"):
+        if name == "hydra" or name.startswith("hydra.") or "/" in name or "@" in name:
             continue  # Hydra's own settings and config groups: Hydra checks them
-        if (problem := key_problem(name, value, launchers)):
+        if key.startswith("~"):
+            if (problem := _deletion_problem(name, launchers)):
+                problems.append(problem)
+            continue
+        if (problem := key_problem(name, value, launchers) or type_problem(name, _values(arg), launchers)):
             problems.append(problem)
         if has_password(value):
             problems.append(f"{name}= holds a password, and zlbench writes its command line into the run dir "
@@ -169,12 +205,15 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     if any(a in ("-sc", "--shell-completion") for a in argv):
         # Hydra's shell completion takes its own words (install=bash, query=...): not overrides.
         return list(argv), {"env": {}, "env_overrides": [], "cli_overrides": [], "env_ignored": {}}
-    flags = [a for a in argv if a.startswith("-") or "=" not in a]
-    overrides = [expand_home(_normalize_backend(a)) for a in argv if not (a.startswith("-") or "=" not in a)]
+    is_flag = lambda a: a.startswith("-") or ("=" not in a and not a.startswith("~"))  # noqa: E731 (~key deletes)
+    flags = [a for a in argv if is_flag(a)]
+    overrides = [expand_home(_normalize_backend(a)) for a in argv if not is_flag(a)]
     cli_keys = {override_key(a) for a in overrides}
     _check_overrides(overrides, cli_keys)
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
+    if resume and os.path.isfile(os.path.expanduser(resume)):  # not said as hydra.run.dir= below
+        raise UsageError(f"resume={resume} is a file, not a run dir. Fix: resume={os.path.dirname(resume) or '.'}")
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")

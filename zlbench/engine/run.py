@@ -22,7 +22,7 @@ from zlbench.backends import get_backend
 from zlbench.backends.registry import backend_names, detect
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
-from zlbench.planning.identity import build_identity
+from zlbench.planning.identity import build_identity, identity_hash
 from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
@@ -102,6 +102,10 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
     resolved["timer"] = timer_settings(resolved["timer"], resolve_timer(asked, backend))
     root = corpus_root(resolved)
     costs = wall_times(resolved.get("cost_from"), resolved.get("resume"))
+    if resolved.get("cost_from") and not (Path(resolved["cost_from"]) / "ops_status.csv").is_file():
+        raise UsageError(f"cost_from={resolved['cost_from']} holds no ops_status.csv (not a zlbench run dir with "
+                         "its tables): no wall times to balance the shards by. Fix: cost_from=<an earlier run "
+                         "dir>, or drop cost_from=.")
     plan = make_plan(resolved, backend, devices, root, run_dir, costs)
     identity = build_identity(resolved, plan, backend, provenance)
     return resolved, backend, plan, identity
@@ -113,7 +117,9 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     if not path.exists():
         return False
     old = json.loads(path.read_text(encoding="utf-8"))
-    if old.get("identity_hash") != identity["identity_hash"]:
+    # Hashed again as this zlbench hashes (results/identity_layout.py): the hash an earlier
+    # zlbench wrote beside it may read another layout of the same settings.
+    if identity_hash(old) != identity["identity_hash"]:
         diff = sorted(k for k in identity if k not in ("provenance", "created", "identity_hash")
                       and old.get(k) != identity.get(k))
         raise UsageError(

@@ -44,6 +44,28 @@ def _date(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
 
 
+def _at_least(least: float, kind=int):
+    """An argparse type: a number (int or float) of at least `least` (-k 0 died in numpy)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: it must be {'an integer' if kind is int else 'a number'} "
+                                             f">= {least:g}")
+        return value
+    return parse
+
+
+def _folder(text: str) -> Path:
+    """An argparse type for --out: a folder (made if missing), never an existing file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; --out takes a folder (made if missing)")
+    return path
+
+
 def _emit(text: str, out: Optional[Path], name: str) -> None:
     if out is None:
         sys.stdout.write(text)
@@ -213,37 +235,37 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--backend", help="with --latest: the newest run of this backend")
     sp.add_argument("--device", help="with --latest: the newest run on this device")
     sp.add_argument("--caliber", help="with --latest: the newest run of this caliber")
-    sp.add_argument("--threshold", type=float, default=0.02, help="relative change that matters (default 0.02)")
-    sp.add_argument("--window", type=int, default=20, help="earlier runs giving a row's noise (default 20)")
+    sp.add_argument("--threshold", type=_at_least(0, float), default=0.02, help="relative change that matters (default 0.02)")
+    sp.add_argument("--window", type=_at_least(1), default=20, help="earlier runs giving a row's noise (default 20)")
     sp.add_argument("--fail-on", choices=("slower", "faster", "changed", "none"), default="slower",
                     help="exit 1 when a row has this verdict (changed: slower or faster; default slower)")
     sp.add_argument("--all", action="store_true", help="Markdown: every row, not only the changed ones")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="what goes to stdout")
-    sp.add_argument("--out", type=Path, help="also write compare.md, compare.csv, compare.json here")
+    sp.add_argument("--out", type=_folder, help="also write compare.md, compare.csv, compare.json here")
 
     sp = verb("regressions", "persistent steps over the runs of one caliber", cmd_regressions)
     filters(sp, op_many=True)
     sp.add_argument("--commit", help=argparse.SUPPRESS)
-    sp.add_argument("-k", type=int, default=3, help="runs on each side of a step (default 3)")
-    sp.add_argument("--threshold", type=float, default=0.05, help="smallest step reported (default 0.05)")
-    sp.add_argument("--z", type=float, default=3.0, help="a step must exceed z x the runs' robust spread (default 3; "
+    sp.add_argument("-k", type=_at_least(1), default=3, help="runs on each side of a step (default 3)")
+    sp.add_argument("--threshold", type=_at_least(0, float), default=0.05, help="smallest step reported (default 0.05)")
+    sp.add_argument("--z", type=_at_least(0, float), default=3.0, help="a step must exceed z x the runs' robust spread (default 3; "
                     "runs with process-level intervals: the intervals instead)")
     sp.add_argument("--fail-on", choices=("regression", "improvement", "any", "none"), default="regression",
                     help="exit 1 when a step of this kind is found (default regression)")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
-    sp.add_argument("--out", type=Path, help="write regressions.<format> here instead of stdout")
+    sp.add_argument("--out", type=_folder, help="write regressions.<format> here instead of stdout")
 
     sp = verb("vendors", "each backend's speedup and latency per op, dtype and shape, at one corpus commit",
               cmd_vendors)
     sp.add_argument("--corpus-commit", help="this corpus commit (prefix; default: the newest run's)")
     sp.add_argument("--op", action="append", help="only this operator (repeatable)")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
-    sp.add_argument("--out", type=Path, help="write vendors.<format> here instead of stdout")
+    sp.add_argument("--out", type=_folder, help="write vendors.<format> here instead of stdout")
 
     sp = verb("html", "a static site: runs, per-op trends, regressions, vendors, A/B results", cmd_html)
-    sp.add_argument("--out", type=Path, required=True, help="folder for index.html")
-    sp.add_argument("-k", type=int, default=3, help="regressions: runs on each side of a step")
-    sp.add_argument("--threshold", type=float, default=0.05, help="regressions: smallest step")
+    sp.add_argument("--out", type=_folder, required=True, help="folder for index.html")
+    sp.add_argument("-k", type=_at_least(1), default=3, help="regressions: runs on each side of a step")
+    sp.add_argument("--threshold", type=_at_least(0, float), default=0.05, help="regressions: smallest step")
     return p
 
 

@@ -19,7 +19,7 @@ from zlbench._version_info import dist_version, git_commit, package_commit
 from zlbench.backends import DeviceBackend
 from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
-from zlbench.results.rundir import hashed_layout
+from zlbench.results.identity_layout import hashed_layout
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.

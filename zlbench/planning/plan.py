@@ -7,6 +7,7 @@ device, side, round). No I/O beyond reading the corpus to resolve nodes and chec
 from __future__ import annotations
 
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,18 @@ def select_devices(wanted: Any, available: Sequence[DeviceInfo], backend: str) -
     return out
 
 
+def _side_names(names: Sequence[Any]) -> List[str]:
+    """A side's name names its unit dirs (off.r0.d0.s0) and log (run.off.log): two sides of one
+    name would share them and merge into one side."""
+    names = [str(n) for n in names]
+    odd = [n for n in names if not re.fullmatch(r"[A-Za-z0-9_-]+", n)]
+    if names[0] == names[1] or odd:
+        what = (f"{odd[0]!r} is not a plain name (letters, digits, _ and -: it names the side's unit dirs and log)"
+                if odd else "the two sides need two names")
+        raise UsageError(f"ab.sides=[{','.join(names)}]: {what}. Fix: ab.sides=[off,on].")
+    return names
+
+
 def sides_of(ab: Mapping[str, Any]) -> List[Side]:
     if ab.get("name", "none") == "none":
         return [Side("main", {})]
@@ -109,6 +122,7 @@ def sides_of(ab: Mapping[str, Any]) -> List[Side]:
             f"A/B axis '{ab.get('name')}' needs exactly two values and two side names, got "
             f"values={values} sides={names}. Fix: ab.values=[0,1] ab.sides=[off,on]."
         )
+    names = _side_names(names)
     fixed = {str(k): str(v) for k, v in (ab.get("fixed") or {}).items()}
     if ab.get("aa"):
         values = [values[0], values[0]]

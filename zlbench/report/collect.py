@@ -26,6 +26,8 @@ def main(argv=None) -> int:
     from zlbench.store import record_or_warn
 
     try:
+        if args.run_dir.is_file():  # rows.jsonl, summary.md, ...: its folder is meant
+            raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
         code = int(report(args.run_dir, " (collected)", fail_on=_fail_on(args.run_dir)))
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)

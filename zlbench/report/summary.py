@@ -146,12 +146,16 @@ def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]
     calls = list(_timing_calls(rows))
     if not calls:
         return []
-    lines = ["## Timing", "", _stop_line(calls, identity)]
+    # Every call now stops at the timer's fixed budget and reads no clock: the stop and clock lines
+    # only for runs made with adaptive stopping or clock screening (their identity or rows say so).
+    earlier = "clocks" in (identity or {}) or "stop" in ((identity or {}).get("timer") or {})
+    lines = [_stop_line(calls, identity)] if earlier or any(f["stop_reason"] != "fixed" for _, _, f in calls) else []
     lines += _samples_lines(calls)
-    lines.append("- " + _clock_line(calls, rows, identity))
+    if earlier or any(f.get("samples_discarded") is not None for _, _, f in calls):
+        lines.append("- " + _clock_line(calls, rows, identity))
     lines += _placement_lines(calls)
     lines += _bimodal_lines(calls)
-    return lines + [""]
+    return ["## Timing", ""] + lines + [""] if lines else []
 
 
 def _stop_line(calls, identity: Optional[dict]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from zlbench.errors import UsageError
+from zlbench.results import columns as C
 from zlbench.results.records import Row
 from zlbench.results.schema import shape_key
 
@@ -21,6 +22,8 @@ WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(
                             r"shape=(?P<shape>.*?)(?: reason=(?P<reason>.*))?$")
 
 MarkerKey = Tuple[str, str, str]  # (op, dtype, shape key)
+# A result entry's numbers (latency, speedup, ...): a string there ("n/a") would reach the tables.
+NUMBERS = tuple(c.name for c in C.ROW_COLUMNS if c.source == C.RESULT and c.type in (C.FLOAT, C.INT))
 
 
 def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) -> Optional[dict]:
@@ -30,6 +33,11 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
         result = rec.get("result") if isinstance(rec, dict) else None
         if result is not None and not (isinstance(result, list) and all(isinstance(r, dict) for r in result)):
             raise ValueError("its result is not a list of objects")
+        for entry in result or []:
+            for name in NUMBERS:
+                value = entry.get(name)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    raise ValueError(f"{name} is {value!r}, not a number")
     except ValueError as e:
         if skipped is not None:
             skipped.append(lineno)

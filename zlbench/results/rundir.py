@@ -64,18 +64,6 @@ def add_process_facts(run_dir: Path) -> None:
     write_identity(run_dir, identity)
 
 
-def hashed_layout(identity: Mapping) -> dict:
-    """The identity as its hash (planning/identity.py) and a run's caliber (store/ingest.py) read
-    it. An identity holds each setting once; one written before also held the timer and autotune
-    under "config" (the timer as at the top, autotune as its bool). Both keep hashing that layout,
-    so a run made before still resumes and the runs before and after form one history series."""
-    config = identity.get("config")
-    if not isinstance(config, Mapping) or "timer" in config or "timer" not in identity:
-        return dict(identity)  # written before (or not a run's identity): as it is
-    return {**identity, "config": {**config, "timer": identity["timer"],
-                                   "autotune": str(identity.get("autotune")) == "1"}}
-
-
 def resume_command(run_dir: Path) -> str:
     """The command that resumes this run dir: the overrides it ran with (Hydra's
     .hydra/overrides.yaml) and resume=, since a resume with other settings is another caliber."""

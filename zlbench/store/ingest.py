@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from zlbench.errors import UsageError
 from zlbench.results import columns as C
-from zlbench.results.rundir import IDENTITY_FILE, hashed_layout
+from zlbench.results.identity_layout import hashed_layout
+from zlbench.results.rundir import IDENTITY_FILE
 from zlbench.store import schema as S
 from zlbench.store.db import Store, explain
 

@@ -1,0 +1,116 @@
+"""A value of the wrong type on the command line (timer.repeat=1.5, ops=exp, progress=null), refused
+before Hydra composes anything: Hydra's own refusal is several lines without the fix. Same form as
+the range checks (zlbench/config/validate.py): `KEY=VALUE is not valid: it must be ... Fix: ...`."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from enum import Enum
+from typing import Any, Iterable, Optional, Sequence, Tuple
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
+from zlbench.config.validate import rule_of
+
+Field = Tuple[type, dataclasses.Field, Any]  # (the dataclass holding it, the field, its type)
+
+
+def field_of(key: str, launchers: Sequence[str] = ("local",)) -> Optional[Field]:
+    """The schema field a dotted key names, or None (a group, a free dict's entry, unknown)."""
+    cls: Any = ZlbenchConfig
+    found: Optional[Field] = None
+    for part in key.split("."):
+        if found is not None:
+            return None  # below a value (or a free dict: corpus.env.X)
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            return None
+        if cls is ZlbenchConfig and part == "launcher":
+            cls = next((LAUNCHER_SCHEMAS[n] for n in launchers if n in LAUNCHER_SCHEMAS), LAUNCHER_SCHEMAS["local"])
+            continue
+        if dataclasses.is_dataclass(hints[part]):
+            cls = hints[part]
+            continue
+        found = (cls, next(f for f in dataclasses.fields(cls) if f.name == part), hints[part])
+    return found
+
+
+def _base(hint: Any) -> Tuple[Any, bool]:
+    """(the type without Optional, whether null is allowed)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is typing.Union and len(args) == 1:
+        return args[0], True
+    return hint, False
+
+
+def _words(hint: Any) -> str:
+    base, nullable = _base(hint)
+    origin = typing.get_origin(base)
+    if base is bool:
+        words = "true or false"
+    elif isinstance(base, type) and issubclass(base, Enum):
+        words = f"one of {', '.join(m.value for m in base)}"
+    elif base is int:
+        words = "an integer"
+    elif base is float:
+        words = "a number"
+    elif origin in (list, typing.List):
+        words = "a list of strings in brackets, e.g. [a,b]"
+    elif origin in (dict, typing.Dict):
+        words = "a mapping in braces, e.g. {A: '1'}"
+    else:
+        words = "a string"
+    return words + (", or null" if nullable else "")
+
+
+def spell(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"[{','.join(map(spell, value))}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {spell(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 900.0 -> 900, as the range checks spell it
+    return "null" if value is None else str(value)
+
+
+def _fits(cls: type, name: str, value: Any) -> bool:
+    node = OmegaConf.structured(cls)
+    try:
+        node[name] = value
+    except OmegaConfBaseException:
+        return False
+    return True
+
+
+def _fix(key: str, f: dataclasses.Field, hint: Any, value: Any) -> str:
+    base, _ = _base(hint)
+    if typing.get_origin(base) in (list, typing.List) and isinstance(value, (str, int, float)) \
+            and not isinstance(value, bool):
+        return f"{key}=[{spell(value)}]"  # ops=exp -> ops=[exp]
+    if "fix" in f.metadata:
+        return f"{key}={spell(f.metadata['fix'])}"
+    default = f.default if f.default is not dataclasses.MISSING else (
+        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+    return f"{key}={spell(default)}"
+
+
+def type_problem(key: str, values: Iterable[Any], launchers: Sequence[str] = ("local",)) -> Optional[str]:
+    """One line for the first of `values` (one, or a sweep's) that the setting's type refuses."""
+    found = field_of(key, launchers)
+    if found is None:
+        return None
+    cls, f, hint = found
+    for value in values:
+        if isinstance(value, str) and "${" in value:
+            continue  # an interpolation: resolved (and checked) once composed
+        if not _fits(cls, f.name, value):
+            valid = rule_of(key, f, hint).valid if f.metadata else _words(hint)
+            return f"{key}={spell(value)} is not valid: it must be {valid}. Fix: {_fix(key, f, hint, value)}."
+    return None
