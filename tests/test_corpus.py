@@ -212,3 +212,14 @@ def test_a_run_says_when_an_op_mark_pulls_in_another_files_test(run_zlbench):
     assert res.returncode == 0, res.stderr[-2000:]
     assert ("[zlbench] note: op 'abs' matches tests in 2 files: benchmark/test_blas_perf_parallel.py, "
             "benchmark/test_unary_pointwise_perf.py\n") in res.stderr
+
+
+def test_corpus_root_names_what_is_wrong_with_it(tmp_path):
+    from zlbench.engine.run import corpus_root
+
+    a_file = tmp_path / "FlagGems.tar"
+    a_file.write_text("")
+    with pytest.raises(UsageError, match=r"corpus.root=.*FlagGems.tar is a file, not a folder\. Fix:"):
+        corpus_root({"corpus": {"name": "flaggems", "root": str(a_file)}})
+    with pytest.raises(UsageError, match=r"corpus.root=.*nope does not exist\. Fix:"):
+        corpus_root({"corpus": {"name": "flaggems", "root": str(tmp_path / "nope")}})

@@ -30,3 +30,9 @@ def test_verbs_run_the_commands_on_run_dirs_and_the_store(tmp_path):
     assert run("collectt", cwd=tmp_path).returncode == 2
     helped = run("--help", cwd=tmp_path)
     assert "zlbench collect RUN_DIR" in helped.stdout and "zlbench history VERB" in helped.stdout
+
+
+def test_each_verb_names_itself_as_the_front_door_spells_it(tmp_path):
+    for verb in ("collect", "summary", "history"):
+        helped = run(verb, "--help", cwd=tmp_path)
+        assert helped.returncode == 0 and helped.stdout.startswith(f"usage: zlbench {verb}"), helped.stdout[:200]

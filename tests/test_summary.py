@@ -112,3 +112,15 @@ def test_rows_whose_intervals_are_equally_wide_summarise():
              "latency_ci": [0.09, 0.11]} for shape in ("[[64]]", "[[128]]")]
     text = render_summary(rows, [], "t")
     assert "- interval width (hi - lo) / latency: median 20%, p90 20%, widest 20% (exp float16 [[128]])" in text
+
+
+def test_plots_draw_whatever_mplbackend_says():
+    """zlbench only writes image files: an MPLBACKEND matplotlib does not know (a leftover from a
+    desktop session) must not fail the report after every node was measured (it was exit 70)."""
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", "import zlbench.report.plots as p; print(p.plt.get_backend())"],
+                         env={**os.environ, "MPLBACKEND": "no-such-backend"}, capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip().lower() == "agg", res.stderr[-2000:]

@@ -62,7 +62,8 @@ def corpus_root(cfg: Mapping[str, Any]) -> Path:
         )
     path = Path(str(root)).expanduser().resolve()
     if not path.is_dir():
-        raise UsageError(f"corpus.root={root} does not exist. Fix: point it at a FlagGems checkout.")
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise UsageError(f"corpus.root={root} {what}. Fix: point it at a FlagGems checkout (its folder).")
     return path
 
 

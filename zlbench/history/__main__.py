@@ -194,7 +194,7 @@ def cmd_html(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m zlbench.history", description=__doc__,
+    p = argparse.ArgumentParser(prog="zlbench history", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     url_help = (f"store URL, SQLite file, its folder or a run dir (default: ${ENV_URL}, else ./zl_runs/zlbench.db, "
                 "else the one zlbench.db up to 3 folders below)")

@@ -29,10 +29,7 @@ def change_size(t: Mapping) -> float:
 def ab_overview_plot(result: Mapping, path: Path, title: str, top: int = 25) -> bool:
     """Left: the top rows by size of change, with their CIs. Right: every row's change (histogram),
     the neutral band (|change| < threshold: no change worth a verdict) shaded, the threshold marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from zlbench.report.plots import plt
 
     rows = [t for t in result["rows"] if t.get("ratio")]
     if not rows:
@@ -79,10 +76,7 @@ def ab_overview_plot(result: Mapping, path: Path, title: str, top: int = 25) -> 
 def speedup_overview_plot(rows: Sequence[Mapping], path: Path, title: str, top: int = 15) -> bool:
     """Left: distribution of every row's speedup over torch (log axis). Right: the `top` slowest
     and fastest operators (geometric mean over their rows, with the spread across shapes)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from zlbench.report.plots import plt
 
     by_op: Dict[tuple, List[float]] = defaultdict(list)
     for r in rows:

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 from collections import defaultdict
 from pathlib import Path
 from typing import List, Sequence
 
-import matplotlib
 
-matplotlib.use("Agg")
+def _headless_matplotlib():
+    """matplotlib on Agg whatever MPLBACKEND says: zlbench only writes image files, and an
+    MPLBACKEND matplotlib does not know fails its import, which would end a run with an internal
+    error after every node was measured."""
+    saved = os.environ.pop("MPLBACKEND", None)
+    try:
+        import matplotlib
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
+    matplotlib.use("Agg")
+    return matplotlib
+
+
+matplotlib = _headless_matplotlib()
 import matplotlib.pyplot as plt  # noqa: E402
 
 from zlbench.results.schema import short_dtype  # noqa: E402
