@@ -3,7 +3,6 @@ before Hydra composes anything. Command-line overrides win over env vars; both a
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -12,7 +11,8 @@ from zlbench.backends import canonical_name
 from zlbench.config.keys import REMOVED, key_problem
 from zlbench.config.secrets import has_password
 from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES
-from zlbench.config.value_types import field_of, spell, type_problem
+from zlbench.config.validate import field_default, spell
+from zlbench.config.value_types import field_of, type_problem
 from zlbench.errors import UsageError
 
 TRUE = ("1", "true", "yes", "on")
@@ -120,10 +120,8 @@ def _deletion_problem(name: str, launchers: Sequence[str]) -> Optional[str]:
     found = field_of(name, launchers)
     if found is None:
         return None
-    f = found[1]
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
     return (f"~{name}: a setting cannot be deleted, only set (every setting has a value). "
-            f"Fix: drop ~{name}, or {name}={spell(default)} for its default.")
+            f"Fix: drop ~{name}, or {name}={spell(field_default(found[1]))} for its default.")
 
 
 def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 import operator
 import typing
 from dataclasses import dataclass
+from enum import Enum
 from numbers import Real
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
@@ -48,13 +49,27 @@ def _integer(test: Callable[[int], bool]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and test(v)
 
 
-def _spell(value: Any) -> str:
-    """A value as an override spells it: 900.0 -> 900, None -> null, a list -> [a,b]."""
+def spell(value: Any) -> str:
+    """A value as an override spells it: 900.0 -> 900, None -> null, a list -> [a,b], an enum by
+    its value, a bool lower-case, a mapping in braces."""
+    if isinstance(value, (list, tuple)):
+        return f"[{','.join(map(spell, value))}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {spell(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    if isinstance(value, (list, tuple)):
-        return f"[{','.join(map(_spell, value))}]"
     return "null" if value is None else str(value)
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """A schema field's default (None where it has none)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
 
 
 SIGNS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
@@ -65,10 +80,10 @@ def _bound_words(m: Mapping[str, Any]) -> str:
     lo = next(((op, m[op]) for op in ("ge", "gt") if op in m), None)
     hi = next(((op, m[op]) for op in ("le", "lt") if op in m), None)
     if lo and hi and (lo[0], hi[0]) == ("ge", "le"):
-        return f"from {_spell(lo[1])} to {_spell(hi[1])}"
+        return f"from {spell(lo[1])} to {spell(hi[1])}"
     if lo and hi and (lo[0], hi[0]) == ("gt", "lt"):
-        return f"between {_spell(lo[1])} and {_spell(hi[1])}, exclusive"
-    return " and ".join(f"{SIGNS[op]} {_spell(v)}" for op, v in (b for b in (lo, hi) if b))
+        return f"between {spell(lo[1])} and {spell(hi[1])}, exclusive"
+    return " and ".join(f"{SIGNS[op]} {spell(v)}" for op, v in (b for b in (lo, hi) if b))
 
 
 def _test(m: Mapping[str, Any], integer: bool) -> Callable[[Any], bool]:
@@ -97,8 +112,7 @@ def rule_of(key: str, f: dataclasses.Field, hint: Any) -> Rule:
         valid = f"{m.get('noun', 'an integer' if integer else 'a number')} {_bound_words(m)}"
         valid += f" ({m['why']})" if "why" in m else ""
         valid += f", or null for {m['null']}" if nullable and "null" in m else ""
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-    return Rule(key, _test(m, integer), valid, f"{key}={_spell(m.get('fix', default))}", nullable)
+    return Rule(key, _test(m, integer), valid, f"{key}={spell(m.get('fix', field_default(f)))}", nullable)
 
 
 def schema_rules(cls: type = ZlbenchConfig, prefix: str = "") -> Iterator[Rule]:

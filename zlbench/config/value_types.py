@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
-from zlbench.config.validate import rule_of
+from zlbench.config.validate import field_default, rule_of, spell
 
 Field = Tuple[type, dataclasses.Field, Any]  # (the dataclass holding it, the field, its type)
 
@@ -66,20 +66,6 @@ def _words(hint: Any) -> str:
     return words + (", or null" if nullable else "")
 
 
-def spell(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return f"[{','.join(map(spell, value))}]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {spell(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, Enum):
-        return str(value.value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))  # 900.0 -> 900, as the range checks spell it
-    return "null" if value is None else str(value)
-
-
 def _fits(cls: type, name: str, value: Any) -> bool:
     node = OmegaConf.structured(cls)
     try:
@@ -96,9 +82,7 @@ def _fix(key: str, f: dataclasses.Field, hint: Any, value: Any) -> str:
         return f"{key}=[{spell(value)}]"  # ops=exp -> ops=[exp]
     if "fix" in f.metadata:
         return f"{key}={spell(f.metadata['fix'])}"
-    default = f.default if f.default is not dataclasses.MISSING else (
-        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-    return f"{key}={spell(default)}"
+    return f"{key}={spell(field_default(f))}"
 
 
 def type_problem(key: str, values: Iterable[Any], launchers: Sequence[str] = ("local",)) -> Optional[str]:

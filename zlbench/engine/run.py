@@ -236,7 +236,8 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
                      f"`zlbench collect {run_dir}`")
             return Exit.OK
         log.debug("[zlbench] phase: jobs submitted")
-        warm = threading.Thread(target=import_for_finish, args=(len(plan.sides) == 2, resolved["store"]["url"]),
+        warm = threading.Thread(target=import_for_finish,
+                                args=(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
                                 name="zlbench-import", daemon=True)
         warm.start()
         state = RunState(run_dir, [u.to_dict() for u in plan.units])
@@ -254,7 +255,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     return Exit.INTERRUPTED if interrupts.signum else code
 
 
-def import_for_finish(ab: bool, store_url) -> None:
+def import_for_finish(ab: bool, store_url, run_dir: Path) -> None:
     """Import what writing the results needs (scipy, matplotlib, an A/B's statistics, the store:
     about 1 s on a CPU) while the jobs run, where this process waits anyway, not after the last
     node (benchmarks/post_run.md: -0.85 s after it, +0.4 s on the first process' start on 2 busy
@@ -268,9 +269,9 @@ def import_for_finish(ab: bool, store_url) -> None:
     names = ["zlbench.report.run_report", "zlbench.report.plots", "zlbench.report.condensed", "scipy.stats"]
     if ab:
         names += ["zlbench.report.ab"]
-    from zlbench.store import OFF
+    from zlbench.store import run_url
 
-    if store_url in (None, "", "default") or str(store_url).strip().lower() not in OFF:  # as record_or_warn
+    if run_url(run_dir, store_url):  # the store record_or_warn will write to
         names += ["zlbench.store.db", "zlbench.store.ingest"]
     for name in names:
         try:

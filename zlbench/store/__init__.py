@@ -38,6 +38,13 @@ def default_url(run_dir: Path) -> str:
     return "sqlite:///" + str(root / DB_FILE)
 
 
+def run_url(run_dir: Path, url: Optional[str]) -> Optional[str]:
+    """The store a run's store.url names (None, "" or "default": the default store beside its run
+    dir); None where the store is off."""
+    url = default_url(run_dir) if url in (None, "", "default") else url
+    return None if str(url).strip().lower() in OFF else url
+
+
 def record_run(run_dir: Path, url: Optional[str]) -> None:
     """Write a finished run dir into the store at `url` (None or "none": the store is off).
     Idempotent. Raises UsageError (problem and fix) when the store cannot take it; the run dir is
@@ -63,7 +70,7 @@ def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
     from zlbench.errors import UsageError
 
     try:
-        record_run(run_dir, default_url(run_dir) if url in (None, "", "default") else url)
+        record_run(run_dir, run_url(run_dir, url))
     except UsageError as e:
         why = str(e)
     except ImportError as e:  # a machine that carries zlbench without its store's packages
