@@ -128,6 +128,62 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
     assert sum(len(rec["result"]) for rec in logged) == len(rows)
 
 
+def _unit_events(run_dir):
+    plan = json.loads((run_dir / "plan.json").read_text())
+    return [(u, [json.loads(x) for x in (run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines()])
+            for u in plan["units"]]
+
+
+def test_each_pass_process_starts_while_the_one_before_measures_and_waits_at_its_gate(run_zlbench):
+    """launcher.prestart (on by default for accelerators): a pass' process imports and collects while
+    the pass before it measures, and measures only after that one has exited."""
+    res = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=3",
+                      "launcher.prestart=true")
+    assert res.returncode == 0, res.stderr[-3000:]
+    units = _unit_events(res.run_dir)
+    assert [u["prestart"] for u, _ in units] == [True] * 3
+    first = lambda evs, name: next(e for e in evs if e["event"] == name)  # noqa: E731
+    for (_, before), (_, after) in zip(units, units[1:]):
+        exited = first(before, "exited")["t"]
+        assert first(after, "launch")["t"] < exited  # started ahead, while the pass before ran
+        gate = first(after, "gate")  # passed only once the pass before had exited
+        assert gate["t"] >= exited and gate["t"] - gate["reached"] == pytest.approx(gate["waited_s"], abs=0.01)
+        starts = [e["t"] for e in after if e["event"] == "start"]
+        assert starts and min(starts) >= exited
+    rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    assert rows and all(r["status"] == "ok" and r["processes"] == 3 for r in rows)
+    # Not a caliber: the same run without it resumes as the same run (nothing left to measure).
+    again = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=3",
+                        f"resume={res.run_dir}")
+    assert again.returncode == 0, again.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_process_started_ahead_of_a_cut_pass_is_stopped_and_its_nodes_are_resumable(run_zlbench, tmp_path):
+    """A run cut by its time limit while the next pass' process waits at its gate: that process is
+    killed (no orphan left), its nodes read as cut (resumable), never as crashed."""
+    import psutil
+
+    res = run_zlbench("backend=cpu", "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none",
+                      "timer.processes=3", "launcher.prestart=true", "launcher.run_timeout_s=6")
+    assert res.returncode != 0
+    units = _unit_events(res.run_dir)
+    ends = [e for _, evs in units for e in evs if e["event"] == "end"]
+    assert ends and not [e for e in ends if e["status"] == "crashed"]
+    assert any(e["status"] == "timeout" and e.get("resumable") for e in ends)
+    pids = {e["pid"] for _, evs in units for e in evs if e["event"] == "session_start"}
+    assert pids and not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_cpu_backend_starts_no_process_ahead_by_default(tmp_path):
+    from zlbench.backends import get_backend
+    from zlbench.planning.plan import prestarts
+
+    assert not prestarts(get_backend("cpu"), {})
+    assert prestarts(get_backend("cuda"), {}) and prestarts(get_backend("musa"), {"prestart": None})
+    assert not prestarts(get_backend("cuda"), {"prestart": False})
+
+
 @pytest.mark.slow
 def test_one_process_per_node_says_its_rows_carry_no_process_level_interval(run_zlbench):
     res = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=1")

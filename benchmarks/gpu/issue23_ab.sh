@@ -5,8 +5,11 @@
 #   aa      A/A (ab=triton_fp_fusion ab.aa=true: both sides the same value) on $OPS
 #   live    ab=triton_fp_fusion (TRITON_DEFAULT_FP_FUSION 1 -> 0: live on NVIDIA) on $OPS4
 #   plain   a plain run on $OPS4 (the dead axis' and FlagGems' yardstick)
+#   plainoff  the same with launcher.prestart=false (each pass' process starts when the one before ends)
 #   dead    ab=musa_rlc (FLAGTREE_MUSA_RLC_ENHANCE: not read on NVIDIA's stock Triton) on $OPS4
-#   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4
+#   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4 (or $FGFILES:
+#           list every mark of those files in OPS4 so that both run the same tests), with Triton and
+#           FlagGems caches of its own, cold as a zlbench run's (isolate_caches=true) are
 # Each step's run dir (without caches) is packed to $OUT/runs/<step>.tgz as soon as it ends, and its wall
 # to $OUT/wall.txt, so a call cut short still returns what it measured.
 set -uo pipefail
@@ -27,9 +30,11 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   aa) zl "aa$TAG" "$OPS" "$LIMIT" ab=triton_fp_fusion ab.aa=true;;
   live) zl "live$TAG" "$OPS4" "$LIMIT" ab=triton_fp_fusion;;
   plain) zl "plain$TAG" "$OPS4" "$LIMIT";;
+  plainoff) zl "plainoff$TAG" "$OPS4" "$LIMIT" launcher.prestart=false;;
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
-  fg) (cd "$FLAGGEMS_ROOT" && timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider $(files "$OPS4") \
-        --mode cudagraph --level core --dtypes float16 --record none) > "$WORK/fg$TAG.txt" 2>&1
+  fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
+        timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
+        --mode cudagraph --level core --dtypes float16 --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1
       mkdir -p "$WORK/fg$TAG"; mv "$WORK/fg$TAG.txt" "$WORK/fg$TAG/";;
   *) echo "unknown step $1"; return 2;;
   esac; }

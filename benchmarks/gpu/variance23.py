@@ -3,6 +3,7 @@ at given settings gives: interval coverage, widths, run-to-run precision, wall.
 
     python3 benchmarks/gpu/variance23.py components RUN_DIR [RUN_DIR ...]   # runs of one setting each
     python3 benchmarks/gpu/variance23.py runs RUN_A RUN_B [RUN_C ...]       # runs of the same setting
+    python3 benchmarks/gpu/variance23.py timeline RUN_DIR [RUN_DIR ...]     # where a pass' wall goes
 
 `components`: per run dir (one setting: replay budget, fresh or shared tuning), the between-process
 sd of ln(latency) per row (from process_rows.jsonl), by row size, FlagGems and torch rows apart; the
@@ -13,6 +14,10 @@ implies for K = 1..6 at that budget (sd * sqrt(var factor of a median of K)), ag
 `runs`: several runs of the same setting: for each pair, the share of rows whose other-run latency
 lies inside this run's latency_ci, interval widths (p50/p90 of (hi - lo) / latency, rows >= 20 us
 apart), run-to-run |ln ratio| (p50/p90/max; rows >= 5 us; all FlagGems rows) and the walls.
+`timeline`: per benchmark process (plain units), from its events: start-up (launch to the gate:
+imports, collection), the wait at the gate (a process started ahead: launcher.prestart), measuring
+(gate to session end: its nodes), teardown (session end to exit); and the run's wall, first launch
+to last exit.
 Prints Markdown; --json writes the numbers.
 """
 
@@ -167,13 +172,48 @@ def runs_report(runs, as_json):
         Path(as_json).write_text(json.dumps(out, indent=1))
 
 
+def timeline(runs, as_json):
+    out = {}
+    for run in runs:
+        procs, first, last = [], None, None
+        for unit in sorted((run / "units").glob("*")):
+            evs = _rows(unit / "events.jsonl")
+            by = defaultdict(list)
+            for e in evs:
+                by[e.get("event")].append(e)
+            if not by["launch"]:
+                continue
+            launch, exited = by["launch"][0]["t"], (by["exited"] or [{}])[-1].get("t")
+            gate = (by["gate"] or [None])[0]
+            end = (by["session_end"] or [{}])[-1].get("t")
+            nodes = sum(e.get("wall_s") or 0 for e in by["end"])
+            reached = gate["reached"] if gate else (by["session_start"] or [{"t": launch}])[0]["t"]
+            opened = gate["t"] if gate else reached
+            procs.append({"unit": unit.name, "startup_s": reached - launch, "waited_s": opened - reached,
+                          "measuring_s": (end or opened) - opened, "nodes_s": nodes,
+                          "teardown_s": (exited - end) if exited and end else None})
+            first = launch if first is None else min(first, launch)
+            last = exited if last is None or (exited and exited > last) else last
+        out[str(run)] = {"wall_s": (last - first) if first and last else None, "processes": procs}
+        print(f"### {run.name}: wall {out[str(run)]['wall_s']:.1f} s (first launch to last exit)\n")
+        print("| process | start-up (s) | waited at gate (s) | measuring (s) | nodes' wall (s) | teardown (s) |")
+        print("|---|---|---|---|---|---|")
+        for pr in procs:
+            f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+            print(f"| {pr['unit']} | {f(pr['startup_s'])} | {f(pr['waited_s'])} | {f(pr['measuring_s'])} | "
+                  f"{f(pr['nodes_s'])} | {f(pr['teardown_s'])} |")
+        print()
+    if as_json:
+        Path(as_json).write_text(json.dumps(out, indent=1))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("components", "runs"))
+    p.add_argument("what", choices=("components", "runs", "timeline"))
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
     args = p.parse_args()
-    (components if args.what == "components" else runs_report)(args.run_dirs, args.json)
+    {"components": components, "runs": runs_report, "timeline": timeline}[args.what](args.run_dirs, args.json)
 
 
 if __name__ == "__main__":

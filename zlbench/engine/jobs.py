@@ -7,7 +7,7 @@ from typing import Dict, List, Optional
 
 from zlbench.engine.device_ab import run_device_ab
 from zlbench.engine.locks import worker_of
-from zlbench.engine.plain_worker import run_unit
+from zlbench.engine.plain_worker import UnitRunner
 from zlbench.results.rundir import load_plan
 
 
@@ -18,4 +18,19 @@ def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
     with worker_of(run_dir):
         if units and load_plan(run_dir).get("schedule"):  # a node-level A/B
             return run_device_ab(units, run_dir, deadline, extra_env)
-        return {u["unit_id"]: run_unit(u, run_dir, deadline, extra_env) for u in units}
+        return run_plain_units(units, run_dir, deadline, extra_env)
+
+
+def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] = None,
+                    extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
+    """One after another; where the plan says so (unit["prestart"]), each unit's process starts
+    while the one before measures, and waits at its gate until the device is free."""
+    runners = [UnitRunner(u, run_dir, deadline, extra_env) for u in units]
+    for runner, after in zip(runners, runners[1:]):
+        if after.unit.get("prestart"):
+            runner.on_measuring = after.prestart
+    try:
+        return {r.unit["unit_id"]: r.run() for r in runners}
+    finally:
+        for r in runners:
+            r.discard_ahead()

@@ -19,12 +19,13 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from zlbench.engine.locks import DeviceLock, held_fds
 from zlbench.engine.processes import (POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env,
                                      pytest_argv, wait_exit)
 from zlbench.results import events as ev
+from zlbench.results.events import GATE_ENV
 from zlbench.engine.stealing import Ownership
 
 
@@ -164,6 +165,9 @@ class UnitRunner:
         cfg_path = self.dir / "plugin_config.json"
         cfg_path.write_text(json.dumps({**unit["plugin_config"], "events": str(self.events)}, indent=1))
         self.env = process_env(unit, extra_env or {}, cfg_path)
+        self.ahead: Optional[Started] = None  # its first process, started ahead by prestart()
+        # Called once this unit's process may measure (run_queue starts the next unit's then).
+        self.on_measuring: Optional[Callable[[], None]] = None
 
     def run(self) -> Dict[str, int]:
         while True:
@@ -191,26 +195,96 @@ class UnitRunner:
         return status_counts(ev.read_events(self.events), [n for n in self.owner.all_nodes()
                                                             if self.owner.answers_for(n)])
 
+    def prestart(self) -> None:
+        """Start this unit's first benchmark process now, held at its gate (imports and collection
+        need no device) until run() lets it measure: the pass before it on this device is still
+        measuring, so a process' start-up (8-12 s with torch and FlagGems) is off the wall."""
+        if self.ahead is not None or (self.deadline is not None and time.time() >= self.deadline):
+            return
+        remaining, takeable = self.owner.pending(ev.final_ends(ev.read_events(self.events)))
+        if remaining and not takeable:  # others' nodes are claimed when taken, not ahead
+            self.ahead = self._start(remaining)
+
+    def discard_ahead(self) -> None:
+        """Stop a process started ahead that will not measure (the run was cut or stopped)."""
+        started, self.ahead = self.ahead, None
+        if started is not None:
+            started.discard()
+
     def _launch(self, nodes: List[str]) -> Attempt:
+        started, self.ahead = self.ahead, None
+        if started is not None and started.nodes != nodes:
+            started.discard()
+            started = None
+        if started is None:
+            started = self._start(nodes)
+        waiting = lambda holder: ev.append(self.events, "warning", message=f"waiting for device lock "  # noqa: E731
+                                           f"{self.unit.get('device_lock')} held by {holder}")
+        with DeviceLock(self.unit.get("device_lock"), waiting):
+            started.open_gate()
+            if self.on_measuring is not None:
+                self.on_measuring()
+            killed_for = _watch(started.proc, self.events, started.pos, self.node_timeout, self.deadline)
+        started.log.close()
+        proc = started.proc
+        # When the process was gone (after session_end: the interpreter's and device's teardown).
+        ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)
+        new, _ = ev.read_new_events(self.events, started.pos)
+        return Attempt(nodes, new, proc.returncode, killed_for, log_tail(self.log))
+
+    def _start(self, nodes: List[str]) -> "Started":
+        """A benchmark process over `nodes`, waiting at its gate (plugins/device_setup.py) before
+        its first node. It dies with this worker, and holds the run dir's lock while it lives (its
+        device may still be in use for a moment after this worker is gone)."""
         pos = self.events.stat().st_size if self.events.exists() else 0
         argv = pytest_argv(list(self.unit["argv"]) + [str(Path(self.unit["corpus_root"]) / n) for n in nodes],
                            self.dir)
         ev.append(self.events, "launch", nodes=len(nodes), host=socket.gethostname(), job_id=job_id())
-        waiting = lambda holder: ev.append(self.events, "warning", message=f"waiting for device lock "  # noqa: E731
-                                           f"{self.unit.get('device_lock')} held by {holder}")
-        with DeviceLock(self.unit.get("device_lock"), waiting), open(self.log, "a", encoding="utf-8") as out:
-            out.write(f"\n==== zlbench: launching pytest over {len(nodes)} node(s)\n")
-            out.flush()
-            # It dies with this worker, and holds the run dir's lock while it lives (its device
-            # may still be in use for a moment after this worker is gone).
-            proc = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()),
-                                    pass_fds=held_fds())
-            killed_for = _watch(proc, self.events, pos, self.node_timeout, self.deadline)
-        # When the process was gone (after session_end: the interpreter's and device's teardown).
-        ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)
-        new, _ = ev.read_new_events(self.events, pos)
-        return Attempt(nodes, new, proc.returncode, killed_for, log_tail(self.log))
+        log = open(self.log, "a", encoding="utf-8")
+        log.write(f"\n==== zlbench: launching pytest over {len(nodes)} node(s)\n")
+        log.flush()
+        gate_read, gate_write = os.pipe()
+        try:
+            proc = subprocess.Popen(argv, cwd=self.dir, env={**self.env, GATE_ENV: str(gate_read)}, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                                    pass_fds=held_fds() + (gate_read,))
+        except BaseException:
+            os.close(gate_write)
+            log.close()
+            raise
+        finally:
+            os.close(gate_read)
+        return Started(proc, list(nodes), pos, gate_write, log)
+
+
+@dataclass
+class Started:
+    """A benchmark process started over `nodes`: held at its gate until open_gate()."""
+
+    proc: subprocess.Popen
+    nodes: List[str]
+    pos: int  # where its events begin in the unit's events file
+    gate: Optional[int]  # the gate pipe's write end while the gate is shut
+    log: object
+
+    def open_gate(self) -> None:
+        if self.gate is not None:
+            try:
+                os.write(self.gate, b"1")
+            except OSError:  # it has died already: its exit says how
+                pass
+            os.close(self.gate)
+            self.gate = None
+
+    def discard(self) -> None:
+        """Kill it before it measured anything (its gate shut: it never reached a node)."""
+        kill_group(self.proc)
+        self.proc.wait()
+        if self.gate is not None:
+            os.close(self.gate)
+            self.gate = None
+        self.log.close()
 
 
 def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,

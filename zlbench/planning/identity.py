@@ -24,7 +24,9 @@ from zlbench.results.identity_layout import hashed_layout
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
 NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store", "identity")
-LIMITS = ("run_timeout_s", "time_min")
+# How a run's processes start is not what they measure either (launcher.prestart: resumed runs
+# and history series go on whichever way it was set).
+LIMITS = ("run_timeout_s", "time_min", "prestart")
 # Config keys recorded at the top of the identity instead, as the run resolved them.
 PROMOTED = ("timer", "autotune")
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.

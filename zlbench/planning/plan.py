@@ -344,7 +344,15 @@ class _UnitFactory:
             node_timeout_s=float(launcher["node_timeout_s"]),
             crash_retries=int(launcher.get("crash_retries") or 0),
             device_lock=device_lock_key(self.backend, dev, launcher),
+            prestart=is_plain(cfg) and prestarts(self.backend, launcher),
         )
+
+
+def prestarts(backend: DeviceBackend, launcher: Mapping[str, Any]) -> bool:
+    """Whether a plain unit's process starts while the one before measures: by default where the
+    device is not the host's cores (a starting process would share the cores a CPU run measures)."""
+    wanted = launcher.get("prestart")
+    return backend.name != "cpu" if wanted is None else bool(wanted)
 
 
 def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mapping[str, Any]) -> Optional[str]:

@@ -53,6 +53,8 @@ class WorkUnit:
     claims_dir: Optional[str] = None
     # The per-device lock its benchmark processes hold (zlbench/engine/locks.py); None: not locked.
     device_lock: Optional[str] = None
+    # Its process may start while the unit before it on the device measures (engine/jobs.py).
+    prestart: bool = False
 
     def __post_init__(self):
         if self.node_timeout_s <= 0 or self.crash_retries < 0:

@@ -8,13 +8,17 @@ import importlib
 import os
 import platform
 import sys
+import time
 
 import pytest
 
 from zlbench.backends import get_backend
 from zlbench.plugins import _runtime
+from zlbench.results.events import GATE_ENV
 
 _backend = get_backend(_runtime.config().get("backend", "cpu"))
+# Taken at once: a process this one starts (a corpus may run pytest again) must not wait on it.
+_gate_fd = os.environ.pop(GATE_ENV, None)
 
 # At import time (-p plugins load before the corpus' conftest imports flag_gems).
 if _backend.torch_extension:
@@ -99,3 +103,20 @@ def pytest_sessionstart(session):
             _runtime.emit("setup_error", reason=reason)
             raise pytest.UsageError(reason)
     _runtime.emit("process", facts=process_facts())
+
+
+def pytest_collection_finish(session):
+    """Wait at the gate (engine/plain_worker.py) before the first node: until here (imports,
+    collection) nothing needs the device, so the process may start while another measures."""
+    fd = _gate_fd
+    if fd is None:
+        return
+    reached = time.time()
+    try:
+        opened = os.read(int(fd), 1)
+        os.close(int(fd))
+    except (OSError, ValueError):
+        return
+    if not opened:  # the worker went away, or stopped this process before it measured
+        os._exit(1)
+    _runtime.emit("gate", reached=round(reached, 3), waited_s=round(time.time() - reached, 3))

@@ -31,6 +31,9 @@ EVENTS_FILE = "events.jsonl"
 DEADLINE_REASON = "whole-run time limit (launcher.run_timeout_s) reached"
 # The benchmark process finds its plugin config (a JSON file in its unit dir) through this variable.
 CONFIG_ENV = "ZLBENCH_PLUGIN_CONFIG"
+# A plain unit's benchmark process reads one byte from this descriptor (a pipe) after collection and
+# before its first node: its worker starts it ahead and lets it measure when the device is free.
+GATE_ENV = "ZLBENCH_GATE_FD"
 
 
 def base_node(nodeid: str) -> str:
