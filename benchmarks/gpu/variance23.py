@@ -113,8 +113,10 @@ def components(runs, as_json):
         Path(as_json).write_text(json.dumps(result, indent=1))
 
 
-def runs_report(runs, as_json):
-    data = {run.name: {_key(r): r for r in _rows(run / "rows.jsonl") if r.get("status") == "ok" and r.get("latency")}
+def runs_report(runs, as_json, graph_only=False):
+    """graph_only: leave out rows a refused capture timed directly (BENCHMARK_DIRECT_NO_CUDAGRAPH)."""
+    data = {run.name: {_key(r): r for r in _rows(run / "rows.jsonl") if r.get("status") == "ok" and r.get("latency")
+                       and not (graph_only and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in (r.get("markers") or []))}
             for run in runs}
     names = list(data)
     cover, widths, widths20, diffs, diffs5, ok = [], [], [], [], [], {}
@@ -212,7 +214,10 @@ def main():
     p.add_argument("what", choices=("components", "runs", "timeline"))
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
+    p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
     args = p.parse_args()
+    if args.what == "runs":
+        return runs_report(args.run_dirs, args.json, args.graph_only)
     {"components": components, "runs": runs_report, "timeline": timeline}[args.what](args.run_dirs, args.json)
 
 

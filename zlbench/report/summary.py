@@ -230,9 +230,16 @@ def _unstable_line(unstable: List[dict]) -> str:
 
     widest = sorted(unstable, key=narrowness)[:3]
     return (f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond rows of "
-            "their size (on a GPU an autotune pick or input placement drawn per process; on a busy CPU a "
+            "their size and timer (on a GPU an autotune pick or input placement drawn per process; on a busy CPU a "
             "slowed process); widest: "
-            + "; ".join(f"{_row_name(r)}: {r.get('marker_reason')}" for r in widest))
+            + "; ".join(f"{_row_name(r)}: {_what_processes_read(r)}" for r in widest))
+
+
+def _what_processes_read(r: dict) -> str:
+    """The values its processes read, without the rest of its marker reason (a refused capture's
+    error runs over several lines)."""
+    parts = [p for p in (r.get("marker_reason") or "").split("; ") if "processes read" in p]
+    return "; ".join(parts) or str(r.get("marker_reason"))
 
 
 def _row_name(r: dict) -> str:

@@ -13,9 +13,10 @@ every node in K processes (timer.processes); each row here reports
 
 With K = 2 or 3 a row's own spread has 1 or 2 degrees of freedom, too few for an interval alone. So
 its variance is moderated (Smyth's limma idea, with a fixed prior weight): the row's own log-variance
-with K-1 degrees of freedom and its stratum's typical one (rows of the run of the same size class and
-implementation: a 1 us row and a 1 ms row differ by an order of magnitude in process noise) with
-PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
+with K-1 degrees of freedom and its stratum's typical one (rows of the run of the same size class,
+implementation and timer: a 1 us row and a 1 ms row differ by an order of magnitude in process
+noise, and rows a capture refused, timed directly, scatter far more than graph replays of their
+size) with PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
 than its stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
 interval), and is marked BENCHMARK_PROCESS_UNSTABLE.
@@ -35,7 +36,7 @@ UNSTABLE_ALPHA = 0.001
 LEVEL = 0.95
 # Size classes (ms) whose rows share a typical process-to-process variance.
 SIZE_EDGES_MS = (0.005, 0.02, 0.1, 1.0)
-MIN_STRATUM = 3  # rows a stratum needs to speak for its rows; fewer: the implementation's rows pooled
+MIN_STRATUM = 4  # nodes a stratum needs to speak for its rows; fewer: a wider pool
 # Var(median of n normal draws) / Var(one draw), small n exactly; large n ~ pi / (2 n).
 _MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868, 6: 0.2309, 7: 0.2104}
 KEY = ("node", "op", "dtype", "shape", "side")
@@ -52,29 +53,33 @@ def _size_class(ms: float) -> int:
 class _Spread:
     """One implementation's (latency or latency_base) log-values per row, and its strata."""
 
-    def __init__(self, values: Mapping[tuple, List[float]]):
+    def __init__(self, values: Mapping[tuple, List[float]], timers: Mapping[tuple, str]):
         self.logs = {k: [math.log(v) for v in vs] for k, vs in values.items()}
         self.var = {k: statistics.variance(ys) for k, ys in self.logs.items() if len(ys) >= 2}
-        strata: Dict[int, List[tuple]] = defaultdict(list)
+        self.stratum = {k: (_size_class(statistics.median(vs)), timers.get(k)) for k, vs in values.items()}
+        strata: Dict[tuple, List[tuple]] = defaultdict(list)
+        by_timer: Dict[Optional[str], List[tuple]] = defaultdict(list)
         for k in self.var:
-            strata[_size_class(statistics.median(values[k]))].append(k)
+            strata[self.stratum[k]].append(k)
+            by_timer[self.stratum[k][1]].append(k)
         everything = self._pool(list(self.var))
-        self.pooled = {cls: (self._pool(keys) if len(keys) >= MIN_STRATUM else everything)
-                       for cls, keys in strata.items()}
-        self.size = {k: _size_class(statistics.median(vs)) for k, vs in values.items()}
+        timer_pools = {t: self._pool(keys) for t, keys in by_timer.items()}
+        # A stratum of too few nodes (a node's rows share its processes' draws) speaks for little:
+        # its timer's rows of every size do, else the run's.
+        self.pooled = {cls: self._pool(keys) or timer_pools[cls[1]] or everything for cls, keys in strata.items()}
         self.everything = everything
 
     def _pool(self, keys: Sequence[tuple]) -> Optional[Tuple[float, int]]:
         """(typical variance, degrees of freedom) of these rows: the median of their variances over
         the median of chi2_d / d, robust to the few rows whose processes disagree by a pick."""
-        if len(keys) < MIN_STRATUM:
+        if len({k[0] for k in keys}) < MIN_STRATUM:
             return None
         from scipy import stats  # here: 0.5 s of import a dry run or a submitted Slurm run never needs
 
         dfs = [len(self.logs[k]) - 1 for k in keys]
         d = statistics.median_low(dfs)
         typical = statistics.median(self.var[k] for k in keys) / (stats.chi2.median(d) / d)
-        return typical, sum(dfs)
+        return typical, d * len({k[0] for k in keys})  # a node's rows share its processes' draws
 
     def interval(self, key: tuple, processes: int) -> Tuple[Optional[List[float]], bool]:
         """(the 95% prediction interval for another run's median over `processes` processes,
@@ -84,7 +89,7 @@ class _Spread:
         ys = self.logs[key]
         n = len(ys)
         center = statistics.median(ys)
-        pooled = self.pooled.get(self.size[key], self.everything)
+        pooled = self.pooled.get(self.stratum[key], self.everything)
         unstable = False
         if n >= 2 and pooled:
             typical, pool_df = pooled
@@ -105,6 +110,12 @@ def _key(row: Mapping) -> tuple:
     return tuple(row.get(k) for k in KEY)
 
 
+def _timers(measured: Mapping[tuple, List[dict]], field: str) -> Dict[tuple, str]:
+    """The timer each row's processes used (the run's timer, or the direct fallback where a capture
+    was refused); rows whose processes were timed differently form a stratum of their own."""
+    return {k: "+".join(sorted({str(r.get(field)) for r in rs})) for k, rs in measured.items()}
+
+
 def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
     """One row per (node, op, dtype, shape, side) from the rows of every process of a plain run
     (each a `round`), in the order rows first appear. Status rows and rows no process measured are
@@ -120,9 +131,10 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
             measured[k].append(r)
         else:
             others.setdefault(k, r)
-    spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()})
+    spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()}, _timers(measured, "timer_used"))
     base = _Spread({k: [r["latency_base"] for r in rs if r.get("latency_base")]
-                    for k, rs in measured.items() if any(r.get("latency_base") for r in rs)})
+                    for k, rs in measured.items() if any(r.get("latency_base") for r in rs)},
+                   _timers(measured, "timer_used_base"))
     out = []
     for k in order:
         if k in measured:
