@@ -113,9 +113,20 @@ def components(runs, as_json):
         Path(as_json).write_text(json.dumps(result, indent=1))
 
 
-def runs_report(runs, as_json, graph_only=False):
+def _run_rows(run: Path, reaggregate: bool):
+    """A run's rows; reaggregate: made again from its process rows by this checkout's
+    zlbench/results/process_stats.py (what a change to the intervals would have reported)."""
+    if not reaggregate:
+        return _rows(run / "rows.jsonl")
+    from zlbench.results.process_stats import aggregate
+
+    processes = json.loads((run / "plan.json").read_text()).get("processes") or 1
+    return aggregate(_rows(run / "process_rows.jsonl"), processes)
+
+
+def runs_report(runs, as_json, graph_only=False, reaggregate=False):
     """graph_only: leave out rows a refused capture timed directly (BENCHMARK_DIRECT_NO_CUDAGRAPH)."""
-    data = {run.name: {_key(r): r for r in _rows(run / "rows.jsonl") if r.get("status") == "ok" and r.get("latency")
+    data = {run.name: {_key(r): r for r in _run_rows(run, reaggregate) if r.get("status") == "ok" and r.get("latency")
                        and not (graph_only and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in (r.get("markers") or []))}
             for run in runs}
     names = list(data)
@@ -191,8 +202,9 @@ def timeline(runs, as_json):
             nodes = sum(e.get("wall_s") or 0 for e in by["end"])
             reached = gate["reached"] if gate else (by["session_start"] or [{"t": launch}])[0]["t"]
             opened = gate["t"] if gate else reached
+            # A process killed (a node's or the run's time limit) has no session end: measuring until its exit.
             procs.append({"unit": unit.name, "startup_s": reached - launch, "waited_s": opened - reached,
-                          "measuring_s": (end or opened) - opened, "nodes_s": nodes,
+                          "measuring_s": (end or exited or opened) - opened, "nodes_s": nodes,
                           "teardown_s": (exited - end) if exited and end else None})
             first = launch if first is None else min(first, launch)
             last = exited if last is None or (exited and exited > last) else last
@@ -215,9 +227,11 @@ def main():
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
+    p.add_argument("--reaggregate", action="store_true",
+                   help="runs: rows made again from process_rows.jsonl by this checkout's process_stats")
     args = p.parse_args()
     if args.what == "runs":
-        return runs_report(args.run_dirs, args.json, args.graph_only)
+        return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate)
     {"components": components, "runs": runs_report, "timeline": timeline}[args.what](args.run_dirs, args.json)
 
 
