@@ -173,13 +173,14 @@ def _unit_events(run_dir):
 def test_each_pass_process_starts_while_the_one_before_measures_and_waits_at_its_gate(run_zlbench):
     """launcher.prestart (on by default for accelerators): a pass' process imports and collects while
     the pass before it measures, and measures only after that one has exited."""
-    res = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=3",
-                      "launcher.prestart=true")
+    res = run_zlbench("backend=cpu", "backend.slots=2", "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none",
+                      "timer.processes=3", "launcher.prestart=true")
     assert res.returncode == 0, res.stderr[-3000:]
     units = _unit_events(res.run_dir)
-    assert [u["prestart"] for u, _ in units] == [True] * 3
+    assert len(units) == 6 and all(u["prestart"] and u["pool"] for u, _ in units)  # two devices: pools to steal from
     first = lambda evs, name: next(e for e in evs if e["event"] == name)  # noqa: E731
-    for (_, before), (_, after) in zip(units, units[1:]):
+    queues = [[(u, evs) for u, evs in units if u["device"] == d] for d in (0, 1)]
+    for (_, before), (_, after) in [pair for q in queues for pair in zip(q, q[1:])]:
         exited = first(before, "exited")["t"]
         assert first(after, "launch")["t"] < exited  # started ahead, while the pass before ran
         gate = first(after, "gate")  # passed only once the pass before had exited
@@ -188,9 +189,10 @@ def test_each_pass_process_starts_while_the_one_before_measures_and_waits_at_its
         assert starts and min(starts) >= exited
     rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     assert rows and all(r["status"] == "ok" and r["processes"] == 3 for r in rows)
+    assert {r["op"] for r in rows} == {"exp", "softmax"}
     # Not a caliber: the same run without it resumes as the same run (nothing left to measure).
-    again = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=3",
-                        f"resume={res.run_dir}")
+    again = run_zlbench("backend=cpu", "backend.slots=2", "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none",
+                        "timer.processes=3", f"resume={res.run_dir}")
     assert again.returncode == 0, again.stderr[-3000:]
 
 

@@ -181,6 +181,8 @@ class UnitRunner:
                     ev.append(self.events, "end", node=n, status="timeout", resumable=True,
                               reason=f"{ev.DEADLINE_REASON} before it ran")
                 break
+            if self.ahead is not None and self.ahead.nodes == remaining:
+                takeable = []  # the process started ahead runs this unit's own nodes; others' come after
             attempt = self._launch(remaining + takeable)
             self.owner.note_attempt(takeable, attempt)
             answerable = [n for n in remaining + takeable if self.owner.answers_for(n)]
@@ -201,8 +203,8 @@ class UnitRunner:
         measuring, so a process' start-up (8-12 s with torch and FlagGems) is off the wall."""
         if self.ahead is not None or (self.deadline is not None and time.time() >= self.deadline):
             return
-        remaining, takeable = self.owner.pending(ev.final_ends(ev.read_events(self.events)))
-        if remaining and not takeable:  # others' nodes are claimed when taken, not ahead
+        remaining, _ = self.owner.pending(ev.final_ends(ev.read_events(self.events)))
+        if remaining:  # its own nodes only: others' are claimed when taken, not ahead
             self.ahead = self._start(remaining)
 
     def discard_ahead(self) -> None:
