@@ -58,6 +58,11 @@ def files_under(path):
     (["cost_from=/nonexistent/run"], "zlbench: error: cost_from=/nonexistent/run holds no ops_status.csv (not a "
      "zlbench run dir with its tables): no wall times to balance the shards by."),
     (["resume=/etc/passwd"], "zlbench: error: resume=/etc/passwd is a file, not a run dir. Fix: resume=/etc"),
+    # A/B settings without an axis: the plain run ignored them, silently.
+    (["ab.rounds=5"], "zlbench: error: ab.rounds= is an A/B setting, but no A/B axis is chosen (ab=none): a plain "
+     "run would ignore it. Fix: add ab=<axis>"),
+    (["ab=none", "ab.rounds=5", "ab.aa=true"], "are A/B settings, but no A/B axis is chosen (ab=none): a plain "
+     "run would ignore them."),
     # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
     (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
      "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "

@@ -146,6 +146,15 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
                             "(.hydra/, run_identity.json) and the results store. Fix: give the URL without it "
                             "and keep the password in ~/.pgpass or a libpq service file, or export "
                             "ZLBENCH_STORE_URL=<the URL> (read at run time, written nowhere).")
+    # The axis: a config group (ab=<name>) or one named on the command line (ab.name=x ab.var=X).
+    axis = next((a.split("=", 1)[1] for a in reversed(overrides) if override_key(a) in ("ab", "ab.name")), "none")
+    ab_keys = sorted(k for k in cli_keys if k.startswith("ab.") and k != "ab.name")
+    if ab_keys and axis == "none":
+        which = ", ".join(f"{k}=" for k in ab_keys) + (" is an A/B setting" if len(ab_keys) == 1 else " are A/B settings")
+        problems.append(f"{which}, but no A/B axis is chosen (ab=none): a plain run would ignore "
+                        f"{'it' if len(ab_keys) == 1 else 'them'}. Fix: add ab=<axis> (python -m zlbench --help "
+                        "lists them; ab=env ab.var=NAME for any variable), or drop it (a plain run's processes: "
+                        "timer.processes=N).")
     if {"gpus", "devices"} <= cli_keys:
         problems.append("gpus= and devices= both select devices (gpus is the old runner's spelling of devices). "
                         "Fix: keep one, e.g. devices=[0,1].")
