@@ -117,6 +117,20 @@ def test_a_stratum_of_few_nodes_does_not_mark_another_nodes_row_unstable():
     assert lo < 0.111 and hi > 0.1136
 
 
+def test_a_run_of_one_node_still_pools_its_rows():
+    """One op file, one test node: too few nodes for a stratum, but its rows together say how far
+    its processes scatter; a row whose three processes happened to agree is not given a 0-wide
+    interval."""
+    rng = random.Random(11)
+    rows = []
+    for i, size in enumerate((0.002, 0.01, 0.05, 0.2)):
+        rows += [{**r, "node": "n::one"} for r in proc_rows([size * math.exp(rng.gauss(0, 0.02)) for _ in range(3)],
+                                                            op="one", shape=f"[[{i}]]")]
+    rows += [{**r, "node": "n::one"} for r in proc_rows([0.5, 0.5001, 0.5002], op="one", shape="[[9]]")]
+    lucky = next(r for r in aggregate(rows, 3) if r["shape"] == "[[9]]")
+    assert _width(lucky) > 0.01
+
+
 def test_failures_are_kept_once_and_a_row_of_one_process_says_so():
     rng = random.Random(5)
     failed = {"node": "n::bad", "op": "bad", "dtype": "torch.float32", "shape": "[[8]]", "side": "main",

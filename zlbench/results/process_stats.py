@@ -37,6 +37,7 @@ LEVEL = 0.95
 # Size classes (ms) whose rows share a typical process-to-process variance.
 SIZE_EDGES_MS = (0.005, 0.02, 0.1, 1.0)
 MIN_STRATUM = 4  # nodes a stratum needs to speak for its rows; fewer: a wider pool
+MIN_ROWS = 3  # rows the run's pool needs where it has fewer nodes than that
 # Var(median of n normal draws) / Var(one draw), small n exactly; large n ~ pi / (2 n).
 _MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868, 6: 0.2309, 7: 0.2104}
 KEY = ("node", "op", "dtype", "shape", "side")
@@ -62,24 +63,28 @@ class _Spread:
         for k in self.var:
             strata[self.stratum[k]].append(k)
             by_timer[self.stratum[k][1]].append(k)
-        everything = self._pool(list(self.var))
+        # A run of a few nodes (one op file) pools all its rows, as rows: nothing wider is there.
+        everything = self._pool(list(self.var)) or self._pool(list(self.var), by_nodes=False)
         timer_pools = {t: self._pool(keys) for t, keys in by_timer.items()}
         # A stratum of too few nodes (a node's rows share its processes' draws) speaks for little:
         # its timer's rows of every size do, else the run's.
         self.pooled = {cls: self._pool(keys) or timer_pools[cls[1]] or everything for cls, keys in strata.items()}
         self.everything = everything
 
-    def _pool(self, keys: Sequence[tuple]) -> Optional[Tuple[float, int]]:
+    def _pool(self, keys: Sequence[tuple], by_nodes: bool = True) -> Optional[Tuple[float, int]]:
         """(typical variance, degrees of freedom) of these rows: the median of their variances over
-        the median of chi2_d / d, robust to the few rows whose processes disagree by a pick."""
-        if len({k[0] for k in keys}) < MIN_STRATUM:
+        the median of chi2_d / d, robust to the few rows whose processes disagree by a pick. by_nodes:
+        it needs MIN_STRATUM nodes and its degrees of freedom count nodes (a node's rows share its
+        processes' draws); else MIN_ROWS rows, each row's own degrees of freedom counted."""
+        nodes = len({k[0] for k in keys})
+        if (nodes if by_nodes else len(keys)) < (MIN_STRATUM if by_nodes else MIN_ROWS):
             return None
         from scipy import stats  # here: 0.5 s of import a dry run or a submitted Slurm run never needs
 
         dfs = [len(self.logs[k]) - 1 for k in keys]
         d = statistics.median_low(dfs)
         typical = statistics.median(self.var[k] for k in keys) / (stats.chi2.median(d) / d)
-        return typical, d * len({k[0] for k in keys})  # a node's rows share its processes' draws
+        return typical, (d * nodes if by_nodes else sum(dfs))
 
     def interval(self, key: tuple, processes: int) -> Tuple[Optional[List[float]], bool]:
         """(the 95% prediction interval for another run's median over `processes` processes,
