@@ -289,12 +289,6 @@ class Started:
         self.log.close()
 
 
-def run_unit(unit: dict, run_dir: str, deadline: Optional[float] = None,
-             extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, int]:
-    """Run one work unit to completion (every node gets a terminal status). Returns status counts."""
-    return UnitRunner(unit, run_dir, deadline, extra_env).run()
-
-
 def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
            deadline: Optional[float]) -> Optional[str]:
     """Wait for the process; kill its process group on a node timeout or the run deadline."""
