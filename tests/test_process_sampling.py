@@ -243,6 +243,49 @@ def test_the_cpu_backend_starts_no_process_ahead_by_default(tmp_path):
     assert not prestarts(get_backend("cuda"), {"prestart": False})
 
 
+FREEZE_PROBE = """
+import gc, json, os, weakref
+import pytest
+
+class Cycle:
+    pass
+
+seen, _refs = [], {}
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    c = Cycle(); c.me = c  # garbage with a cycle, made while the node runs: only a collection frees it
+    _refs[item.nodeid] = weakref.ref(c)
+    del c
+    frozen = gc.get_freeze_count()
+    yield
+    seen.append({"node": item.nodeid, "frozen": frozen, "cycle_freed": _refs[item.nodeid]() is None})
+
+def pytest_sessionfinish(session):
+    with open(os.environ["FREEZE_PROBE_OUT"], "a") as f:
+        f.write(json.dumps(seen) + "\\n")
+"""
+
+
+def test_a_benchmark_process_freezes_its_import_heap_and_still_collects_what_nodes_make(run_zlbench, tmp_path):
+    """The corpus collects garbage after every shape (FlagGems and the demo corpus: gc.collect()); a
+    process freezes what imports and collection made (plugins/device_setup.py) so that those
+    collections no longer walk it, and a cycle a node makes is still freed by them."""
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    (probe_dir / "freeze_probe.py").write_text(FREEZE_PROBE)
+    out = tmp_path / "probe.jsonl"
+    res = run_zlbench("backend=cpu", "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none", "timer.processes=2",
+                      f"corpus.pythonpath=[{probe_dir}]", "corpus.pytest_args=[-p,freeze_probe]",
+                      env={"FREEZE_PROBE_OUT": str(out)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    processes = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(processes) == 2 and all(len(nodes) == 2 for nodes in processes)
+    for node in (n for nodes in processes for n in nodes):
+        assert node["frozen"] > 10_000, node  # torch and the corpus, at least
+        assert node["cycle_freed"], node
+
+
 @pytest.mark.slow
 def test_one_process_per_node_says_its_rows_carry_no_process_level_interval(run_zlbench):
     res = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=1")
