@@ -9,7 +9,8 @@
 #   dead    ab=musa_rlc (FLAGTREE_MUSA_RLC_ENHANCE: not read on NVIDIA's stock Triton) on $OPS4
 #   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4 (or $FGFILES:
 #           list every mark of those files in OPS4 so that both run the same tests), with Triton and
-#           FlagGems caches of its own, cold as a zlbench run's (isolate_caches=true) are
+#           FlagGems caches of its own, cold as a zlbench run's (isolate_caches=true) are; FGMARKS
+#           (a pytest -m expression) picks the same marks as OPS4 out of those files
 # Each step's run dir (without caches) is packed to $OUT/runs/<step>.tgz as soon as it ends, and its wall
 # to $OUT/wall.txt, so a call cut short still returns what it measured.
 set -uo pipefail
@@ -34,7 +35,7 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
   fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
         timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
-        --mode cudagraph --level core --dtypes float16 --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1
+        ${FGMARKS:+-m "$FGMARKS"} --mode cudagraph --level core --dtypes float16 --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1
       mkdir -p "$WORK/fg$TAG"; mv "$WORK/fg$TAG.txt" "$WORK/fg$TAG/";;
   *) echo "unknown step $1"; return 2;;
   esac; }
