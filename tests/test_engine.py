@@ -37,6 +37,24 @@ def start_run(run_dir, *extra, env=None):
                             start_new_session=True)
 
 
+def test_collect_of_a_run_still_measuring_says_so_and_exits_cut(tmp_path):
+    """`zlbench collect` of a live run: what finished so far, said to be so (not "cut short" alone),
+    exit 4 (not every node measured); the run itself is left alone."""
+    run, tickets = tmp_path / "live", tmp_path / "tickets"
+    proc = start_run(run, env={"TICKETS": str(tickets), "HOLD_FROM": "2"})
+    try:
+        assert held(tickets, 1) and len(measured_ends(run)) == 2
+        collected = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(run), "--store-url", "none"],
+                                   capture_output=True, text=True)
+        assert collected.returncode == 4, collected.stderr
+        assert f"{run} is still being measured (pid {proc.pid} on" in collected.stderr, collected.stderr
+        assert "(collected while the run was still running)" in (run / "summary.md").read_text()
+        assert proc.poll() is None  # still running, undisturbed
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(tmp_path):
     killed, tickets = tmp_path / "killed", tmp_path / "tickets"
     # Four nodes end; the next ones wait in flight (one per device) until the kill.

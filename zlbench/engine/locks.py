@@ -122,6 +122,21 @@ class RunDirLock:
     def __exit__(self, *exc) -> None:
         self._lock.release()
 
+    @staticmethod
+    def live_holder(run_dir: Path) -> Optional[str]:
+        """Who holds the run dir, where that is a live process of this host (a run still running);
+        None otherwise. Read-only: a run starting meanwhile is not disturbed."""
+        holder = Path(run_dir) / ".zlbench.lock.holder.json"
+        try:
+            h = json.loads(holder.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        import psutil
+
+        if h.get("host") != socket.gethostname() or not psutil.pid_exists(int(h.get("pid", -1))):
+            return None
+        return _describe(holder)
+
 
 def _try_flock(fd: int, exclusive: bool) -> bool:
     # fcntl directly, not filelock: filelock has no shared mode, and the descriptor must be

@@ -1,5 +1,6 @@
 """`zlbench collect RUN_DIR`: gather what finished (Slurm jobs submitted with
-launcher.wait=false, or a run killed midway) into the run dir's tables and summary."""
+launcher.wait=false, or a run killed midway) into the run dir's tables and summary. Of a run still
+measuring on this host it says so and exits 4 (not every node measured), leaving the store alone."""
 
 from __future__ import annotations
 
@@ -28,7 +29,18 @@ def main(argv=None) -> int:
     try:
         if args.run_dir.is_file():  # rows.jsonl, summary.md, ...: its folder is meant
             raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
-        code = int(report(args.run_dir, " (collected)", fail_on=_fail_on(args.run_dir)))
+        from zlbench.engine.locks import RunDirLock
+
+        running = RunDirLock.live_holder(args.run_dir) if args.run_dir.is_dir() else None
+        suffix = " (collected while the run was still running)" if running else " (collected)"
+        code = int(report(args.run_dir, suffix, fail_on=_fail_on(args.run_dir)))
+        if running:
+            from zlbench.exitcodes import Exit
+
+            print(f"[zlbench] {args.run_dir} is still being measured ({running}): these tables hold what "
+                  "finished so far; the run writes its own, and records itself in the store, when it ends.",
+                  file=sys.stderr)
+            return int(Exit.CUT) if code in (Exit.OK, Exit.NOT_OK) else code  # not every node measured yet
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)
         return e.exit_code
