@@ -127,6 +127,11 @@ def test_a_crash_and_a_hang_in_a_resident_process_cost_one_node_and_a_fresh_proc
     st = {(r["op"], r["side"]): r for r in csv.DictReader(open(res.run_dir / "ops_status.csv"))}
     assert {st[("flaky_op", s)]["status"] for s in ("off", "on")} <= {"crashed", "timeout"}
     assert any("node_timeout_s=12" in st[("flaky_op", s)]["reason"] for s in ("off", "on"))
+    # The run was not cut: the row short of its rounds says why, with nothing to resume.
+    ab = json.loads((res.run_dir / "ab.json").read_text())
+    flaky_rows = [r for r in ab["rows"] if r["op"] == "flaky_op"]
+    assert flaky_rows and all(r["stop"] == "failed rounds" and r["verdict"] == "inconclusive" for r in flaky_rows)
+    assert not ab["summary"]["cut"] and "Run cut short" not in (res.run_dir / "ab.md").read_text()
 
 
 def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):

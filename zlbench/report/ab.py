@@ -22,6 +22,10 @@ from zlbench.ab import stats
 from zlbench.ab.kernels import compare_kernels
 from zlbench.ab.sequential import FUTILE, SETTLED
 
+# A row with fewer rounds than planned because runs of its node failed (crashed, timed out) in
+# some rounds of a run that was not cut: ops_status.csv says which and why.
+FAILED_ROUNDS = "failed rounds"
+
 # ab.csv's columns (the registry's, zlbench/results/columns.py; ab.json's rows carry AB_JSON's).
 AB_FIELDS = list(columns.names(columns.AB_COLUMNS, columns.AB_CSV))
 
@@ -45,20 +49,23 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
             caveats: Sequence[str] = (), stops: Optional[Mapping[str, Mapping]] = None,
             rounds: Optional[Mapping[str, int]] = None, cut: Collection[str] = (),
-            fixed_rounds: Optional[int] = None) -> Dict:
+            fixed_rounds: Optional[int] = None, failed: Collection[str] = ()) -> Dict:
     """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk).
 
     stops: test node -> the scheduler's `stopped` event (why it ran no more rounds: not live,
     settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
-    fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish."""
+    fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish;
+    failed: test nodes that failed (crashed, timed out) in some round."""
     pairing = pair(rows_a, rows_b, "latency")
     one_sided = _one_sided(rows_a, rows_b, stops or {})
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
     row_stats, live = _judge(pairing, threshold, artifacts_a or {}, artifacts_b or {}, aa, rounds)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
     for p, t, s in zip(pairing.rows, table, row_stats):
-        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop)
+        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop, failed)
         t["look"] = s.look
+        if t["stop"] == FAILED_ROUNDS and t["verdict"] == "inconclusive (cut)":
+            t["verdict"] = "inconclusive"  # too few rounds to judge, but nothing to resume
     not_live = [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
     table += not_live
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
@@ -108,17 +115,20 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optiona
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
-                cut: Collection[str], row_stop: Optional[str] = None) -> str:
+                cut: Collection[str], row_stop: Optional[str] = None, failed: Collection[str] = ()) -> str:
     """Why a row has the rounds it has: settled, futile (more rounds were unlikely to settle it; its
     node stopped once every row was settled or futile, or ran on for another row), not live (the
-    scheduler stopped its node), max rounds, or cut (the run ended first). row_stop: the row's own
-    sequential stop (stats.RowStat.stop)."""
+    scheduler stopped its node), max rounds, cut (the run ended first), or failed rounds (its node
+    failed in some rounds of a run that was not cut). row_stop: the row's own sequential stop
+    (stats.RowStat.stop)."""
     base = base_node(node or "")
     if base in stops:
         why = str(stops[base].get("why"))
         return FUTILE if why == SETTLED and row_stop == FUTILE else why
-    if base in cut or (rounds and done < rounds["max"]):
+    if base in cut:
         return "cut"
+    if rounds and done < rounds["max"]:
+        return FAILED_ROUNDS if base in failed else "cut"
     if rounds and row_stop == FUTILE:
         return FUTILE
     return "max rounds" if rounds else ""

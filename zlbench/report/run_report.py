@@ -28,6 +28,10 @@ def run_title(identity: Mapping[str, Any], run_dir: Path) -> str:
             f"{f' ({devices})' if devices else ''}, timer {identity.get('timer', {}).get('name', '?')}")
 
 
+# A node's runs that measured nothing through its own or its process' fault (not a cut run's).
+FAILED_STATUSES = ("failed", "crashed", "timeout", "poisoned", "fatal")
+
+
 def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
     """Nodes the run did not get to measure: left for a resume, or cut by the run's time limit."""
     return [s for s in status_rows if s.get("resumable") or (s.get("reason") or "").startswith(DEADLINE_REASON)]
@@ -62,9 +66,11 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
 
 
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
-              extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None) -> Dict:
+              extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None,
+              status_rows: Sequence[Mapping] = ()) -> Dict:
     """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png); `plan`: the run's
-    plan.json, which says how the rounds were scheduled (None: round by round, no stops)."""
+    plan.json, which says how the rounds were scheduled (None: round by round, no stops);
+    status_rows: the nodes' statuses (a node that failed in some rounds leaves its rows short)."""
     from zlbench.report.ab import compare, write
 
     ab = identity["config"]["ab"]
@@ -79,7 +85,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
-                     fixed_rounds=None if schedule else int(identity.get("rounds") or 1))
+                     fixed_rounds=None if schedule else int(identity.get("rounds") or 1),
+                     failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES})
     from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, plot_title
 
     # Each form is decided before anything is written: at corpus scale ab.md is the Markdown that
@@ -125,7 +132,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if len(sides) == 2:
         caveat = [f"run cut short: {len(cut)} node(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
-        result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan)
+        result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan, status_rows)
         text = result["markdown"] + "\n" + text
         verdicts = [t["verdict"] for t in result["rows"]]
         dead = result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")
