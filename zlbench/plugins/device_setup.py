@@ -136,4 +136,3 @@ def freeze_import_heap() -> None:
     (benchmarks/gpu/RESULTS.md, thirteenth session)."""
     gc.collect()
     gc.freeze()
-
