@@ -13,6 +13,7 @@ from zlbench.results.process_stats import aggregate
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
 
 from .test_resident import CORPUS as AB_CORPUS, node_runs
+from .conftest import FIXTURES
 
 
 def proc_rows(values, op="exp", shape="[[64]]", base=None, timer="graph"):
@@ -216,9 +217,12 @@ def test_a_process_started_ahead_of_a_cut_pass_is_stopped_and_its_nodes_are_resu
     killed (no orphan left), its nodes read as cut (resumable), never as crashed."""
     import psutil
 
-    res = run_zlbench("backend=cpu", "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none",
-                      "timer.processes=3", "launcher.prestart=true", "launcher.run_timeout_s=8")
-    assert res.returncode != 0
+    # Nodes that wait 4 s each: the first pass (16 s) is surely cut by the 10 s limit, however fast
+    # the machine (a demo run of two ops once fitted in its limit).
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={FIXTURES / 'wait_corpus'}",
+                      "ops=['wait_0[0-3]']", "store.url=none", "timer.processes=3", "launcher.prestart=true",
+                      "launcher.run_timeout_s=10", env={"WAIT_S": "4"})
+    assert res.returncode == 4, res.stderr[-3000:]
     units = _unit_events(res.run_dir)
     assert sum(1 for _, evs in units for e in evs if e["event"] == "launch") >= 2  # one started ahead
     ends = [e for _, evs in units for e in evs if e["event"] == "end"]
