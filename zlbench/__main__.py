@@ -91,7 +91,9 @@ def _check_output_dir(argv: List[str]) -> None:
     if path is None or any(a in INFO_FLAGS for a in argv):
         return
     output_dir.check_writable(key, value, path)
-    if key == "hydra.run.dir" and (path / ".zlbench.lock").exists():
+    from zlbench.results.rundir import RUN_LOCK_FILE
+
+    if key == "hydra.run.dir" and (path / RUN_LOCK_FILE).exists():
         from zlbench.engine.locks import RunDirLock
 
         with RunDirLock(path):  # raises UsageError (naming the holder) while that run is alive

@@ -23,6 +23,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 from filelock import FileLock, Timeout
 
 from zlbench.errors import UsageError
+from zlbench.results.rundir import RUN_LOCK_FILE, describe_holder as _describe, holder_record
 
 # Where device locks live (one machine's devices, shared by every run on it).
 LOCK_DIR_ENV = "ZLBENCH_LOCK_DIR"
@@ -41,18 +42,10 @@ def _holder() -> dict:
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join(sys.argv)[:300]}
 
 
-def _describe(path: Path) -> str:
-    try:
-        h = json.loads(path.read_text(encoding="utf-8"))
-        return f"pid {h['pid']} on {h['host']}, started {h['started']}: {h.get('command', '')}"
-    except (OSError, ValueError, KeyError):
-        return "holder unknown"
-
-
 class _HeldLock:
     def __init__(self, path: Path):
         self.lock = FileLock(str(path))
-        self.holder = path.with_name(path.name + ".holder.json")
+        self.holder = holder_record(path)
 
     def try_acquire(self) -> bool:
         try:
@@ -76,7 +69,7 @@ class RunDirLock:
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
-        self._lock = _HeldLock(run_dir / ".zlbench.lock")
+        self._lock = _HeldLock(run_dir / RUN_LOCK_FILE)
 
     def __enter__(self) -> "RunDirLock":
         stale = self._lock.holder.exists()
@@ -121,21 +114,6 @@ class RunDirLock:
 
     def __exit__(self, *exc) -> None:
         self._lock.release()
-
-    @staticmethod
-    def live_holder(run_dir: Path) -> Optional[str]:
-        """Who holds the run dir, where that is a live process of this host (a run still running);
-        None otherwise. Read-only: a run starting meanwhile is not disturbed."""
-        holder = Path(run_dir) / ".zlbench.lock.holder.json"
-        try:
-            h = json.loads(holder.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        import psutil
-
-        if h.get("host") != socket.gethostname() or not psutil.pid_exists(int(h.get("pid", -1))):
-            return None
-        return _describe(holder)
 
 
 def _try_flock(fd: int, exclusive: bool) -> bool:

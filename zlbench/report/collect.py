@@ -29,9 +29,9 @@ def main(argv=None) -> int:
     try:
         if args.run_dir.is_file():  # rows.jsonl, summary.md, ...: its folder is meant
             raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
-        from zlbench.engine.locks import RunDirLock
+        from zlbench.results.rundir import live_run
 
-        running = RunDirLock.live_holder(args.run_dir) if args.run_dir.is_dir() else None
+        running = live_run(args.run_dir)
         suffix = " (collected while the run was still running)" if running else " (collected)"
         code = int(report(args.run_dir, suffix, fail_on=_fail_on(args.run_dir)))
         if running:

@@ -28,11 +28,43 @@ from zlbench.results.schema import OPS_STATUS_FIELDS, SEVERITY
 PLAN_FILE = "plan.json"
 IDENTITY_FILE = "run_identity.json"
 PROCESS_ROWS_FILE = "process_rows.jsonl"  # a plain run over several processes: every process' rows
+# Held by a run's orchestrator (engine/locks.py); beside a lock, `<lock>.holder.json` names its holder.
+RUN_LOCK_FILE = ".zlbench.lock"
 # Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
 # Reason of a placeholder for a planned node that got no end of its own.
 NOT_RUN = ("its job ended before the node finished (worker killed, job cancelled, interrupted or "
            "preempted); resume to measure it")
+
+
+def holder_record(lock: Path) -> Path:
+    return lock.with_name(lock.name + ".holder.json")
+
+
+def describe_holder(record: Path) -> str:
+    """Who holds a lock (a run dir's or a device's), as its holder record says."""
+    try:
+        h = json.loads(record.read_text(encoding="utf-8"))
+        return f"pid {h['pid']} on {h['host']}, started {h['started']}: {h.get('command', '')}"
+    except (OSError, ValueError, KeyError):
+        return "holder unknown"
+
+
+def live_run(run_dir: Path) -> Optional[str]:
+    """Who holds the run dir, where that is a live process of this host (a run still measuring);
+    None otherwise. Read-only: a run starting meanwhile is not disturbed."""
+    record = holder_record(Path(run_dir) / RUN_LOCK_FILE)
+    try:
+        h = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    import socket
+
+    import psutil
+
+    if h.get("host") != socket.gethostname() or not psutil.pid_exists(int(h.get("pid", -1))):
+        return None
+    return describe_holder(record)
 
 
 def write_identity(run_dir: Path, identity: Mapping) -> Path:
