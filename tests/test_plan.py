@@ -241,3 +241,25 @@ def test_a_node_level_ab_schedule_is_planned_once_beside_the_units(tmp_path):
     read = load_plan(tmp_path)
     assert read["schedule"] == plan.schedule and read["rounds"] == 6
     assert [WorkUnit.from_dict(u).unit_id for u in read["units"]] == [u.unit_id for u in plan.units]
+
+
+def test_triton_autotune_picks_are_fresh_or_shared_as_flaggems_tuning_is(tmp_path):
+    cpu = get_backend("cpu")
+
+    def autotune_env(**over):
+        plan = make_plan(cfg(**over), cpu, devs(1), MINI, tmp_path)
+        return {u.env.get("TRITON_CACHE_AUTOTUNING") for u in plan.units}
+
+    three = {"processes": 3}
+    # Each of a plain run's processes tunes afresh, even where the user's shell keeps picks on disk.
+    assert autotune_env(timer=three) == {"0"}
+    # timer.share_tuning: the processes share Triton's picks as they share FlagGems' cache.
+    assert autotune_env(timer={**three, "share_tuning": True}) == {"1"}
+    # One process: the environment's own setting; corpus.env pins picks on purpose.
+    assert autotune_env(timer={"processes": 1}) == {None}
+    pinned = cfg()["corpus"] | {"env": {"TRITON_CACHE_AUTOTUNING": "1"}}
+    assert autotune_env(timer=three, corpus=pinned) == {"1"}
+    # An A/B's side processes that respawn tune afresh each start; resident ones keep the environment's.
+    ab = {"name": "x", "var": "SWITCH", "values": [0, 1], "sides": ["off", "on"], "rounds": 2}
+    assert autotune_env(ab={**ab, "respawn_every": 1}) == {"0"}
+    assert autotune_env(ab={**ab, "respawn_every": 0}) == {None}

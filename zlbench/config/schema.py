@@ -111,8 +111,9 @@ class TimerConf:
     # with a process-level interval (zlbench/results/process_stats.py). 1: one process, no interval.
     processes: int = setting(3, ge=1, le=50, why="benchmark processes per node in a plain run; 1: no "
                              "process-level interval")
-    # Each process tunes afresh (its own FlagGems tuning cache); true: they share one (the first to
-    # tune a kernel pins its picks for the others), which hides autotune luck from the interval.
+    # Each process tunes afresh (its own FlagGems tuning cache, Triton's on-disk autotuning cache
+    # off: TRITON_CACHE_AUTOTUNING=0); true: they share both (the first to tune a kernel pins its
+    # picks for the others), which hides autotune luck from the interval. planning/plan.py.
     share_tuning: bool = False
 
     @classmethod

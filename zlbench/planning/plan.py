@@ -364,6 +364,22 @@ def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mappin
     return f"{backend.name}-{device.bus_id or device.index}" if wanted else None
 
 
+def triton_autotune_cache(cfg: Mapping[str, Any]) -> Optional[str]:
+    """TRITON_CACHE_AUTOTUNING for a run's benchmark processes, so that Triton's own autotuner
+    (`triton.autotune`, which keeps its picks in the Triton cache dir when this is on) follows what
+    FlagGems' tuning cache does: "0" where every process tunes afresh (a plain run's processes; an
+    A/B's side processes that respawn), "1" where a plain run's processes share their picks
+    (timer.share_tuning: the first process to tune a kernel pins it for the rest). None: left as the
+    environment has it (one process; an A/B that never respawns). corpus.env names it to pin picks."""
+    if is_plain(cfg):
+        if passes_of(cfg) < 2:
+            return None
+        return "1" if cfg["timer"].get("share_tuning") else "0"
+    ab = cfg.get("ab") or {}
+    node_level = str(ab.get("schedule", "node")) == "node" and str(ab.get("tuning", "separate")) != "replay"
+    return "0" if node_level and int(ab.get("respawn_every") or 0) else None
+
+
 def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,
              run_dir: Path, first_side: Optional[Side] = None, round_: int = 0) -> Dict[str, str]:
     env: Dict[str, str] = {}
@@ -385,6 +401,9 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         # so a shared cache would pin the first process' picks for all and hide them from the
         # interval (Triton's kernel cache, code only, stays shared).
         env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / f"side{side.index}" / f"flaggems.p{round_}")
+    autotune_cache = triton_autotune_cache(cfg)
+    if autotune_cache is not None and "TRITON_CACHE_AUTOTUNING" not in env:  # corpus.env pins picks
+        env["TRITON_CACHE_AUTOTUNING"] = autotune_cache
     env.update(side.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
