@@ -6,6 +6,7 @@
 #   live    ab=triton_fp_fusion (TRITON_DEFAULT_FP_FUSION 1 -> 0: live on NVIDIA) on $OPS4
 #   plain   a plain run on $OPS4 (the dead axis' and FlagGems' yardstick)
 #   plainoff  the same with launcher.prestart=false (each pass' process starts when the one before ends)
+#   plainshare  the same with timer.share_tuning=true (the processes share FlagGems' and Triton's picks)
 #   dead    ab=musa_rlc (FLAGTREE_MUSA_RLC_ENHANCE: not read on NVIDIA's stock Triton) on $OPS4
 #   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4 (or $FGFILES:
 #           list every mark of those files in OPS4 so that both run the same tests), with Triton and
@@ -32,6 +33,7 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   live) zl "live$TAG" "$OPS4" "$LIMIT" ab=triton_fp_fusion;;
   plain) zl "plain$TAG" "$OPS4" "$LIMIT";;
   plainoff) zl "plainoff$TAG" "$OPS4" "$LIMIT" launcher.prestart=false;;
+  plainshare) zl "plainshare$TAG" "$OPS4" "$LIMIT" timer.share_tuning=true;;
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
   fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
         timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
