@@ -228,6 +228,14 @@ def test_a_process_started_ahead_of_a_cut_pass_is_stopped_and_its_nodes_are_resu
     ends = [e for _, evs in units for e in evs if e["event"] == "end"]
     assert ends and not [e for e in ends if e["status"] == "crashed"]
     assert any(e["status"] == "timeout" and e.get("resumable") for e in ends)
+    # The banner tells nodes the first pass measured (rows from fewer processes) from the rest.
+    rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    partly = {r["node"] for r in rows if r["status"] == "ok"}
+    assert all(r["processes"] < 3 for r in rows if r["status"] == "ok")
+    banner = (res.run_dir / "summary.md").read_text().splitlines()[0]
+    assert "Run cut short" in banner and "4 of 4 node(s)" in banner
+    assert (f"not measured in all 3 processes ({len(partly)} in fewer" in banner) if partly else \
+        "node(s) not measured. Resume" in banner
 
     def of_the_run(proc):  # a benchmark process runs in its unit's dir
         try:

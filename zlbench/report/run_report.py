@@ -37,9 +37,13 @@ def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
     return [s for s in status_rows if s.get("resumable") or (s.get("reason") or "").startswith(DEADLINE_REASON)]
 
 
-def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "") -> str:
-    return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} node(s) not "
-            f"measured. Resume with `{resume_command(run_dir)}`.\n")
+def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "", processes: int = 1) -> str:
+    # A plain run's node cut in its later passes has rows from the processes that got to it.
+    partly = sum(1 for s in cut if s.get("rows")) if processes > 1 else 0
+    what = (f"not measured in all {processes} processes ({partly} in fewer: their rows are the median "
+            "over the processes that measured them, and `processes` says how many)") if partly else "not measured"
+    return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} node(s) {what}. "
+            f"Resume with `{resume_command(run_dir)}`.\n")
 
 
 def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
@@ -123,7 +127,8 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
     if cut:
-        text = cut_banner(cut, len(status_rows), run_dir, why_cut) + "\n" + text
+        processes = int(plan.get("processes") or 1)
+        text = cut_banner(cut, len(status_rows), run_dir, why_cut, processes) + "\n" + text
     sides = [s["name"] for s in plan["sides"]]
     outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
     verdicts: List[str] = []
