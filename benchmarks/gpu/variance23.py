@@ -229,7 +229,14 @@ def main():
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
     p.add_argument("--reaggregate", action="store_true",
                    help="runs: rows made again from process_rows.jsonl by this checkout's process_stats")
+    p.add_argument("--prior-df", type=int, metavar="N",
+                   help="runs --reaggregate: the intervals with this prior weight on the stratum's variance "
+                        "(process_stats.PRIOR_DF) instead of the shipped one: width against coverage")
     args = p.parse_args()
+    if args.prior_df is not None:
+        import zlbench.results.process_stats as process_stats
+
+        process_stats.PRIOR_DF = args.prior_df
     if args.what == "runs":
         return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate)
     {"components": components, "runs": runs_report, "timeline": timeline}[args.what](args.run_dirs, args.json)
