@@ -120,12 +120,17 @@ def _run_rows(run: Path, reaggregate: bool):
         return _rows(run / "rows.jsonl")
     from zlbench.results.process_stats import aggregate
 
-    processes = json.loads((run / "plan.json").read_text()).get("processes") or 1
-    return aggregate(_rows(run / "process_rows.jsonl"), processes)
+    plan = run / "plan.json"  # the tenth session's raw results kept the process rows only
+    rows = _rows(run / "process_rows.jsonl")
+    processes = (json.loads(plan.read_text()).get("processes") if plan.exists() else
+                 len({r.get("round") for r in rows})) or 1
+    return aggregate(rows, processes)
 
 
-def runs_report(runs, as_json, graph_only=False, reaggregate=False):
-    """graph_only: leave out rows a refused capture timed directly (BENCHMARK_DIRECT_NO_CUDAGRAPH)."""
+def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of=None):
+    """graph_only: leave out rows a refused capture timed directly (BENCHMARK_DIRECT_NO_CUDAGRAPH).
+    intervals_of: the runs whose rows' intervals are judged per row (default all; e.g. the one run
+    that measured every process where the others were cut)."""
     data = {run.name: {_key(r): r for r in _run_rows(run, reaggregate) if r.get("status") == "ok" and r.get("latency")
                        and not (graph_only and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in (r.get("markers") or []))}
             for run in runs}
@@ -161,7 +166,16 @@ def runs_report(runs, as_json, graph_only=False, reaggregate=False):
             inside = all(data[a][k].get("latency_ci") and data[a][k]["latency_ci"][0] <= data[b][k]["latency"]
                          <= data[a][k]["latency_ci"][1] for a in names for b in names if a != b)
             coverage_rows.append(inside)
+    # Per row of a run (the issue's reading): its interval holds every other run's value.
+    judged = [n for n in names if not intervals_of or n in intervals_of]
+    per_run_row = [all(r["latency_ci"][0] <= data[b][k]["latency"] <= r["latency_ci"][1] for b in names if b != a)
+                   for a in judged for k, r in data[a].items()
+                   if r.get("latency_ci") and all(k in data[b] for b in names)]
+    w20_judged = [(r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"] for a in judged for r in data[a].values()
+                  if r.get("latency_ci") and r["latency"] >= 0.02]
     out = {
+        "rows_of_a_run_holding_every_other_run": (sum(per_run_row) / len(per_run_row)) if per_run_row else None,
+        "judged_runs": judged, "judged_width_ge20us_p90": _q(w20_judged, .9),
         "rows": len(data[names[0]]), "rows_with_ci": len(rows_with_ci),
         "coverage_by_pair": ok, "rows_covered_by_every_other_run": (sum(coverage_rows) / len(coverage_rows)) if coverage_rows else None,
         "width_p50": _q(widths, .5), "width_p90": _q(widths, .9),
@@ -175,6 +189,9 @@ def runs_report(runs, as_json, graph_only=False, reaggregate=False):
           f"{out['unstable_rows']}")
     print(f"coverage: rows whose every other run lies inside their interval: {_pct(out['rows_covered_by_every_other_run'])}; "
           f"by pair: {', '.join(f'{k} {_pct(v)}' for k, v in ok.items())}")
+    print(f"rows of {', '.join(judged)} whose interval holds every other run's value: "
+          f"{_pct(out['rows_of_a_run_holding_every_other_run'])}; their width, rows >= 20 us: p90 "
+          f"{_pct(out['judged_width_ge20us_p90'])}")
     print(f"width (hi-lo)/latency: p50 {_pct(out['width_p50'])} p90 {_pct(out['width_p90'])}; rows >= 20 us: "
           f"p50 {_pct(out['width_ge20us_p50'])} p90 {_pct(out['width_ge20us_p90'])}")
     for name in ("run_to_run_all", "run_to_run_ge5us"):
@@ -229,6 +246,8 @@ def main():
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
     p.add_argument("--reaggregate", action="store_true",
                    help="runs: rows made again from process_rows.jsonl by this checkout's process_stats")
+    p.add_argument("--intervals-of", action="append", metavar="RUN",
+                   help="runs: judge the intervals of this run's rows only (repeatable; default every run)")
     p.add_argument("--prior-df", type=int, metavar="N",
                    help="runs --reaggregate: the intervals with this prior weight on the stratum's variance "
                         "(process_stats.PRIOR_DF) instead of the shipped one: width against coverage")
@@ -238,7 +257,7 @@ def main():
 
         process_stats.PRIOR_DF = args.prior_df
     if args.what == "runs":
-        return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate)
+        return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of)
     {"components": components, "runs": runs_report, "timeline": timeline}[args.what](args.run_dirs, args.json)
 
 
