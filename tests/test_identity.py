@@ -100,3 +100,17 @@ def test_each_setting_is_stored_once_and_the_caliber_of_earlier_identities_is_ke
     assert identity_hash(earlier) == identity_hash(ident) == ident["identity_hash"]  # such a run resumes
     assert caliber_of(identity_of(cfg(timer={"repeat": 2}, autotune=True), tmp_path)) != caliber_of(ident)
     assert caliber_of(identity_of(cfg(timer={"repeat": 3}), tmp_path)) != caliber_of(ident)
+
+
+def test_the_shells_autotune_cache_setting_is_not_recorded_where_the_plan_sets_it(tmp_path):
+    # A plain run's processes tune afresh (TRITON_CACHE_AUTOTUNING=0 in each) whatever the shell
+    # says, so the shell's value must not tell two runs apart; one process keeps the shell's.
+    shell = {"TRITON_CACHE_AUTOTUNING": "1"}
+    three = cfg(timer={"processes": 3})
+    assert identity_of(three, tmp_path, shell)["identity_hash"] == identity_of(three, tmp_path)["identity_hash"]
+    assert "TRITON_CACHE_AUTOTUNING" not in identity_of(three, tmp_path, shell)["switch_env"]
+    one = cfg(timer={"processes": 1})
+    assert identity_of(one, tmp_path, shell)["switch_env"] == shell
+    # Named on purpose (identity.env): recorded.
+    named = cfg(timer={"processes": 3}, identity={"env": ["TRITON_CACHE_AUTOTUNING"]})
+    assert identity_of(named, tmp_path, shell)["switch_env"] == shell
