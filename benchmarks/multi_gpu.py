@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.run_phases import measuring_span, phases  # noqa: E402
-from zlbench.results.rundir import load_plan, load_rows, load_status, run_pinning_problems  # noqa: E402
+from zlbench.results.rundir import load_plan  # noqa: E402
+from zlbench.results.tables import load_rows, load_status, run_pinning_problems  # noqa: E402
 from zlbench.results.schema import shape_key  # noqa: E402
 
 

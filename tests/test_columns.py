@@ -81,7 +81,7 @@ NEW_COLUMN = textwrap.dedent("""
     # The one registry entry: a value FlagGems' harness reports in its result entries.
     C.ROW_COLUMNS += (C.Column("peak_mem_mb", C.FLOAT, "peak device memory of the op", "MB",
                                (C.ROWS_JSONL,), source=C.RESULT),)
-    from zlbench.results.rundir import collect
+    from zlbench.results.tables import collect
     collect(Path(sys.argv[1]))
 """)
 
@@ -97,7 +97,7 @@ def test_a_new_column_is_one_registry_entry_plus_its_producer(tmp_path):
     rows = [json.loads(line) for line in (run / "rows.jsonl").read_text().splitlines()]
     assert [r["peak_mem_mb"] for r in rows] == [512.0, 512.0] and list(rows[0])[-1] == "peak_mem_mb"
     # Without the entry the column is not written: the registry, not the corpus, decides.
-    from zlbench.results.rundir import collect
+    from zlbench.results.tables import collect
 
     assert "peak_mem_mb" not in collect(run)[0][0]
 
@@ -121,7 +121,7 @@ def test_rows_of_older_runs_read_whatever_columns_they_carry(tmp_path):
     assert [(r["latency"], r["processes"], r["latency_lo"]) for r in record["rows"]] == [(0.01, None, None),
                                                                                          (0.02, None, None)]
     assert all("retired_column" not in r for r in record["rows"])
-    from zlbench.results.rundir import load_rows, load_status
+    from zlbench.results.tables import load_rows, load_status
 
     text = render_summary(load_rows(run), load_status(run), "old run")
     line = next(l for l in text.splitlines() if l.startswith("| exp "))

@@ -177,7 +177,7 @@ def test_shard_size_splits_a_device_queue(tmp_path):
 
 
 def test_earlier_wall_times_balance_the_shards(tmp_path):
-    from zlbench.results.rundir import wall_times as earlier_costs
+    from zlbench.results.tables import wall_times as earlier_costs
 
     earlier = tmp_path / "earlier"
     earlier.mkdir()

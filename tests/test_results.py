@@ -129,7 +129,7 @@ def _fake_run(tmp_path, processes, result_fields=None):
 
 
 def test_rows_carry_the_measuring_process_gpu_and_pinning_is_checked(tmp_path):
-    from zlbench.results.rundir import PIN_WARNING, collect, pinning_problems, run_pinning_problems
+    from zlbench.results.tables import PIN_WARNING, collect, pinning_problems, run_pinning_problems
 
     rows, _ = collect(_fake_run(tmp_path / "good", ["0000:19:00", "0000:3b:00"]))
     assert {(r["device"], r["device_bus_id"], r["device_name"]) for r in rows} == {
@@ -151,7 +151,7 @@ HARNESS_FIELDS = {"tflops": 12.5, "utilization": 0.41, "accuracy": 1e-3, "compar
 
 
 def test_rows_keep_what_the_flaggems_harness_reports(tmp_path):
-    from zlbench.results.rundir import collect
+    from zlbench.results.tables import collect
 
     run = _fake_run(tmp_path / "run", ["", ""], HARNESS_FIELDS)
     collect(run)

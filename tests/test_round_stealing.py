@@ -143,16 +143,16 @@ def test_looking_for_rounds_to_take_reads_only_what_is_new(tmp_path, monkeypatch
     """A waiting taker polls next_round every POLL_S, and a taken round reads the rows before it:
     events and rows already seen are not folded again (a big corpus made each poll cost seconds
     of CPU on the host that times the other devices)."""
-    from zlbench.results import rundir
+    from zlbench.results import tables
 
     units = plan_units(tmp_path)
     for s in SIDES:
         ev.append(ev.events_path(tmp_path, f"d0.{s}.r0"), "end", node=N, status="ok")
     taker = RoundStealing(units, 1, SIDES, ROUNDS, tmp_path)
     folded, rows_made = [], []
-    done_nodes, unit_rows = ev.done_nodes, rundir.unit_rows
+    done_nodes, unit_rows = ev.done_nodes, tables.unit_rows
     monkeypatch.setattr(ev, "done_nodes", lambda events: folded.extend(list(events)) or done_nodes(events))
-    monkeypatch.setattr(rundir, "unit_rows", lambda u, events: rows_made.append(u) or unit_rows(u, events))
+    monkeypatch.setattr(tables, "unit_rows", lambda u, events: rows_made.append(u) or unit_rows(u, events))
     first = (taker.next_round(), taker.rows_before(3, [N]))
     assert folded and rows_made
     folded.clear(), rows_made.clear()

@@ -27,8 +27,9 @@ from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
-from zlbench.results.rundir import (IDENTITY_FILE, load_plan, resume_command, unfinished_nodes, wall_times,
-                              write_identity, write_placeholders, write_plan)
+from zlbench.results.rundir import (IDENTITY_FILE, load_plan, resume_command, unfinished_nodes, write_identity,
+                                    write_placeholders, write_plan)
+from zlbench.results.tables import wall_times
 from zlbench.config.schema import timer_settings
 from zlbench.config.validate import validate_config
 

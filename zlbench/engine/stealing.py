@@ -87,7 +87,7 @@ class RunEvents:
         return self._done[unit_id]
 
     def rows(self, unit: Mapping) -> List[dict]:
-        from zlbench.results.rundir import unit_rows
+        from zlbench.results.tables import unit_rows
 
         events = self.of(unit["unit_id"])
         seen, rows = self._rows.get(unit["unit_id"], (-1, []))

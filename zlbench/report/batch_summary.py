@@ -26,7 +26,8 @@ IDENTITY_FILE = "run_identity.json"
 def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dict], str]:
     """(rows, status rows, label) of a run dir or a result log."""
     from zlbench.results.flaggems_log import rows_from_log
-    from zlbench.results.rundir import PLAN_FILE, load_rows, load_status
+    from zlbench.results.rundir import PLAN_FILE
+    from zlbench.results.tables import load_rows, load_status
 
     if path.is_dir():
         if not (path / PLAN_FILE).exists() and not (path / "rows.jsonl").exists():
@@ -78,7 +79,7 @@ class Source:
 
     def artifacts(self) -> Mapping[str, Sequence[str]]:
         """The kernels this side compiled, per op (liveness): {} where unknown."""
-        from zlbench.results.rundir import load_artifacts
+        from zlbench.results.tables import load_artifacts
 
         if self.run_dir is None or self.side is None:
             return {}

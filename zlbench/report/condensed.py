@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, default=GITHUB_COMMENT_LIMIT, help="Markdown size limit (characters)")
     args = p.parse_args(argv)
     try:
-        from zlbench.results.rundir import load_rows
+        from zlbench.results.tables import load_rows
 
         run_dir, out = args.run_dir, args.out or args.run_dir
         if not (run_dir / "run_identity.json").is_file():

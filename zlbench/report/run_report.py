@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results.events import DEADLINE_REASON
-from zlbench.results.rundir import (add_process_facts, collect, load_artifacts, load_plan, read_identity,
-                              resume_command, run_pinning_problems, stopped_nodes)
+from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command
+from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
 

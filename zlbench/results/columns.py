@@ -3,7 +3,7 @@ what it means, where it goes), and read by everything that lists columns:
 
 - Row (results/records.py) is made from ROW_COLUMNS: its fields, their types and defaults;
   Row.from_result fills the columns whose `source` says where a measurement carries them;
-- rows.jsonl (results/rundir.py) writes the ROWS_JSONL columns, in this order;
+- rows.jsonl (results/tables.py) writes the ROWS_JSONL columns, in this order;
 - ab.csv and ab.json (report/ab.py) write the AB_CSV / AB_JSON columns of AB_COLUMNS, and ab.md's
   table (and report/condensed.py's) shows the AB_MD ones, headed by their labels;
 - summary.md (report/summary.py) reads the sampling facts (source FACTS);

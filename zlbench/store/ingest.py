@@ -170,7 +170,8 @@ def _device_name(identity: Mapping[str, Any], rows: List[dict]) -> Optional[str]
 
 def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     """Everything the store keeps of one run dir, read through the run-dir format's readers."""
-    from zlbench.results.rundir import load_rows, load_status, read_identity
+    from zlbench.results.rundir import read_identity
+    from zlbench.results.tables import load_rows, load_status
 
     run_dir = Path(run_dir).resolve()
     identity = read_identity(run_dir)
