@@ -263,3 +263,5 @@ def test_triton_autotune_picks_are_fresh_or_shared_as_flaggems_tuning_is(tmp_pat
     ab = {"name": "x", "var": "SWITCH", "values": [0, 1], "sides": ["off", "on"], "rounds": 2}
     assert autotune_env(ab={**ab, "respawn_every": 1}) == {"0"}
     assert autotune_env(ab={**ab, "respawn_every": 0}) == {None}
+    # One side of an axis (ab.side) runs round by round, its FlagGems picks kept across rounds.
+    assert autotune_env(ab={**ab, "respawn_every": 1, "side": "on"}) == {None}

@@ -370,13 +370,16 @@ def triton_autotune_cache(cfg: Mapping[str, Any]) -> Optional[str]:
     FlagGems' tuning cache does: "0" where every process tunes afresh (a plain run's processes; an
     A/B's side processes that respawn), "1" where a plain run's processes share their picks
     (timer.share_tuning: the first process to tune a kernel pins it for the rest). None: left as the
-    environment has it (one process; an A/B that never respawns). corpus.env names it to pin picks."""
+    environment has it (one process; an A/B run round by round, whose FlagGems cache every round
+    shares; one that never respawns). corpus.env names it to pin picks."""
     if is_plain(cfg):
         if passes_of(cfg) < 2:
             return None
         return "1" if cfg["timer"].get("share_tuning") else "0"
     ab = cfg.get("ab") or {}
-    node_level = str(ab.get("schedule", "node")) == "node" and str(ab.get("tuning", "separate")) != "replay"
+    # As node_schedule decides: both sides, node by node, not replaying side A's picks.
+    node_level = (not ab.get("side") and str(ab.get("schedule", "node")) == "node"
+                  and str(ab.get("tuning", "separate")) != "replay")
     return "0" if node_level and int(ab.get("respawn_every") or 0) else None
 
 
