@@ -159,6 +159,10 @@ def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resum
     md = (run / "ab.md").read_text()
     assert md.splitlines()[2].startswith("- **Run cut short**") and "of the 3 to 4 rounds planned" in md
     assert "inconclusive (cut)" in md and "A/B Run cut short" in err
+    # summary.md's banner: the cut pairs have rows from their earlier rounds, and says so.
+    banner = next(x for x in (run / "summary.md").read_text().splitlines() if x.startswith("> **Run cut short"))
+    assert "Run cut short** (interrupted)" in banner and "of 2 node-side pair(s) not measured in every round (" \
+        in banner and "in fewer: the A/B section says how many each row got)" in banner, banner
     # A resume (another time limit is not another caliber) runs what the cut left, to the maximum.
     done = run_zlbench(*args, f"resume={run}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -37,12 +37,22 @@ def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
     return [s for s in status_rows if s.get("resumable") or (s.get("reason") or "").startswith(DEADLINE_REASON)]
 
 
-def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "", processes: int = 1) -> str:
-    # A plain run's node cut in its later passes has rows from the processes that got to it.
-    partly = sum(1 for s in cut if s.get("rows")) if processes > 1 else 0
-    what = (f"not measured in all {processes} processes ({partly} in fewer: their rows are the median "
-            "over the processes that measured them, and `processes` says how many)") if partly else "not measured"
-    return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} node(s) {what}. "
+def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "", processes: int = 1,
+               sides: int = 0) -> str:
+    """The summary's first line for a cut run. A node cut in a plain run's later passes has rows from
+    the processes that got to it, one cut in an A/B's later rounds rows from its earlier rounds
+    (`sides`: the A/B's sides, whose status rows count a node once per side)."""
+    partly = sum(1 for s in cut if s.get("rows")) if processes > 1 or sides else 0
+    noun = "node-side pair(s)" if sides > 1 else "node(s)"
+    if not partly:
+        what = "not measured"
+    elif sides:
+        where = "the A/B section says how many each row got" if sides > 1 else "`round` on each row says which"
+        what = f"not measured in every round ({partly} in fewer: {where})"
+    else:
+        what = (f"not measured in all {processes} processes ({partly} in fewer: their rows are the median "
+                "over the processes that measured them, and `processes` says how many)")
+    return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} {noun} {what}. "
             f"Resume with `{resume_command(run_dir)}`.\n")
 
 
@@ -126,16 +136,17 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     warnings = run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
-    if cut:
-        processes = int(plan.get("processes") or 1)
-        text = cut_banner(cut, len(status_rows), run_dir, why_cut, processes) + "\n" + text
     sides = [s["name"] for s in plan["sides"]]
+    if cut:
+        ab_sides = len(sides) if identity["config"]["ab"]["name"] != "none" else 0
+        text = cut_banner(cut, len(status_rows), run_dir, why_cut, int(plan.get("processes") or 1),
+                          ab_sides) + "\n" + text
     outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
     verdicts: List[str] = []
     dead = False
     ab = identity["config"]["ab"]
     if len(sides) == 2:
-        caveat = [f"run cut short: {len(cut)} node(s) not measured on every round, so some rows have "
+        caveat = [f"run cut short: {len(cut)} node-side pair(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
         result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan, status_rows)
         text = result["markdown"] + "\n" + text
