@@ -41,7 +41,8 @@ def test_identity_records_what_the_run_found(tmp_path):
     assert ident["timer"] == {"name": "host", "repeat": 3, "warmup_ms": None, "rep_ms": None}
     assert ident["devices"] == [{"index": 0, "name": "dev0", "bus_id": "", "driver": ""}]
     assert "benchmark/test_fft.py::test_perf_fft" in ident["test_nodes"]
-    assert ident["switch_env"] == {"FLAGTREE_X": "1", "USE_FLAGTUNE": "0"}
+    # USE_FLAGTUNE: every process gets it from `autotune` (recorded above), not from the shell.
+    assert ident["switch_env"] == {"FLAGTREE_X": "1"}
     assert ident["versions"]["torch"] and ident["versions"]["zlbench"]
     assert ident["autotune"] == "0"
 
@@ -64,9 +65,11 @@ def test_switches_read_inside_compiled_libraries_and_named_ones_enter_the_hash(t
     assert identity_of(named, tmp_path)["identity_hash"] == base
     assert identity_of(named, tmp_path, {"MY_SWITCH": "1"})["switch_env"] == {"MY_SWITCH": "1"}
     assert identity_of(cfg(), tmp_path, {"MY_SWITCH": "1"})["switch_env"] == {}
-    # The A/B axis variable is always recorded.
+    # The A/B axis variable is recorded as each side sets it; the shell's value reaches no process.
     ab = {"name": "x", "var": "MY_AXIS", "values": [0, 1], "sides": ["off", "on"]}
-    assert identity_of(cfg(ab=ab), tmp_path, {"MY_AXIS": "0"})["switch_env"] == {"MY_AXIS": "0"}
+    with_shell = identity_of(cfg(ab=ab), tmp_path, {"MY_AXIS": "0"})
+    assert with_shell["switch_env"] == {} and with_shell["sides"] == {"off": {"MY_AXIS": "0"}, "on": {"MY_AXIS": "1"}}
+    assert with_shell["identity_hash"] == identity_of(cfg(ab=ab), tmp_path)["identity_hash"]
 
 
 def test_a_commit_comes_only_from_a_folder_that_is_its_own_git_top_level(tmp_path):
@@ -102,7 +105,7 @@ def test_each_setting_is_stored_once_and_the_caliber_of_earlier_identities_is_ke
     assert caliber_of(identity_of(cfg(timer={"repeat": 3}), tmp_path)) != caliber_of(ident)
 
 
-def test_the_shells_autotune_cache_setting_is_not_recorded_where_the_plan_sets_it(tmp_path):
+def test_the_shells_value_of_a_variable_every_process_gets_from_the_plan_is_not_recorded(tmp_path):
     # A plain run's processes tune afresh (TRITON_CACHE_AUTOTUNING=0 in each) whatever the shell
     # says, so the shell's value must not tell two runs apart; one process keeps the shell's.
     shell = {"TRITON_CACHE_AUTOTUNING": "1"}
@@ -111,6 +114,9 @@ def test_the_shells_autotune_cache_setting_is_not_recorded_where_the_plan_sets_i
     assert "TRITON_CACHE_AUTOTUNING" not in identity_of(three, tmp_path, shell)["switch_env"]
     one = cfg(timer={"processes": 1})
     assert identity_of(one, tmp_path, shell)["switch_env"] == shell
-    # Named on purpose (identity.env): recorded.
+    # Named (identity.env) or not, a value no process saw is not recorded; corpus.env's is, in the config.
     named = cfg(timer={"processes": 3}, identity={"env": ["TRITON_CACHE_AUTOTUNING"]})
-    assert identity_of(named, tmp_path, shell)["switch_env"] == shell
+    assert identity_of(named, tmp_path, shell)["switch_env"] == {}
+    pinned = cfg(timer={"processes": 1}, corpus=cfg()["corpus"] | {"env": {"FLAGTREE_X": "1"}})
+    ident = identity_of(pinned, tmp_path, {"FLAGTREE_X": "0"})
+    assert ident["switch_env"] == {} and ident["config"]["corpus"]["env"] == {"FLAGTREE_X": "1"}

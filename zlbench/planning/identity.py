@@ -18,7 +18,7 @@ from zlbench import __version__
 from zlbench._version_info import dist_version, git_commit, package_commit
 from zlbench.backends import DeviceBackend
 from zlbench.config.secrets import scrub
-from zlbench.planning.plan import Plan, triton_autotune_cache
+from zlbench.planning.plan import Plan
 from zlbench.results.identity_layout import hashed_layout
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
@@ -44,14 +44,15 @@ def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterab
             if k in listed or COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
 
 
-def recorded_switch_env(cfg: Mapping[str, Any], backend: DeviceBackend, environ: Mapping[str, str]) -> Dict[str, str]:
-    """switch_env, less what the plan sets in every process from the config (already recorded
-    there): the shell's TRITON_CACHE_AUTOTUNING where the run's processes tune afresh or share
-    picks by timer.share_tuning would tell two runs apart that measured alike."""
+def recorded_switch_env(cfg: Mapping[str, Any], plan: Plan, backend: DeviceBackend,
+                        environ: Mapping[str, str]) -> Dict[str, str]:
+    """switch_env, less the variables the plan sets in every benchmark process (corpus.env, the A/B
+    axis and ab.fixed, USE_FLAGTUNE, the caches, TRITON_CACHE_AUTOTUNING): their values are in the
+    identity already (the config, the sides), and the shell's value, which no process sees, would
+    tell two runs apart that measured alike."""
     env = switch_env(backend, environ, named_env(cfg))
-    if triton_autotune_cache(cfg) is not None and "TRITON_CACHE_AUTOTUNING" not in named_env(cfg):
-        env.pop("TRITON_CACHE_AUTOTUNING", None)
-    return env
+    everywhere = set.intersection(*(set(u.env) for u in plan.units)) if plan.units else set()
+    return {k: v for k, v in env.items() if k not in everywhere}
 
 
 def named_env(cfg: Mapping[str, Any]) -> List[str]:
@@ -98,7 +99,7 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
             "hydra-core": dist_version("hydra-core"),
             "submitit": dist_version("submitit"),
         },
-        "switch_env": recorded_switch_env(cfg, backend, environ),
+        "switch_env": recorded_switch_env(cfg, plan, backend, environ),
         "host": socket.gethostname(),
     }
     identity = scrub(identity)  # a URL's password (FLAGGEMS_DB_URL, identity.env=[...]) is recorded masked
