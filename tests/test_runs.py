@@ -99,6 +99,10 @@ def test_ctrl_c_on_the_main_process_stops_everything_and_writes_the_tables(tmp_p
     left = [n for n, (s, reason) in st.items() if "resume" in reason]
     assert left and all(st[n][0] == "crashed" for n in left)
     assert "Run cut short** (interrupted)" in (run / "summary.md").read_text()
+    # zlbench collect tells it as the run did (read back from the placeholders' reasons).
+    (run / "summary.md").unlink()
+    collected = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(run)], capture_output=True, text=True)
+    assert "Run cut short** (interrupted)" in (run / "summary.md").read_text(), collected.stderr[-2000:]
     # The printed resume line, as a user copies it, carries the run's overrides (a resume with other
     # settings would be refused as another caliber).
     printed = shlex.split(re.search(r"resume with `([^`]+)`", err).group(1))

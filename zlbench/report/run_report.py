@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results.events import DEADLINE_REASON
-from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command
+from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command, why_not_measured
 from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
@@ -138,6 +138,7 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
     sides = [s["name"] for s in plan["sides"]]
     if cut:
+        why_cut = why_cut or why_not_measured(s.get("reason") or "" for s in cut)  # zlbench collect
         ab_sides = len(sides) if identity["config"]["ab"]["name"] != "none" else 0
         text = cut_banner(cut, len(status_rows), run_dir, why_cut, int(plan.get("processes") or 1),
                           ab_sides) + "\n" + text

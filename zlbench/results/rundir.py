@@ -10,7 +10,7 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping, Optional
 
 from zlbench.errors import UsageError
 from zlbench.results import events as ev
@@ -174,10 +174,21 @@ def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None,
     return missing
 
 
+_NOT_MEASURED = "not measured "
+
+
+def why_not_measured(reasons: Iterable[str]) -> str:
+    """What ended the jobs (write_placeholders' `why`), read back from the placeholders' reasons, so
+    that `zlbench collect` says it as the run did; "" where none or several are given."""
+    whys = {r[len(_NOT_MEASURED) + 1:r.index("); resume")] for r in reasons
+            if r.startswith(_NOT_MEASURED + "(") and "); resume" in r}
+    return whys.pop() if len(whys) == 1 else ""
+
+
 def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]], why: str = "") -> None:
     """Resumable ends for nodes whose job ended from outside: reported, never dropped, and measured
     by resume=RUN_DIR (they were not at fault). `why`: what ended the jobs, when known."""
-    reason = f"not measured ({why}); resume to measure it" if why else NOT_RUN
+    reason = f"{_NOT_MEASURED}({why}); resume to measure it" if why else NOT_RUN
     for unit_id, nodes in missing.items():
         path = ev.events_path(run_dir, unit_id)
         path.parent.mkdir(parents=True, exist_ok=True)
