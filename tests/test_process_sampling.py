@@ -2,6 +2,7 @@
 independent benchmark processes and reports each row's median with a process-level interval; an A/B
 runs each round in a fresh pair of side processes (zlbench/results/process_stats.py, planning/plan.py)."""
 
+import csv
 import json
 import math
 import random
@@ -236,6 +237,12 @@ def test_a_process_started_ahead_of_a_cut_pass_is_stopped_and_its_nodes_are_resu
     assert "Run cut short" in banner and "4 of 4 node(s)" in banner
     assert (f"not measured in all 3 processes ({len(partly)} in fewer" in banner) if partly else \
         "node(s) not measured. Resume" in banner
+    # ops_status.csv says so per node, beside the reason the later passes did not measure it.
+    with open(res.run_dir / "ops_status.csv") as f:
+        reasons = {r["test_node"]: r["reason"] for r in csv.DictReader(f)}
+    assert len(reasons) == 4
+    for node, reason in reasons.items():
+        assert reason.startswith("measured in 1 of 3 processes; not in the others: ") == (node in partly), reason
 
     def of_the_run(proc):  # a benchmark process runs in its unit's dir
         try:

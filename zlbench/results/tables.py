@@ -117,10 +117,18 @@ class _Collector:
         rows_per = Counter(key for key, *_ in {
             ((ev.base_node(r["node"] or ""), r["side"]), r.get("op"), r.get("dtype"), r.get("shape"),
              None if per_process else r.get("round"), None if per_process else id(r)) for r in self.rows})
+        processes = int(self.plan.get("processes") or 1)
+        measured_in: Dict[Tuple[str, str], set] = {}  # a plain run's node -> the processes with rows of it
+        for r in self.rows:
+            if per_process and r.get("latency"):
+                measured_in.setdefault((ev.base_node(r["node"] or ""), r["side"]), set()).add(r.get("round"))
         node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
         for key, st in self.nodes.items():
             st.update(op=st["op"] or node_ops.get(key[0], key[0]), rows=rows_per.get(key, 0),
                       backend=self.plan["backend"], timer=self.plan["timer"])
+            got = len(measured_in.get(key, ()))
+            if st["status"] != "ok" and 0 < got < processes:  # its status and reason are the others'
+                st["reason"] = f"measured in {got} of {processes} processes; not in the others: {st['reason']}"
             if st["rows"] == 0:
                 self.rows.append(Row(op=st["op"], status=st["status"], reason=st["reason"], side=st["side"],
                                      node=key[0], device=st["device"], timer_used=None).to_dict())
