@@ -17,7 +17,10 @@ from zlbench.report.summary import contention_warning, render_summary
 
 log = logging.getLogger("zlbench")
 
-DEFAULT_FAIL_ON = ("failed", "crashed", "timeout", "poisoned", "fatal")
+# A node's runs that measured nothing through its own or its process' fault (not a cut run's).
+FAILED_STATUSES = ("failed", "crashed", "timeout", "poisoned", "fatal")
+# fail_on where a run dir's config does not say (conf/config.yaml's default is the same).
+DEFAULT_FAIL_ON = FAILED_STATUSES
 
 
 def run_title(identity: Mapping[str, Any], run_dir: Path) -> str:
@@ -26,10 +29,6 @@ def run_title(identity: Mapping[str, Any], run_dir: Path) -> str:
     devices = ", ".join(d.get("name", "") for d in identity.get("devices", [])[:1])
     return (f"zlbench run {identity.get('created', run_dir.name)}: {corpus} on {backend}"
             f"{f' ({devices})' if devices else ''}, timer {identity.get('timer', {}).get('name', '?')}")
-
-
-# A node's runs that measured nothing through its own or its process' fault (not a cut run's).
-FAILED_STATUSES = ("failed", "crashed", "timeout", "poisoned", "fatal")
 
 
 def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
