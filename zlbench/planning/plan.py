@@ -212,12 +212,13 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     sides = sides_of(cfg.get("ab") or {})
     rounds = passes_of(cfg)
     argv = pytest_command(python, corpus, plugins, corpus_args(cfg, timer, sorted(corpus.shape_names())))
-    make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0],
-                             {n.nodeid: list(n.only_marks) for n in nodes if n.only_marks})
-    assignment = balance(nodes, devices, costs or {})
     ab = cfg.get("ab") or {}
     notes = multi_file_notes(corpus, cfg.get("ops") or [], nodes)
     schedule = node_schedule(ab, sides, rounds, notes)
+    make_unit = _UnitFactory(cfg, backend, timer, corpus, run_dir, argv, sides[0],
+                             {n.nodeid: list(n.only_marks) for n in nodes if n.only_marks},
+                             triton_autotune_cache(cfg, schedule))
+    assignment = balance(nodes, devices, costs or {})
     if schedule:
         schedule["devices"] = len(devices)
     # A node-level A/B runs a device's nodes in its resident processes: no shards.
@@ -318,16 +319,18 @@ class _UnitFactory:
     """Builds the work units of one plan: what they share is fixed once, here."""
 
     def __init__(self, cfg: Mapping[str, Any], backend: DeviceBackend, timer: str, corpus: Corpus,
-                 run_dir: Path, argv: List[str], first_side: Side, only_marks: Dict[str, List[str]]):
+                 run_dir: Path, argv: List[str], first_side: Side, only_marks: Dict[str, List[str]],
+                 autotune_cache: Optional[str]):
         self.cfg, self.backend, self.timer, self.corpus = cfg, backend, timer, corpus
         self.run_dir, self.argv, self.first_side, self.only_marks = run_dir, argv, first_side, only_marks
+        self.autotune_cache = autotune_cache
         self.pythonpath = ":".join([str(corpus.root)] + [str(corpus.root / p)
                                                          for p in cfg["corpus"].get("pythonpath") or []])
 
     def __call__(self, side: Side, r: int, dev: DeviceInfo, k: int, nodes: List[str]) -> WorkUnit:
         cfg, launcher = self.cfg, self.cfg["launcher"]
         unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
-        env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side, r)
+        env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side, r, self.autotune_cache)
         env["PYTHONPATH"] = self.pythonpath
         argv = list(self.argv)
         if r and not is_plain(cfg) and len(self.cfg["ab"].get("sides") or []) == 2 and not cfg["ab"].get("side"):
@@ -364,27 +367,25 @@ def device_lock_key(backend: DeviceBackend, device: DeviceInfo, launcher: Mappin
     return f"{backend.name}-{device.bus_id or device.index}" if wanted else None
 
 
-def triton_autotune_cache(cfg: Mapping[str, Any]) -> Optional[str]:
+def triton_autotune_cache(cfg: Mapping[str, Any], schedule: Optional[Mapping[str, Any]]) -> Optional[str]:
     """TRITON_CACHE_AUTOTUNING for a run's benchmark processes, so that Triton's own autotuner
     (`triton.autotune`, which keeps its picks in the Triton cache dir when this is on) follows what
-    FlagGems' tuning cache does: "0" where every process tunes afresh (a plain run's processes; an
-    A/B's side processes that respawn), "1" where a plain run's processes share their picks
-    (timer.share_tuning: the first process to tune a kernel pins it for the rest). None: left as the
-    environment has it (one process; an A/B run round by round, whose FlagGems cache every round
-    shares; one that never respawns). corpus.env names it to pin picks."""
+    FlagGems' tuning cache does: "0" where every process tunes afresh (a plain run's processes; the
+    side processes of a node-level A/B (`schedule`, node_schedule's) that respawn), "1" where a
+    plain run's processes share their picks (timer.share_tuning: the first process to tune a kernel
+    pins it for the rest). None: left as the environment has it (one process; an A/B run round by
+    round, whose FlagGems cache every round shares; one that never respawns). corpus.env names it
+    to pin picks."""
     if is_plain(cfg):
         if passes_of(cfg) < 2:
             return None
         return "1" if cfg["timer"].get("share_tuning") else "0"
-    ab = cfg.get("ab") or {}
-    # As node_schedule decides: both sides, node by node, not replaying side A's picks.
-    node_level = (not ab.get("side") and str(ab.get("schedule", "node")) == "node"
-                  and str(ab.get("tuning", "separate")) != "replay")
-    return "0" if node_level and int(ab.get("respawn_every") or 0) else None
+    return "0" if schedule and schedule.get("respawn_every") else None
 
 
 def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, side: Side,
-             run_dir: Path, first_side: Optional[Side] = None, round_: int = 0) -> Dict[str, str]:
+             run_dir: Path, first_side: Optional[Side] = None, round_: int = 0,
+             autotune_cache: Optional[str] = None) -> Dict[str, str]:
     env: Dict[str, str] = {}
     env.update({str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()})
     env.update(backend.visibility([device.index]))
@@ -404,7 +405,6 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         # so a shared cache would pin the first process' picks for all and hide them from the
         # interval (Triton's kernel cache, code only, stays shared).
         env["FLAGGEMS_CACHE_DIR"] = str(run_dir / "cache" / f"side{side.index}" / f"flaggems.p{round_}")
-    autotune_cache = triton_autotune_cache(cfg)
     if autotune_cache is not None and "TRITON_CACHE_AUTOTUNING" not in env:  # corpus.env pins picks
         env["TRITON_CACHE_AUTOTUNING"] = autotune_cache
     env.update(side.env)
