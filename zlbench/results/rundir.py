@@ -174,21 +174,22 @@ def unfinished_nodes(run_dir: Path, plan: Optional[Mapping] = None,
     return missing
 
 
-_NOT_MEASURED = "not measured "
+# A placeholder's reason where what ended the jobs is known (write_placeholders' `why`).
+_NOT_MEASURED_BECAUSE = "not measured ({}); resume to measure it"
 
 
 def why_not_measured(reasons: Iterable[str]) -> str:
-    """What ended the jobs (write_placeholders' `why`), read back from the placeholders' reasons, so
-    that `zlbench collect` says it as the run did; "" where none or several are given."""
-    whys = {r[len(_NOT_MEASURED) + 1:r.index("); resume")] for r in reasons
-            if r.startswith(_NOT_MEASURED + "(") and "); resume" in r}
+    """What ended the jobs, read back from the placeholders' reasons, so that `zlbench collect`
+    says it as the run did; "" where none or several are given."""
+    head, tail = _NOT_MEASURED_BECAUSE.split("{}")
+    whys = {r[len(head):-len(tail)] for r in reasons if r.startswith(head) and r.endswith(tail)}
     return whys.pop() if len(whys) == 1 else ""
 
 
 def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]], why: str = "") -> None:
     """Resumable ends for nodes whose job ended from outside: reported, never dropped, and measured
     by resume=RUN_DIR (they were not at fault). `why`: what ended the jobs, when known."""
-    reason = f"{_NOT_MEASURED}({why}); resume to measure it" if why else NOT_RUN
+    reason = _NOT_MEASURED_BECAUSE.format(why) if why else NOT_RUN
     for unit_id, nodes in missing.items():
         path = ev.events_path(run_dir, unit_id)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -113,14 +113,14 @@ class _Collector:
     def status_rows(self) -> List[dict]:
         """Per node and side, with a row for every node that produced none: nothing goes missing."""
         # A plain run's processes measure the same rows again: a node's rows count once.
-        per_process = (self.plan.get("processes") or 1) > 1
+        processes = int(self.plan.get("processes") or 1)
+        per_process = processes > 1
         rows_per = Counter(key for key, *_ in {
             ((ev.base_node(r["node"] or ""), r["side"]), r.get("op"), r.get("dtype"), r.get("shape"),
              None if per_process else r.get("round"), None if per_process else id(r)) for r in self.rows})
-        processes = int(self.plan.get("processes") or 1)
         measured_in: Dict[Tuple[str, str], set] = {}  # a plain run's node -> the processes with rows of it
-        for r in self.rows:
-            if per_process and r.get("latency"):
+        for r in self.rows if per_process else ():
+            if r.get("latency"):
                 measured_in.setdefault((ev.base_node(r["node"] or ""), r["side"]), set()).add(r.get("round"))
         node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
         for key, st in self.nodes.items():
