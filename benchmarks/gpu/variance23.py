@@ -127,6 +127,11 @@ def _run_rows(run: Path, reaggregate: bool):
     return aggregate(rows, processes)
 
 
+def _width(row) -> float:
+    """A row's interval width relative to its latency: (hi - lo) / latency."""
+    return (row["latency_ci"][1] - row["latency_ci"][0]) / row["latency"]
+
+
 def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of=None):
     """graph_only: leave out rows a refused capture timed directly (BENCHMARK_DIRECT_NO_CUDAGRAPH).
     intervals_of: the runs whose rows' intervals are judged per row (default all; e.g. the one run
@@ -139,7 +144,7 @@ def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of
     for a in names:
         for r in data[a].values():
             if r.get("latency_ci"):
-                w = (r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"]
+                w = _width(r)
                 widths.append(w)
                 if r["latency"] >= 0.02:
                     widths20.append(w)
@@ -171,7 +176,7 @@ def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of
     per_run_row = [all(r["latency_ci"][0] <= data[b][k]["latency"] <= r["latency_ci"][1] for b in names if b != a)
                    for a in judged for k, r in data[a].items()
                    if r.get("latency_ci") and all(k in data[b] for b in names)]
-    w20_judged = [(r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"] for a in judged for r in data[a].values()
+    w20_judged = [_width(r) for a in judged for r in data[a].values()
                   if r.get("latency_ci") and r["latency"] >= 0.02]
     out = {
         "rows_of_a_run_holding_every_other_run": (sum(per_run_row) / len(per_run_row)) if per_run_row else None,
