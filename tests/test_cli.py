@@ -124,7 +124,8 @@ def test_unknown_keys_are_refused_before_hydra_with_the_valid_ones(arg, needle):
 @pytest.mark.parametrize("argv", [
     ["launcher=slurm", "launcher.partition=gpu", "+corpus.env.X=1", "ab=env", "ab.var=X", "ab.fixed={A: 1}"],
     ["-m", "launcher=local,slurm", "launcher.wait=false"],  # a sweep over launchers: any of theirs
-    ["hydra.run.dir=x", "hydra/job_logging=disabled", "~corpus.env.X"],  # Hydra's own; a free dict's key
+    # Hydra's own; a free dict's key (deleted once set: a delete of an entry not set is refused)
+    ["hydra.run.dir=x", "hydra/job_logging=disabled", "+corpus.env.X=1", "~corpus.env.X"],
 ])
 def test_known_keys_hydras_own_and_free_dict_keys_pass(argv):
     normalize_argv(argv, {})

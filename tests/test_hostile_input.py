@@ -49,6 +49,12 @@ def files_under(path):
     (["~timer.repeat"], "zlbench: error: ~timer.repeat: a setting cannot be deleted, only set (every setting has "
                         "a value). Fix: drop ~timer.repeat, or timer.repeat=1 for its default."),
     (["~timer.foo"], "zlbench: error: timer.foo is not a zlbench setting. The settings of timer are: "),
+    # A free dict's entry that is not set (Hydra: "Could not delete ... does not exist", no fix).
+    (["~corpus.env.FOO"], ("zlbench: error: ~corpus.env.FOO: corpus.env.FOO is not set (corpus.env is empty), so "
+                           "there is nothing to delete. Fix: drop ~corpus.env.FOO.")),
+    (["ab=musa_rlc", "~ab.fixed.FOO"], ("zlbench: error: ~ab.fixed.FOO: ab.fixed.FOO is not set (ab.fixed holds "
+                                        "FLAGTREE_MUSA_RLC_PHASE_MASK), so there is nothing to delete. Fix: drop "
+                                        "~ab.fixed.FOO.")),
     # Two sides of one name shared their unit dirs and logs, merged into one side.
     (["ab=demo_fused_softmax", "ab.sides=[x,x]", "ops=[softmax]"],
      "zlbench: error: ab.sides=[x,x]: the two sides need two names. Fix: ab.sides=[off,on]."),
@@ -83,6 +89,16 @@ def test_a_dry_run_leaves_no_dated_folder(tmp_path):
     res = zlbench("dry_run=true", "ops=[exp]", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("args,entry", [
+    (["+corpus.env.ZL_TEST_X=1", "~corpus.env.ZL_TEST_X"], "ZL_TEST_X"),  # set by an earlier override
+    (["ab=musa_rlc", "~ab.fixed.FLAGTREE_MUSA_RLC_PHASE_MASK"], "FLAGTREE_MUSA_RLC_PHASE_MASK"),  # by its group
+])
+def test_a_delete_of_an_entry_that_is_set_deletes_it(tmp_path, args, entry):
+    res = zlbench(*args, "dry_run=true", "ops=[exp]", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "nodes (" in res.stdout and entry not in res.stdout + res.stderr
 
 
 def test_a_dry_run_sweep_leaves_no_sweep_folder(tmp_path):

@@ -8,9 +8,9 @@ import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.backends import canonical_name
-from zlbench.config.keys import REMOVED, key_problem
+from zlbench.config.keys import FREE, REMOVED, key_problem, settings
+from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES, conf_dir, register_schemas
 from zlbench.config.secrets import has_password
-from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES
 from zlbench.config.validate import field_default, spell
 from zlbench.config.value_types import field_of, type_problem
 from zlbench.errors import UsageError
@@ -124,6 +124,53 @@ def _deletion_problem(name: str, launchers: Sequence[str]) -> Optional[str]:
             f"Fix: drop ~{name}, or {name}={spell(field_default(found[1]))} for its default.")
 
 
+def _free_dict(name: str, launchers: Sequence[str]) -> str | None:
+    """The free dict (corpus.env, ab.fixed, ...) that `name` is an entry of, or None."""
+    parts, node = name.split("."), settings(launchers)
+    for i, part in enumerate(parts):
+        if node == FREE:
+            return ".".join(parts[:i])
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return None
+
+
+def _missing_entries(overrides: Sequence[str], launchers: Sequence[str]) -> list[str]:
+    """`~corpus.env.X` where the composed config has no X: only Hydra's composition knows a free dict's
+    entries (a config group or an earlier override sets them), so it composes here, and its "Could not
+    delete ... does not exist" (no fix) becomes a line with the dict's entries and the fix."""
+    deletes = {override_key(a): d for a in overrides
+               if a.startswith("~") and (d := _free_dict(override_key(a), launchers))}
+    if not deletes:
+        return []
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    register_schemas()
+    groups = {p.name for p in conf_dir().iterdir() if p.is_dir()}
+    rest, problems = list(overrides), []
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        while True:
+            try:
+                compose("config", overrides=rest)
+                return problems
+            except Exception as e:  # noqa: BLE001 (a sweep, a bad value: Hydra says why, as before)
+                name = next((n for n in deletes if str(e) == f"Could not delete from config. '{n}' does not exist."),
+                            None)
+            if name is None:
+                return problems
+            i = next(j for j, a in enumerate(rest) if a.startswith("~") and override_key(a) == name)
+            try:  # the dict where the delete comes: groups apply first, values in order
+                cfg = compose("config", overrides=rest[:i] + [a for a in rest[i + 1:] if override_key(a) in groups])
+                held = sorted(OmegaConf.select(cfg, deletes[name]) or {})
+                what = f" ({deletes[name]} holds {', '.join(held)})" if held else f" ({deletes[name]} is empty)"
+            except Exception:  # noqa: BLE001
+                what = ""
+            problems.append(f"~{name}: {name} is not set{what}, so there is nothing to delete. Fix: drop ~{name}.")
+            del rest[i]
+
+
 def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
     """Refuse, before Hydra composes anything, what Hydra would take or answer with the wrong advice:
     unknown keys at any level (Hydra suggests `+key=`, which would then run), both gpus= and
@@ -146,6 +193,7 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
                             "(.hydra/, run_identity.json) and the results store. Fix: give the URL without it "
                             "and keep the password in ~/.pgpass or a libpq service file, or export "
                             "ZLBENCH_STORE_URL=<the URL> (read at run time, written nowhere).")
+    problems += _missing_entries(overrides, launchers)
     # The axis: a config group (ab=<name>) or one named on the command line (ab.name=x ab.var=X).
     axis = next((a.split("=", 1)[1] for a in reversed(overrides) if override_key(a) in ("ab", "ab.name")), "none")
     ab_keys = sorted(k for k in cli_keys if k.startswith("ab.") and k != "ab.name")
