@@ -180,6 +180,17 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
     assert sum(len(rec["result"]) for rec in logged) == len(rows)
 
 
+def test_cases_whose_shapes_read_alike_stay_rows_of_their_own_over_processes(run_zlbench, faulty_corpus):
+    # FlagGems' bincount: one shape detail, several cases (class counts). Merged by key, they read as
+    # one row of twice the processes, "unstable", its median between the cases.
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", "ops=[cases]",
+                      "store.url=none", "timer.processes=2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    assert [(r["shape"], r["latency"], r["processes"]) for r in rows] == [("[[64]]", 0.5, 2), ("[[64]] #2", 4.0, 2)]
+    assert not [r for r in rows if "BENCHMARK_PROCESS_UNSTABLE" in r["markers"]]
+
+
 def _unit_events(run_dir):
     plan = json.loads((run_dir / "plan.json").read_text())
     return [(u, [json.loads(x) for x in (run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines()])

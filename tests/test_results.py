@@ -10,6 +10,7 @@ from zlbench.errors import UsageError
 from zlbench.plugins import _runtime
 from zlbench.plugins.record import _markers_for_results
 from zlbench.results.flaggems_log import rows_from_log
+from zlbench.results.tables import side_log
 
 RECORD = {"op_name": "exp", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": [
     {"legacy_shape": [64], "shape_detail": [[64]], "latency_base": 0.01, "latency": 0.02, "speedup": 0.5,
@@ -204,3 +205,23 @@ def test_a_row_logged_again_is_its_next_round_and_a_lost_round_is_listed(tmp_pat
     assert batch_summary([str(a), "--ab", str(b)]) == 0
     out = capsys.readouterr().out
     assert "## Rounds dropped inside rows" in out and "round 1: missing on side B" in out
+
+
+def test_cases_whose_shapes_read_alike_are_rows_of_their_own_in_every_round(tmp_path):
+    # FlagGems' bincount yields three class counts per shape: one shape detail, three cases. Within a
+    # record the n-th such case is `<shape> #n`; a record logged again is the next round of each.
+    cases = {**RECORD, "result": [RECORD["result"][0], {**RECORD["result"][0], "latency": 0.09},
+                                  {**RECORD["result"][0], "latency": 0.5}, RECORD["result"][1]]}
+    log = write_log(tmp_path / "result_a.log", [
+        fallback_warning("exp", "torch.float16", [[64]], "capture refused"),
+        "[INFO] " + json.dumps(cases), "[INFO] " + json.dumps(cases)])
+    rows = rows_from_log(log)
+    assert [(r["shape"], r["round"], r["latency"]) for r in rows] == [
+        ("[[64]]", 0, 0.02), ("[[64]] #2", 0, 0.09), ("[[64]] #3", 0, 0.5), ("[[128]]", 0, 0.02),
+        ("[[64]]", 1, 0.02), ("[[64]] #2", 1, 0.09), ("[[64]] #3", 1, 0.5), ("[[128]]", 1, 0.02)]
+    # The marker line names the shape alone: every case of it is marked.
+    assert [r["markers"] for r in rows[:4]] == [["BENCHMARK_DIRECT_NO_CUDAGRAPH"]] * 3 + [[]]
+    # Written back as one side's FlagGems log (the cases in their order), they read back the same.
+    again = rows_from_log(write_log(tmp_path / "side.log", side_log(rows).splitlines()[1:]))
+    assert [r["shape"] for r in again] == [r["shape"] for r in rows[:4]]
+    assert [r["latency"] for r in again] == pytest.approx([r["latency"] for r in rows[:4]])

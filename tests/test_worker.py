@@ -30,7 +30,11 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     assert st["after"]["status"] == "ok" and st["after"]["rows"] == "2"  # ran after all the faults
     assert st["broken"]["status"] == "failed" and "collection error" in st["broken"]["reason"]
     assert "this_module_does_not_exist" in st["broken"]["reason"]
+    # FlagGems refusing a test whose dtypes lack one the run asks for: not applicable, not failed.
+    assert st["int_only"]["status"] == "skipped" and "has no float16 case" in st["int_only"]["reason"]
     rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    # Two cases whose shape details read alike: two rows (test_process_sampling: over processes too).
+    assert [(r["shape"], r["latency"]) for r in rows if r["op"] == "cases"] == [("[[64]]", 0.5), ("[[64]] #2", 4.0)]
     hang_rows = [r for r in rows if r["op"] == "hang"]
     assert hang_rows and hang_rows[0]["status"] == "timeout"  # a status, never a missing row
     ends = [json.loads(e)["node"] for p in (res.run_dir / "units").glob("*/events.jsonl")

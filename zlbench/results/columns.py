@@ -74,7 +74,8 @@ _RETIRING = " (older runs; its producer is being retired: null in newer rows)"
 ROW_COLUMNS: Tuple[Column, ...] = (
     _row("op", STR, "operator id (the test's first non-builtin mark)", store=True, required=True, length=255),
     _row("dtype", STR, "dtype as the corpus names it (torch.float16)", store=True, length=64),
-    _row("shape", STR, "canonical JSON of the shape detail: the pairing key across runs", store=True),
+    _row("shape", STR, "canonical JSON of the shape detail: the pairing key across runs (the n-th case "
+         "of a record whose shapes read alike: `<shape> #n`)", store=True),
     _row("legacy_shape", JSON, "the corpus' own shape value", store=True, source=RESULT),
     _row("latency_base", FLOAT, "the baseline's (torch) latency", "ms", store=True, source=RESULT),
     _row("latency", FLOAT, "the alternative's (e.g. FlagGems) latency; over processes: their median", "ms",

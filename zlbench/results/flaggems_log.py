@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from zlbench.errors import UsageError
 from zlbench.results import columns as C
 from zlbench.results.records import Row
-from zlbench.results.schema import shape_key
+from zlbench.results.schema import base_shape, shape_key
 
 # The shape is JSON with spaces ("[[64, 64]]"): it runs up to " reason=" or the end of the line.
 WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(?P<op>\S+) dtype=(?P<dtype>\S+) "
@@ -101,8 +101,7 @@ def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]
     warning applies to every round of its row: a line does not say which record it belongs to, and
     over-marking a fallback is better than losing one."""
     markers: Dict[MarkerKey, List[Tuple[str, Optional[str]]]] = defaultdict(list)
-    rows = [Row.from_result(rec, res).to_dict() for rec in scan(path, skipped, markers)
-            for res in rec.get("result") or []]
+    rows = [row.to_dict() for rec in scan(path, skipped, markers) for row in Row.from_record(rec)]
     if not rows:
         raise UsageError(
             f"{path} holds no `[INFO] {{json}}` result records. Fix: pass a run dir, a zlbench "
@@ -112,6 +111,7 @@ def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]
     for r in rows:
         key = (str(r["op"]), str(r["dtype"]), str(r["shape"]))
         r["round"], seen[key] = seen[key], seen[key] + 1
-        if key in markers:
-            _with_markers(r, markers[key])
+        found = markers.get((key[0], key[1], base_shape(key[2])))
+        if found:  # a case key's marker line names the shape alone: it marks every case of it
+            _with_markers(r, found)
     return rows

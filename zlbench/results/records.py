@@ -7,11 +7,12 @@ malformed row fails where it is read, with its field."""
 from __future__ import annotations
 
 from dataclasses import asdict, field, fields, make_dataclass
-from typing import Any, Dict, List, Mapping, Optional
+from collections import Counter
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.errors import UsageError
 from zlbench.results import columns as C
-from zlbench.results.schema import STATUSES, shape_key
+from zlbench.results.schema import STATUSES, case_key, shape_key
 
 
 def from_dict_checked(cls, data: Mapping[str, Any], what: str):
@@ -63,6 +64,23 @@ def _from_result(cls, record: Mapping[str, Any], result: Mapping[str, Any],
         timing_base=dict(timing["facts_base"]) if timing.get("facts_base") else None, **where)
 
 
+def _from_record(cls, record: Mapping[str, Any], timings: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
+                 **where: Any) -> List["Row"]:
+    """The rows of one corpus record, in its order (with `timings`, the timing facts zlbench's
+    plugin noted per result entry: only entries with one become rows). Cases whose shape details
+    read alike get case keys (zlbench/results/schema.py case_key): never merged into one row."""
+    results = record.get("result") or []
+    pairs = zip(results, timings) if timings is not None else ((res, None) for res in results)
+    seen: Counter = Counter()
+    rows = []
+    for res, timing in pairs:
+        row = cls.from_result(record, res, timing, **where)
+        seen[row.shape] += 1
+        row.shape = case_key(row.shape, seen[row.shape])
+        rows.append(row)
+    return rows
+
+
 def _to_dict(self) -> Dict[str, Any]:
     return asdict(self)
 
@@ -73,7 +91,7 @@ Row = make_dataclass("Row", [_row_field(c) for c in C.ROW_COLUMNS], namespace={
     "__doc__": "One measured (op, dtype, shape) of one side and round, or a node's status where it gave none "
                "(fields: zlbench/results/columns.py ROW_COLUMNS).",
     "__module__": __name__, "__post_init__": _check_status, "from_result": classmethod(_from_result),
-    "to_dict": _to_dict})
+    "from_record": classmethod(_from_record), "to_dict": _to_dict})
 
 
 ROW_FIELDS = list(C.names(C.ROW_COLUMNS, C.ROWS_JSONL))  # what rows.jsonl holds, in its order

@@ -1,5 +1,6 @@
 """The row vocabulary every writer and reader agrees on: row and status fields, statuses, markers."""
 
+import re
 from typing import Optional
 
 OPS_STATUS_FIELDS = [
@@ -41,3 +42,20 @@ def shape_key(shape) -> str:
     import json
 
     return json.dumps(shape, separators=(",", ":"), sort_keys=True)
+
+
+# A corpus may yield several cases of one op and dtype whose shape details read alike (FlagGems'
+# bincount: one shape, three class counts that only the values show). Within a record, the n-th
+# such case is keyed `<shape> #n` (n >= 2), so that cases are never taken for repeats of one row;
+# a record's cases come in the corpus' own order, the same in every process and run.
+_CASE = re.compile(r" #(\d+)$")
+
+
+def case_key(shape: str, n: int) -> str:
+    """The key of the n-th case (1-based) of a record whose shape key is `shape`."""
+    return shape if n <= 1 else f"{shape} #{n}"
+
+
+def base_shape(key: str) -> str:
+    """The shape key without its case number: the canonical JSON of the shape detail."""
+    return _CASE.sub("", key)

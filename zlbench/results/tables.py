@@ -24,7 +24,7 @@ from zlbench.results.process_stats import aggregate
 from zlbench.results.records import ROW_FIELDS, Row
 from zlbench.results.rundir import (PROCESS_ROWS_FILE, atomic_write, load_plan, measured_nodes,
                                     unfinished_nodes)
-from zlbench.results.schema import OPS_STATUS_FIELDS, SEVERITY
+from zlbench.results.schema import OPS_STATUS_FIELDS, SEVERITY, base_shape
 
 # Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
@@ -74,9 +74,9 @@ class _Collector:
                         "device_bus_id": facts.get("device_bus_id", "")}
             elif kind == "record":
                 pending.setdefault(ev.base_node(e.get("node") or ""), []).extend(
-                    Row.from_result(e["payload"], res, timing, side=unit["side"], round=unit["round"],
-                                    device=dev, node=e.get("node"), unit=unit["unit_id"], **seen).to_dict()
-                    for res, timing in zip(e["payload"].get("result") or [], e.get("timing") or []))
+                    row.to_dict() for row in Row.from_record(
+                        e["payload"], e.get("timing") or [], side=unit["side"], round=unit["round"],
+                        device=dev, node=e.get("node"), unit=unit["unit_id"], **seen))
             elif kind == "retry":
                 pending.pop(ev.base_node(e["node"]), None)
             elif kind == "end":
@@ -239,7 +239,7 @@ def side_log(rows: List[dict]) -> str:
         for shape, rs in shapes.items():
             latency = _geomean([r["latency"] for r in rs])
             base = _geomean([r["latency_base"] for r in rs if r.get("latency_base")]) or None
-            result.append({"legacy_shape": rs[0].get("legacy_shape"), "shape_detail": json.loads(shape),
+            result.append({"legacy_shape": rs[0].get("legacy_shape"), "shape_detail": json.loads(base_shape(shape)),
                            "latency_base": base, "latency": latency,
                            "speedup": base / latency if base else None, "rounds": len(rs),
                            **({"processes": rs[0]["processes"], "latency_ci": rs[0].get("latency_ci")}
