@@ -94,6 +94,15 @@ def test_respawn_restarts_both_sides_every_k_rounds(run_zlbench):
               for e in map(json.loads, path.read_text().splitlines()) if e["event"] == "process"}
     assert set(caches) == {p for v in pids.values() for p in v}
     assert len(set(caches.values())) == 4 and all(c.endswith(("tune0001", "tune0002")) for c in caches.values())
+    # A respawn starts both sides' processes together: the second side's start-up runs beside the
+    # first side's, not after the round's first node (round 1 starts side A only: liveness first).
+    first_event = {}
+    for path in res.run_dir.glob("units/*/events.jsonl"):
+        for e in map(json.loads, path.read_text().splitlines()):
+            if e.get("pid") is not None:
+                first_event[e["pid"]] = min(first_event.get(e["pid"], e["t"]), e["t"])
+    first_run = min(r for r in node_runs(res.run_dir) if r[3] == 2)
+    assert all(first_event[p] < first_run[1] for side in ("off", "on") for p in pids[(side, 1)])
 
 
 AA = [*CORPUS, "ops=[live_op,dead_op]", "ab.rounds=3", "ab.min_rounds=3", "ab.aa=true"]

@@ -124,6 +124,7 @@ class DeviceAB:
         if probing and any(n not in done[self.sides[1]] and not self._probed(n) for n in order):
             # Started now, it collects while the first node is timed: its start-up costs no wall.
             self._start_prober()
+        self._start_sides(r, order, done, probing)
         for i, node in enumerate(order):
             first, second = self.sides if probing or (i + r) % 2 == 0 else self.sides[::-1]
             if any(node not in done[s] for s in self.sides) and not self.steal.take(node, r):
@@ -133,6 +134,19 @@ class DeviceAB:
         if probing:
             self.prober.stop()  # its GPU memory back before round 2
         return True
+
+    def _start_sides(self, r: int, order: Sequence[str], done: Mapping[str, set], probing: bool) -> None:
+        """At a round's start, the processes a respawn (or the run's start) left to start, all at
+        once: each one's start-up (imports, collection: 5-12 s with torch and FlagGems) runs beside
+        the other's, where started at its side's first node it ran after the other side's first
+        node. With liveness first, round 1 starts the first side only: the second times only the
+        nodes its prober finds live."""
+        if self.deadline is not None and time.time() >= self.deadline:
+            return
+        for side in self.sides[:1] if probing else self.sides:
+            proc = self.procs[side]
+            if not proc.alive() and not proc.broken and any(n not in done[side] for n in order):
+                proc.start(self.units[(side, r)])
 
     def _respawn_if_due(self, r: int) -> None:
         """Every respawn_every rounds both sides start afresh (the next node starts them)."""
