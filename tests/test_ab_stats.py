@@ -166,3 +166,27 @@ def test_a_dead_axis_headline_counts_rows_whose_liveness_is_unknown():
     res = compare(a, b, "off", "on", artifacts_a={"exp": ["k.cubin:h1"]}, artifacts_b={"exp": ["k.cubin:h1"]})
     assert res["summary"]["liveness"] == "not live" and res["summary"]["unknown_liveness_rows"] == 1
     assert "1 row(s) had no kernels to compare (liveness unknown)" in res["markdown"]
+
+
+def _with_base(rs, base):
+    return [{**r, "latency_base": base} for r in rs]
+
+
+def test_baseline_drift_is_read_where_the_runs_timer_timed_and_as_a_median():
+    # 8 rows whose torch baselines agree between sides, 3 timed by the direct fallback (a refused
+    # capture) whose baselines moved 45%: not machine drift (an H200 A/A read -5% as drift so).
+    a, b = [], []
+    for i in range(8):
+        a += _with_base(rows([1.0, 1.0, 1.0], shape=f"[[{i}]]"), 1.0)
+        b += _with_base(rows([1.0, 1.0, 1.0], shape=f"[[{i}]]"), 1.001)
+    for i in range(3):
+        fb = ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]
+        a += _with_base(rows([1.0, 1.0, 1.0], shape=f"[[f{i}]]", markers=fb), 1.0)
+        b += _with_base(rows([1.0, 1.0, 1.0], shape=f"[[f{i}]]", markers=fb), 0.55)
+    res = compare(a, b, "off", "on")
+    assert res["summary"]["baseline_drift"]["rows"] == 8
+    assert "suspect machine drift" not in res["markdown"]
+    # Every baseline 10% slower on side B: drift, said with the rows it was read over.
+    res = compare(a, [{**r, "latency_base": 1.1} for r in b], "off", "on")
+    assert res["summary"]["baseline_drift"]["median"] == pytest.approx(1.1)
+    assert "moved +10.00% between sides (the median over 8 row(s) timed by the run's timer)" in res["markdown"]
