@@ -45,6 +45,10 @@ CASES = {
     "demo": ["ops=[exp,softmax]", "dtypes=[float32]"],
     # One node in one process.
     "one node": ["ops=[exp]", "dtypes=[float32]", "timer.processes=1"],
+    # A node-level A/A whose side processes respawn every round (ab.respawn_every=1, the default):
+    # 4 rounds, 2 nodes, a fresh pair of processes a round.
+    "ab respawn": ["ab=demo_fused_softmax", "ab.aa=true", "ab.rounds=4", "ab.min_rounds=4", "ab.respawn_every=1",
+                   "ops=[exp,softmax]", "dtypes=[float32]"],
 }
 LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]\[zlbench\]\[\w+\] (.*)$")
 PHASES = ["config+plan", "launch", "worker start", "measuring", "after last", "exit", "wall"]
@@ -93,11 +97,12 @@ def phases(run_dir: Path, t0: float, t_end: float) -> dict:
         "measuring": ends[-1] - starts[0],
         "restarts": restarts,
         "after last": marks["results"] - ends[-1],
-        "teardown": exited[-1] - ends[-1],
         "exit": t_end - marks["results"],
         "wall": t_end - t0,
     }
-    if "jobs ended" in marks:
+    if exited:  # a node-level A/B's resident processes quit without an `exited` event
+        p["teardown"] = exited[-1] - ends[-1]
+    if "jobs ended" in marks and exited:
         p["jobs end"] = marks["jobs ended"] - exited[-1]
         p["report"] = marks["results"] - marks["jobs ended"]
     if "stored" in marks:
