@@ -6,8 +6,8 @@ malformed row fails where it is read, with its field."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, field, fields, make_dataclass
 from collections import Counter
+from dataclasses import asdict, field, fields, make_dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.errors import UsageError
