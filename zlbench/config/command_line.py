@@ -124,7 +124,7 @@ def _deletion_problem(name: str, launchers: Sequence[str]) -> Optional[str]:
             f"Fix: drop ~{name}, or {name}={spell(field_default(found[1]))} for its default.")
 
 
-def _free_dict(name: str, launchers: Sequence[str]) -> str | None:
+def _free_dict(name: str, launchers: Sequence[str]) -> Optional[str]:
     """The free dict (corpus.env, ab.fixed, ...) that `name` is an entry of, or None."""
     parts, node = name.split("."), settings(launchers)
     for i, part in enumerate(parts):
@@ -136,7 +136,7 @@ def _free_dict(name: str, launchers: Sequence[str]) -> str | None:
     return None
 
 
-def _missing_entries(overrides: Sequence[str], launchers: Sequence[str]) -> list[str]:
+def _missing_entries(overrides: Sequence[str], launchers: Sequence[str]) -> List[str]:
     """`~corpus.env.X` where the composed config has no X: only Hydra's composition knows a free dict's
     entries (a config group or an earlier override sets them), so it composes here, and its "Could not
     delete ... does not exist" (no fix) becomes a line with the dict's entries and the fix."""
