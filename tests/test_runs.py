@@ -166,6 +166,24 @@ def test_sigkill_mid_node_then_resume_has_exactly_the_rows_of_a_clean_run(tmp_pa
     assert not [p for p in tmp_path.iterdir() if p.name not in ("killed", "ref", "stash") and not p.name.startswith("zlbench.db")]
 
 
+def test_a_run_cut_between_the_cases_of_a_test_says_so_and_its_resume_measures_the_test_whole(tmp_path):
+    run = tmp_path / "run"
+    args = ["backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", "ops=[paramwait]", "progress=none",
+            "timer.processes=1", "store.url=none"]
+    cut = zlbench(f"hydra.run.dir={run}", *args, "launcher.run_timeout_s=8", cwd=tmp_path, env={"PARAM_WAIT_S": "60"})
+    assert cut.returncode == 4, cut.stderr[-3000:]  # cut: the float32 case never ended
+    status = list(csv.DictReader(open(run / "ops_status.csv")))
+    assert [(s["status"], s["rows"]) for s in status] == [("timeout", "2")], status
+    rows = [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines()]
+    assert {r["dtype"] for r in rows if r["status"] == "ok"} == {"torch.float16"}  # kept, not lost
+    again = zlbench(*args, f"resume={run}", cwd=tmp_path, env={"PARAM_WAIT_S": "0"})
+    assert again.returncode == 0, again.stderr[-3000:]
+    rows = [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines()]
+    assert sorted((r["dtype"], r["shape"]) for r in rows) == [  # each case once: no row twice
+        ("torch.float16", "[[128]]"), ("torch.float16", "[[64]]"), ("torch.float32", "[[128]]"), ("torch.float32", "[[64]]")]
+    assert [s["status"] for s in csv.DictReader(open(run / "ops_status.csv"))] == ["ok"]
+
+
 def test_resume_of_a_missing_run_dir_is_refused(tmp_path):
     missing = tmp_path / "nowhere"
     res = zlbench(*ARGS, f"resume={missing}", cwd=tmp_path)

@@ -56,13 +56,22 @@ class _Collector:
         # Rows of a node count once its attempt ended on its own: an attempt that was killed,
         # retried or left a resumable placeholder is measured again, and its rows with it.
         pending: Dict[str, List[dict]] = {}
+        # A node's rows from its latest attempt only: node -> (the launch that measured it, rows).
+        # A test measured again in a later launch (a resume of a run cut between its cases, a
+        # retry) is measured again whole: the rows its earlier cases left are superseded.
+        committed: Dict[str, Tuple[int, List[dict]]] = {}
+        launches = 0
         for e in events:
             kind = e.get("event")
             if kind == "launch":
                 where = {"host": e.get("host", ""), "job_id": e.get("job_id", "")}
                 pending.clear()  # a new process: what the last one left unfinished is measured again
+                launches += 1
             elif kind == "start":
-                pending.pop(ev.base_node(e["node"]), None)
+                node = ev.base_node(e["node"])
+                pending.pop(node, None)
+                if committed.get(node, (launches,))[0] < launches:
+                    del committed[node]
             elif kind == "log":
                 self.log_lines.append(e["line"])
             elif kind == "artifacts":
@@ -81,9 +90,16 @@ class _Collector:
                 pending.pop(ev.base_node(e["node"]), None)
             elif kind == "end":
                 node = ev.base_node(e["node"])
-                self.rows.extend(pending.pop(node, []) if ev.is_final_end(e) else ())
+                if ev.is_final_end(e):
+                    committed.setdefault(node, (launches, []))[1].extend(pending.pop(node, []))
                 if ev.is_final_end(e) or node not in measured:
                     self._status(node, unit, dev, where, e)
+        # A node a cut left unfinished here keeps what its earlier cases measured, unless a resume
+        # measured it whole in another unit.
+        done_here = set(ev.final_ends(events))
+        for node, (_, rows) in committed.items():
+            if node in done_here or node not in measured:
+                self.rows.extend(rows)
 
     def _status(self, node: str, unit: Mapping, dev, where: Mapping, e: Mapping) -> None:
         key = (node, unit["side"])
