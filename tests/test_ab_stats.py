@@ -190,3 +190,7 @@ def test_baseline_drift_is_read_where_the_runs_timer_timed_and_as_a_median():
     res = compare(a, [{**r, "latency_base": 1.1} for r in b], "off", "on")
     assert res["summary"]["baseline_drift"]["median"] == pytest.approx(1.1)
     assert "moved +10.00% between sides (the median over 8 row(s) timed by the run's timer)" in res["markdown"]
+    # Only fallback rows: drift cannot be read, and ab.md says so rather than nothing.
+    fallback_only = compare(a[24:], b[24:], "off", "on")
+    assert fallback_only["summary"]["baseline_drift"]["rows"] == 0
+    assert "machine drift not checked" in fallback_only["markdown"]

@@ -224,4 +224,5 @@ def test_cases_whose_shapes_read_alike_are_rows_of_their_own_in_every_round(tmp_
     # Written back as one side's FlagGems log (the cases in their order), they read back the same.
     again = rows_from_log(write_log(tmp_path / "side.log", side_log(rows).splitlines()[1:]))
     assert [r["shape"] for r in again] == [r["shape"] for r in rows[:4]]
+    assert [r["markers"] for r in again] == [r["markers"] for r in rows[:4]]  # how each row was timed
     assert [r["latency"] for r in again] == pytest.approx([r["latency"] for r in rows[:4]])

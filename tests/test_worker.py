@@ -32,6 +32,9 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     assert "this_module_does_not_exist" in st["broken"]["reason"]
     # FlagGems refusing a test whose dtypes lack one the run asks for: not applicable, not failed.
     assert st["int_only"]["status"] == "skipped" and "has no float16 case" in st["int_only"]["reason"]
+    # A test over several ops, one of them not applicable: the node measured (ok), and says what it skipped.
+    assert st["multi_a"]["status"] == "ok" and st["multi_a"]["rows"] == "2", st["multi_a"]
+    assert st["multi_a"]["reason"].startswith("some cases skipped: not applicable: the test of 'multi_b'")
     rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     # Two cases whose shape details read alike: two rows (test_process_sampling: over processes too).
     assert [(r["shape"], r["latency"]) for r in rows if r["op"] == "cases"] == [("[[64]]", 0.5), ("[[64]] #2", 4.0)]
@@ -39,7 +42,8 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     assert hang_rows and hang_rows[0]["status"] == "timeout"  # a status, never a missing row
     ends = [json.loads(e)["node"] for p in (res.run_dir / "units").glob("*/events.jsonl")
             for e in p.read_text().splitlines() if '"end"' in e]
-    assert len(ends) == len(set(ends)) == len(st)  # every node ended once, wherever it ran
+    assert len(ends) == len(set(ends))  # every node (every case of it) ended once, wherever it ran
+    assert len({e.split("[")[0] for e in ends}) == len(st)
     if slots == 2:
         return
     # Each crash cost one fresh process, not a retry loop.

@@ -245,6 +245,9 @@ def _caveats(summary: Mapping) -> List[str]:
         caveats.append(f"{summary['fallback_rows']} row(s) timed by the direct fallback on a side "
                        f"({MARKER_FALLBACK}): another timing regime")
     d = summary["baseline_drift"]
+    if not d["rows"] and summary["fallback_rows"]:
+        caveats.append("machine drift not checked: no row with a torch baseline was timed by the run's timer "
+                       "(the direct fallback's baselines move too much between processes to tell)")
     if d.get("median") is not None and abs(d["median"] - 1) > summary["threshold"]:
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['median'])} between sides (the median over "
                        f"{d['rows']} row(s) timed by the run's timer): suspect machine drift")

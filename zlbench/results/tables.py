@@ -113,6 +113,11 @@ class _Collector:
             self.nodes[key] = entry
         else:  # several rounds / items: worst status, summed wall time
             worst = min((prev, entry), key=lambda x: SEVERITY.get(x["status"], 0))
+            if {prev["status"], entry["status"]} == {"ok", "skipped"}:
+                # Some cases measured, others skipped (not applicable to the run's dtypes, a skipif):
+                # the node measured, and says what it skipped.
+                ok, skipped = (prev, entry) if prev["status"] == "ok" else (entry, prev)
+                worst = {**ok, "reason": ok["reason"] or f"some cases skipped: {skipped['reason']}"}
             self.nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
 
     def planned_without_end(self, run_dir: Path, measured: Dict[tuple, set]) -> None:
@@ -258,6 +263,8 @@ def side_log(rows: List[dict]) -> str:
             result.append({"legacy_shape": rs[0].get("legacy_shape"), "shape_detail": json.loads(base_shape(shape)),
                            "latency_base": base, "latency": latency,
                            "speedup": base / latency if base else None, "rounds": len(rs),
+                           # read back (zlbench summary LOG --ab LOG), a row keeps how it was timed
+                           "markers": sorted({m for r in rs for m in (r.get("markers") or [])}),
                            **({"processes": rs[0]["processes"], "latency_ci": rs[0].get("latency_ci")}
                               if len(rs) == 1 and rs[0].get("processes") else {})})
         lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench", "result": result}))
