@@ -194,3 +194,12 @@ def test_baseline_drift_is_read_where_the_runs_timer_timed_and_as_a_median():
     fallback_only = compare(a[24:], b[24:], "off", "on")
     assert fallback_only["summary"]["baseline_drift"]["rows"] == 0
     assert "machine drift not checked" in fallback_only["markdown"]
+
+
+def test_the_rounds_cell_says_which_look_a_rows_numbers_rest_on():
+    from zlbench.report.ab import _rounds_cell
+
+    assert _rounds_cell({"rounds": 6, "stop": "futile", "look": 4}) == "6 (futile at 4)"
+    # Rounds past the planned maximum (a resume ran more) are no planned look: the numbers rest on 2.
+    assert _rounds_cell({"rounds": 3, "stop": "max rounds", "look": 2}) == "3 (max rounds at 2)"
+    assert _rounds_cell({"rounds": 4, "stop": "max rounds", "look": 4}) == "4 (max rounds)"

@@ -269,12 +269,13 @@ def _fmt_pct(ratio: Optional[float]) -> str:
 
 
 def _rounds_cell(t: Mapping) -> str:
-    """Rounds done and why they stopped; a settled or futile row's verdict (and its A, B and change
-    columns) rests on an earlier look when its node ran on for another row: "6 (futile at 4)"."""
+    """Rounds done and why they stopped; where a row's verdict (and its A, B and change columns) rests
+    on an earlier look, which: a settled or futile row whose node ran on for another row, "6 (futile
+    at 4)"; rounds past the planned maximum (a resume), "3 (max rounds at 2)"."""
     if not t.get("stop"):
         return f"{t['rounds']}"
     look = t.get("look")
-    at = f" at {look}" if t["stop"] in (FUTILE, SETTLED) and look and look != t["rounds"] else ""
+    at = f" at {look}" if look and look != t["rounds"] else ""
     return f"{t['rounds']} ({t['stop']}{at})"
 
 
