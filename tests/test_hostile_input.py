@@ -101,6 +101,18 @@ def test_a_delete_of_an_entry_that_is_set_deletes_it(tmp_path, args, entry):
     assert "nodes (" in res.stdout and entry not in res.stdout + res.stderr
 
 
+@pytest.mark.parametrize("args,shown", [
+    (["corpus.env.ZL_TEST_X=1"], "ZL_TEST_X=1"),  # the README's spelling: no `+` needed
+    (["ab=musa_rlc", "ab.fixed.FLAGTREE_MUSA_RLC_PHASE_MASK=7"], "FLAGTREE_MUSA_RLC_PHASE_MASK=7"),  # its group's
+    (["ab=musa_rlc", "ab.fixed.ZL_TEST_Y=2"], "ZL_TEST_Y=2"),
+    (["+corpus.env.ZL_TEST_X=1", "corpus.env.ZL_TEST_X=2"], "ZL_TEST_X=2"),
+])
+def test_an_entry_of_a_free_dict_is_set_with_or_without_a_plus(tmp_path, args, shown):
+    res = zlbench(*args, "dry_run=true", "ops=[exp]", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert shown in res.stdout
+
+
 def test_a_dry_run_sweep_leaves_no_sweep_folder(tmp_path):
     res = zlbench("-m", "dry_run=true", "ops=[exp]", "timer.repeat=1,2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]

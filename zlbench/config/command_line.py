@@ -253,6 +253,15 @@ def _env_overrides(environ: Mapping[str, str],
     return used, made, ignored
 
 
+def _free_entries_added(overrides: Sequence[str]) -> List[str]:
+    """`corpus.env.FOO=1` (the README's spelling) as `++corpus.env.FOO=1`: an entry of a free dict
+    (corpus.env, ab.fixed, ...) is added where no config set it and replaced where one did, where
+    Hydra wants `+` for the one and refuses it for the other."""
+    launchers = _launchers(overrides)
+    return [f"++{a}" if not a.startswith(("+", "~")) and "=" in a and _free_dict(override_key(a), launchers)
+            else a for a in overrides]
+
+
 def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[List[str], dict]:
     """Returns (argv for Hydra, provenance). Raises UsageError on an unknown backend or key, a bad env
     value, a password on the command line. provenance["env_ignored"]: env vars the command line
@@ -263,6 +272,7 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     is_flag = lambda a: a.startswith("-") or ("=" not in a and not a.startswith("~"))  # noqa: E731 (~key deletes)
     flags = [a for a in argv if is_flag(a)]
     overrides = [expand_home(_normalize_backend(a)) for a in argv if not is_flag(a)]
+    overrides = _free_entries_added(overrides)
     cli_keys = {override_key(a) for a in overrides}
     _check_overrides(overrides, cli_keys)
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
