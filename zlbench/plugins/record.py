@@ -321,15 +321,14 @@ def _status(reports):
     """Typed status of one test item from its phase reports."""
     for rep in reports:
         if rep.failed:
-            text = getattr(rep, "longreprtext", "") or report_reason(rep)
+            reason = report_reason(rep)
+            text = getattr(rep, "longreprtext", "") or reason
             if MARKER_POISONED in text:
-                return "poisoned", report_reason(rep)
+                return "poisoned", reason
             if MARKER_FATAL in text:
-                return "fatal", report_reason(rep)
-            refused = _dtype_refused(report_reason(rep))
-            if refused:
-                return "skipped", refused
-            return "failed", report_reason(rep)
+                return "fatal", reason
+            refused = _dtype_refused(reason)
+            return ("skipped", refused) if refused else ("failed", reason)
     for rep in reports:
         if rep.skipped:
             return "skipped", report_reason(rep)
