@@ -77,6 +77,21 @@ def test_pairing_counts_unpaired_and_failed_rows():
     assert "failed" in why["mm"]
 
 
+def test_rows_that_launched_no_device_work_are_not_paired():
+    """An empty replay's nanoseconds are no kernel's time: an A/B or a compare must not test them."""
+    from zlbench.results.schema import MARKER_NO_DEVICE_WORK
+
+    a = rows([1.5e-6, 1.6e-6], op="view", markers=[MARKER_NO_DEVICE_WORK]) + rows([1.0, 1.0])
+    b = rows([1.4e-6, 1.9e-6], op="view", markers=[MARKER_NO_DEVICE_WORK]) + rows([1.0, 1.1])
+    p = pair(a, b)
+    assert [r.key[0] for r in p.rows] == ["exp"]
+    why = dict((k[0], w) for k, w in p.unpaired)
+    assert "launched no device work" in why["view"] and MARKER_NO_DEVICE_WORK in why["view"]
+    # only the baseline did no work (the marker is the row's): the latency still pairs
+    c = rows([0.002, 0.002], op="base_view", markers=[MARKER_NO_DEVICE_WORK])
+    assert [r.key[0] for r in pair(c, c).rows] == ["base_view"]
+
+
 def test_report_marks_fallback_unpaired_and_dead_axis(tmp_path):
     a = rows([1.0, 1.01, 0.99], markers=["BENCHMARK_DIRECT_NO_CUDAGRAPH"]) + rows([1.0], op="lonely")
     b = rows([1.0, 0.99, 1.01])

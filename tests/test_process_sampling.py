@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 
 from zlbench.results.process_stats import aggregate
-from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
+from zlbench.results.schema import MARKER_NO_DEVICE_WORK, MARKER_PROCESS_UNSTABLE
 
 from .test_resident import CORPUS as AB_CORPUS, node_runs
 from .conftest import FIXTURES
@@ -131,6 +131,23 @@ def test_a_run_of_one_node_still_pools_its_rows():
     rows += [{**r, "node": "n::one"} for r in proc_rows([0.5, 0.5001, 0.5002], op="one", shape="[[9]]")]
     lucky = next(r for r in aggregate(rows, 3) if r["shape"] == "[[9]]")
     assert _width(lucky) > 0.01
+
+
+def test_a_row_that_timed_an_empty_replay_gets_no_interval_and_is_not_called_unstable():
+    """A view (einsum 'ij->ji') replays an empty graph in 1-3 ns: noise that is no process effect."""
+    rng = random.Random(6)
+    view = proc_rows([1.3e-6, 1.9e-6, 2.7e-6], op="view", base=[0.004, 0.0041, 0.0042])
+    for r in view:
+        r["markers"] = [MARKER_NO_DEVICE_WORK]
+    out = {r["op"]: r for r in aggregate(quiet_run(rng) + view, 3)}
+    row = out["view"]
+    assert row["latency"] == pytest.approx(1.9e-6) and row["processes"] == 3
+    assert row["latency_ci"] is None and MARKER_PROCESS_UNSTABLE not in row["markers"]
+    assert row["markers"] == [MARKER_NO_DEVICE_WORK]
+    # its baseline did launch a kernel: that keeps its interval
+    lo, hi = row["timing_base"]["latency_ci"]
+    assert lo < row["latency_base"] < hi
+    assert out["op0"]["latency_ci"] is not None
 
 
 def test_failures_are_kept_once_and_a_row_of_one_process_says_so():

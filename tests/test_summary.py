@@ -114,6 +114,18 @@ def test_rows_whose_intervals_are_equally_wide_summarise():
     assert "- interval width (hi - lo) / latency: median 20%, p90 20%, widest 20% (exp float16 [[128]])" in text
 
 
+def test_rows_that_launched_no_device_work_are_named_and_kept_out_of_the_widths():
+    from zlbench.results.schema import MARKER_NO_DEVICE_WORK
+
+    kernel = {**row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1), "processes": 3, "latency_ci": [0.09, 0.11]}
+    view = {**row("einsum", "benchmark/test_einsum.py::test_einsum_transpose", 1.2e-6, 1.4e-6, shape="[[1024,1024]]"),
+            "processes": 3, "latency_ci": None, "markers": [MARKER_NO_DEVICE_WORK]}
+    text = render_summary([kernel, view], [], "t")
+    assert f"> 1 row(s) launched no device work on a side ({MARKER_NO_DEVICE_WORK}" in text
+    assert "e.g. einsum float16 [[1024,1024]]" in text
+    assert "widest 20% (exp float16 [[64]])" in text
+
+
 def test_plots_draw_whatever_mplbackend_says():
     """zlbench only writes image files: an MPLBACKEND matplotlib does not know (a leftover from a
     desktop session) must not fail the report after every node was measured (it was exit 70)."""

@@ -175,6 +175,19 @@ def test_graph_timer_gets_the_widened_rep(plugin_config, fake_device):
     assert _runtime.timing_calls[-1]["timer_used"] == "graph"
 
 
+def test_a_graph_replay_of_no_kernel_is_marked(plugin_config):
+    """A view (einsum 'ij->ji') captures no kernel: its replay reads nanoseconds per call."""
+    plugin_config(backend="cuda", timer={"name": "graph", "repeat": 1, "min_window_ms": 0})
+    replays = iter([1.5e-6, 0.0011])
+    policy, _ = timing.make_policy(fake_do_bench, lambda fn, rep=20, **kw: next(replays))
+    assert policy(lambda: None, rep=20) == 1.5e-6
+    assert policy(lambda: None, rep=20) == 0.0011
+    empty, kernel = recorded()
+    assert empty["timer_used"] == "graph" and empty["markers"] == [schema.MARKER_NO_DEVICE_WORK]
+    assert "no device work" in empty["reason"] and "1.5 ns" in empty["reason"]
+    assert kernel == {"timer_used": "graph", "markers": [], "reason": None}
+
+
 def test_process_facts_say_whether_the_device_can_spin(monkeypatch):
     import types
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from zlbench.results.schema import MARKER_FALLBACK
+from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work
 
 Key = Tuple[str, str, str]  # (op, dtype, shape)
 
@@ -61,6 +61,11 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         if not (_usable(x, field_name) and _usable(y, field_name)):
             bad = x if not _usable(x, field_name) else y
             reasons.append(f"round {rnd}: {bad.get('status')} {bad.get('reason') or ''}".strip())
+            continue
+        if did_no_device_work(x, field_name) or did_no_device_work(y, field_name):
+            # nanoseconds of empty replay: no kernel to compare, and noise a test could take for one
+            side = "A" if did_no_device_work(x, field_name) else "B"
+            reasons.append(f"round {rnd}: side {side} launched no device work ({MARKER_NO_DEVICE_WORK})")
             continue
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))

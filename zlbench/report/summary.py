@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Optional
 from tabulate import tabulate
 
 from zlbench.results.records import SAMPLING_FIELDS
-from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NOT_ZLBENCH_TIMER,
+from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, MARKER_NOT_ZLBENCH_TIMER,
                                     MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED)
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import SEVERITY, STATUSES
@@ -336,12 +336,18 @@ def _results_lines(rows: List[dict]) -> List[str]:
 
 
 def _marker_notes(rows: List[dict]) -> List[str]:
-    """A note for rows timed outside the run's regime: the direct fallback, the corpus' own timer."""
+    """A note for rows timed outside the run's regime: the direct fallback, an empty replay, the corpus'
+    own timer."""
     lines = []
     fallback_rows = sum(1 for r in rows if MARKER_FALLBACK in (r.get("markers") or []))
     if fallback_rows:
         lines += ["", f"> {fallback_rows} row(s) were timed by the direct fallback "
                   f"({MARKER_FALLBACK}): their regime differs from graph replay."]
+    no_work = [r for r in rows if MARKER_NO_DEVICE_WORK in (r.get("markers") or [])]
+    if no_work:
+        lines += ["", f"> {len(no_work)} row(s) launched no device work on a side ({MARKER_NO_DEVICE_WORK}: the op "
+                  "returns a view or does nothing, so its graph replays nothing): their latency times no kernel, "
+                  "and they carry no process-level interval; e.g. " + ", ".join(_row_name(r) for r in no_work[:3])]
     corpus_timed = sum(1 for r in rows if MARKER_NOT_ZLBENCH_TIMER in (r.get("markers") or []))
     if corpus_timed:
         lines += ["", f"> {corpus_timed} row(s) were timed by the corpus itself ({MARKER_NOT_ZLBENCH_TIMER}: a "

@@ -29,7 +29,7 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
+from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, did_no_device_work
 
 PRIOR_DF = 4
 UNSTABLE_ALPHA = 0.001
@@ -136,9 +136,13 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
             measured[k].append(r)
         else:
             others.setdefault(k, r)
-    spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()}, _timers(measured, "timer_used"))
+    # A row that timed an empty replay (no device work) gets no interval: nanoseconds of replay
+    # noise say nothing of processes, and its rows stay out of the strata.
+    spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()
+                      if not any(did_no_device_work(r) for r in rs)}, _timers(measured, "timer_used"))
     base = _Spread({k: [r["latency_base"] for r in rs if r.get("latency_base")]
-                    for k, rs in measured.items() if any(r.get("latency_base") for r in rs)},
+                    for k, rs in measured.items() if any(r.get("latency_base") for r in rs)
+                    and not any(did_no_device_work(r, "latency_base") for r in rs)},
                    _timers(measured, "timer_used_base"))
     out = []
     for k in order:
@@ -154,17 +158,17 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
     median = statistics.median(latencies)
     rep = min(rs, key=lambda r: (abs(math.log(r["latency"] / median)), r.get("round") or 0))
     row = {**rep, "round": None, "unit": None, "latency": median, "processes": len(rs)}
-    row["latency_ci"], unstable = spread.interval(key, processes)
+    row["latency_ci"], unstable = spread.interval(key, processes) if key in spread.logs else (None, False)
     reasons = []
     if unstable:
         reasons.append(f"processes read {', '.join(f'{v:.4g}' for v in latencies)} ms")
     for field in ("gbps", "tflops"):  # throughputs scale inversely with the latency
         if rep.get(field):
             row[field] = rep[field] * rep["latency"] / median
-    if key in base.logs:
-        bases = sorted(r["latency_base"] for r in rs if r.get("latency_base"))
+    bases = sorted(r["latency_base"] for r in rs if r.get("latency_base"))
+    if bases:
         row["latency_base"] = statistics.median(bases)
-        ci_base, unstable_base = base.interval(key, processes)
+        ci_base, unstable_base = base.interval(key, processes) if key in base.logs else (None, False)
         row["timing_base"] = {**(rep.get("timing_base") or {}), "latency_ci": ci_base, "processes": len(bases)}
         if rep.get("gbps_base") and rep.get("latency_base"):
             row["gbps_base"] = rep["gbps_base"] * rep["latency_base"] / row["latency_base"]

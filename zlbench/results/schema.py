@@ -23,6 +23,11 @@ MARKER_PROCESS_UNSTABLE = "BENCHMARK_PROCESS_UNSTABLE"
 # The corpus timed the row itself (a timing path zlbench does not patch: FlagGems' --mode
 # operator|wrapper, a vendor timer the backend does not name): its regime is the corpus', not zlbench's.
 MARKER_NOT_ZLBENCH_TIMER = "BENCHMARK_NOT_ZLBENCH_TIMER"
+# A graph-timed call replayed in under NO_WORK_MS per call: it launched no device work (the op returns
+# a view, e.g. einsum 'ij->ji'), so its latency times an empty replay, not a kernel. No kernel of any
+# vendor replays in under ~0.5 us; an empty graph's replay over thousands of calls reads ~1-2 ns.
+MARKER_NO_DEVICE_WORK = "BENCHMARK_NO_DEVICE_WORK"
+NO_WORK_MS = 1e-4
 # pytest's own marks: FlagGems takes a test's first other mark as its op id.
 BUILTIN_MARKS = frozenset({
     "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
@@ -59,3 +64,10 @@ def case_key(shape: str, n: int) -> str:
 def base_shape(key: str) -> str:
     """The shape key without its case number: the canonical JSON of the shape detail."""
     return _CASE.sub("", key)
+
+
+def did_no_device_work(row: dict, field: str = "latency") -> bool:
+    """Whether the row's `field` (latency or latency_base) timed an empty replay (MARKER_NO_DEVICE_WORK)."""
+    value = row.get(field)
+    return (MARKER_NO_DEVICE_WORK in (row.get("markers") or []) and isinstance(value, (int, float))
+            and value < NO_WORK_MS)

@@ -5,6 +5,9 @@ stream/event/synchronize from Triton's device interface and the graph class from
 Launch-bound calls are given a rep that makes their replay at least timer.min_window_ms of device
 time (0: upstream's own rep). The captures run under guards.rng_guard.
 
+A call whose replay takes under NO_WORK_MS per call launched no device work (a view): it is marked
+BENCHMARK_NO_DEVICE_WORK, its latency times no kernel.
+
 Per shape, a refused capture falls back to direct timing and is marked (BENCHMARK_DIRECT_NO_CUDAGRAPH);
 a device fault is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED; an op
 whose fallback raises what its capture raised is broken, and fails with its own error."""
@@ -19,7 +22,7 @@ from typing import Tuple
 from zlbench.plugins import _runtime, guards
 from zlbench.plugins.sampling import summarize
 from zlbench.plugins.timers import BaseTimer, Call, Timed, direct, measure
-from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_POISONED
+from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_NO_DEVICE_WORK, MARKER_POISONED, NO_WORK_MS
 
 
 class Timer(BaseTimer):
@@ -49,7 +52,7 @@ class Timer(BaseTimer):
         if op in self.ctx.capture_deny_ops:
             return self.fallback(call, f"capture not attempted: '{op}' is in capture_deny_ops")
         try:
-            return Timed(measure(self, call), self.name)
+            return _no_work_marked(Timed(measure(self, call), self.name))
         except Exception as e:
             # Only its kind is kept: the failed capture's frames are freed before the fallback runs.
             capture_error = (type(e), str(e))
@@ -85,6 +88,16 @@ class Timer(BaseTimer):
                 f"{MARKER_POISONED}: op '{op}' is capture-incompatible: capture failed ({message}) "
                 f"and the direct fallback then failed too ({type(e2).__name__}: {e2})"
             ) from e2
+
+
+def _no_work_marked(timed: Timed) -> Timed:
+    """The call marked where its replay took under NO_WORK_MS per call: a graph of no kernel."""
+    values = timed.value if isinstance(timed.value, (list, tuple)) else [timed.value]
+    if values and all(isinstance(v, (int, float)) and v < NO_WORK_MS for v in values):
+        timed.markers.append(MARKER_NO_DEVICE_WORK)
+        timed.reason = (f"the call replays in {max(values) * 1e6:.3g} ns: it launched no device work (a view "
+                        "or a no-op), so its latency times an empty graph, not a kernel")
+    return timed
 
 
 MAX_GRAPH_CALLS = 10000
