@@ -1,3 +1,4 @@
+import csv
 import math
 
 import numpy as np
@@ -90,6 +91,27 @@ def test_rows_that_launched_no_device_work_are_not_paired():
     # only the baseline did no work (the marker is the row's): the latency still pairs
     c = rows([0.002, 0.002], op="base_view", markers=[MARKER_NO_DEVICE_WORK])
     assert [r.key[0] for r in pair(c, c).rows] == ["base_view"]
+
+
+def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
+    """FlagGems' einsum trace and transpose both time [[1024,1024]]: keyed by (op, dtype, shape) the
+    last of them in a round overwrote the other, and a side could pair one test with the other."""
+    def of(node, values):
+        return [{**r, "node": f"benchmark/test_einsum.py::{node}", "op": "einsum"} for r in rows(values)]
+
+    a = of("test_einsum_trace", [0.0025, 0.0025]) + of("test_einsum_transpose", [0.004, 0.004])
+    b = of("test_einsum_transpose", [0.004, 0.0041]) + of("test_einsum_trace", [0.0025, 0.0026])
+    p = pair(a, b)
+    assert sorted((r.key[3].split("::")[1], r.a, r.b) for r in p.rows) == [
+        ("test_einsum_trace", [0.0025, 0.0025], [0.0025, 0.0026]),
+        ("test_einsum_transpose", [0.004, 0.004], [0.004, 0.0041])]
+    res = compare(a, b, "off", "on")
+    write(res, tmp_path)
+    assert "einsum (test_einsum_trace)" in res["markdown"] and "einsum (test_einsum_transpose)" in res["markdown"]
+    assert {r["node"] for r in csv.DictReader(open(tmp_path / "ab.csv"))} == {
+        "benchmark/test_einsum.py::test_einsum_trace", "benchmark/test_einsum.py::test_einsum_transpose"}
+    # a row of its own test alone keeps its op bare
+    assert "| exp " in compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on")["markdown"]
 
 
 def test_report_marks_fallback_unpaired_and_dead_axis(tmp_path):

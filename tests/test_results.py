@@ -164,6 +164,24 @@ def test_rows_keep_what_the_flaggems_harness_reports(tmp_path):
     assert [r["tflops"] for r in rows] == [12.5, None]
 
 
+def test_a_side_log_keeps_tests_of_one_op_and_shape_apart_when_read_back(tmp_path):
+    """Two tests of one op timing one shape: one record each (as FlagGems' own log), naming its node,
+    so reading the log back does not take the second test's row for the first one's next round."""
+    def row(node, latency, rnd):
+        return {"op": "einsum", "dtype": "torch.float16", "shape": "[[1024,1024]]", "status": "ok",
+                "latency": latency, "latency_base": 0.003, "node": f"benchmark/test_einsum.py::{node}", "round": rnd}
+
+    log = tmp_path / "run.main.log"
+    log.write_text(side_log([row("test_einsum_trace", 0.0025, 0), row("test_einsum_trace", 0.0025, 1),
+                             row("test_einsum_transpose", 0.004, 0)]))
+    records = [json.loads(line[len("[INFO] "):]) for line in log.read_text().splitlines()[1:]]
+    assert [(r["node"].split("::")[1], r["result"][0]["rounds"]) for r in records] == [
+        ("test_einsum_trace", 2), ("test_einsum_transpose", 1)]
+    back = rows_from_log(log)
+    assert [(r["node"].split("::")[1], r["round"], round(r["latency"], 4)) for r in back] == [
+        ("test_einsum_trace", 0, 0.0025), ("test_einsum_transpose", 0, 0.004)]
+
+
 def fallback_warning(op, dtype, shape_detail, reason):
     """The line zlbench's record plugin writes beside a record whose shape fell back to direct
     timing (zlbench/plugins/record.py), the only trace of it in a log whose records lack markers."""

@@ -1,4 +1,8 @@
-"""Pair rows of two sides by (operator, dtype, shape detail) and round.
+"""Pair rows of two sides by (operator, dtype, shape detail, test node) and round.
+
+The test node is part of the key: tests of one op may time the same shapes (FlagGems' einsum
+trace, diagonal and transpose; addmm in test_addmm.py and test_blas_perf_parallel.py), and a key
+without it paired one test's row with another's. Rows read from a result log carry no node ("").
 
 Only rows that succeeded on both sides with a positive latency count; everything else is listed
 as unpaired with the reason, so an incomplete pairing never looks complete."""
@@ -11,11 +15,33 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work
 
-Key = Tuple[str, str, str]  # (op, dtype, shape)
+Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
 
 
 def row_key(r: dict) -> Key:
-    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")))
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or ""))
+
+
+def test_label(node: Optional[str]) -> str:
+    """A test node as tables name it beside its op: the test (with its parameters), or the node."""
+    return (node or "").rpartition("::")[2] or (node or "")
+
+
+def name_shared_keys(rows: List[dict], by: Sequence[str] = ("op", "dtype", "shape")) -> List[dict]:
+    """Rows (table dicts with "node") whose op, dtype and shape another row of another test shares
+    get "test" (test_label): tables show it beside the op, so the two read apart."""
+    nodes: Dict[tuple, set] = defaultdict(set)
+    for t in rows:
+        nodes[tuple(t.get(k) for k in by)].add(t.get("node"))
+    for t in rows:
+        if len(nodes[tuple(t.get(k) for k in by)]) > 1:
+            t["test"] = test_label(t.get("node"))
+    return rows
+
+
+def op_with_test(t: dict) -> str:
+    """A table row's op, with its test where name_shared_keys gave it one."""
+    return f"{t['op']} ({t['test']})" if t.get("test") else str(t.get("op"))
 
 
 def _usable(r: dict, field_name: str) -> bool:

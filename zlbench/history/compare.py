@@ -35,7 +35,7 @@ from scipy.special import stdtr
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
 from zlbench.ab import stats
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from zlbench.ab.pairing import pair
+from zlbench.ab.pairing import name_shared_keys, op_with_test, pair
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.history.intervals import FAIL_ON, interval_stat, interval_verdict
@@ -114,16 +114,17 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
             t, cis = facts.row(p, side)
             tested += _judge_row(t, p, cis, noise_of, threshold)
             table.append(t)
-        unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "side": side, "why": why}
-                     for k, why in pairing.unpaired]
+        unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "side": side,
+                      "why": why} for k, why in pairing.unpaired]
     stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
     for t in table:
         _verdict_columns(t)
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
-    return {"summary": _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on), "rows": table,
-            "unpaired": unpaired}
+    by = ("op", "dtype", "shape", "side")
+    return {"summary": _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on),
+            "rows": name_shared_keys(table, by), "unpaired": name_shared_keys(unpaired, by)}
 
 
 class _RowFacts:
@@ -136,7 +137,7 @@ class _RowFacts:
         """The row's table entry, and each run's interval (None: it has none)."""
         key = (*p.key, side)
         ci_a, ci_b = (self.intervals.get(key, {}).get(run["run_id"]) for run in self.runs)
-        return {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "side": side,
+        return {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None, "side": side,
                 "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
                 "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
                 "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
@@ -201,7 +202,7 @@ class _HistoryNoise:
     def __call__(self, key, a: float, b: float):
         if self._medians is None:
             self._medians = medians_by_run(iter_rows(self.store, self.earlier, fields=(
-                "run_id", "op", "dtype", "shape", "side", "latency", "status")))
+                "run_id", "op", "dtype", "shape", "node", "side", "latency", "status")))
         per_run = self._medians.get(key, {})
         h = current_level([per_run[rid] for rid in self.earlier if rid in per_run])  # oldest first
         return history_stat(a, b, h), (f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none")
@@ -295,7 +296,7 @@ def _unpaired_lines(result: Mapping) -> List[str]:
     if s["unpaired_rows"]:
         out.append(f"- Caveat: {s['unpaired_rows']} row(s) unpaired: the comparison is incomplete.")
     if result["unpaired"]:
-        out.append("- Unpaired: " + "; ".join(f"{u['op']} {u['dtype']} {u['shape']} [{u['side']}]: {u['why'][:60]}"
+        out.append("- Unpaired: " + "; ".join(f"{op_with_test(u)} {u['dtype']} {u['shape']} [{u['side']}]: {u['why'][:60]}"
                                                for u in result["unpaired"][:5])
                    + (f"; ... {len(result['unpaired']) - 5} more in compare.json" if len(result["unpaired"]) > 5 else "")
                    + ".")
@@ -304,7 +305,7 @@ def _unpaired_lines(result: Mapping) -> List[str]:
 
 def _row_cells(t: Mapping) -> List[str]:
     ci = f"{t['ci_lo_pct']:+.2f}%..{t['ci_hi_pct']:+.2f}%" if t["ci_lo_pct"] is not None else "-"
-    return [t["op"], t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
+    return [op_with_test(t), t["dtype"], t["shape"], t["side"], f"{t['a_ms']:.5g}", f"{t['b_ms']:.5g}",
             f"{t['change_pct']:+.2f}%", ci, "-" if t["q"] is None else f"{t['q']:.3g}", t["noise"],
             t["verdict"] + (" (fallback)" if t["fallback"] else "")
             + (" (process-unstable)" if t.get("process_unstable") else "")]

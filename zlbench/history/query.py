@@ -14,7 +14,7 @@ from zlbench.errors import UsageError
 from zlbench.store import schema as S
 from zlbench.store.db import Store
 
-RowKey = Tuple[str, str, str, str]  # (op, dtype, shape, side)
+RowKey = Tuple[str, str, str, str, str]  # (op, dtype, shape, node, side): tests of one op may time one shape
 RUN_COLUMNS = [c for c in S.runs.c if c.name != "identity"]
 
 
@@ -88,7 +88,7 @@ def latest_pair(store: Store, **filters) -> Tuple[dict, dict]:
     return earlier[-1], newest
 
 
-ROW_FIELDS = ("run_id", "op", "dtype", "shape", "side", "round", "latency", "latency_base", "speedup",
+ROW_FIELDS = ("run_id", "op", "dtype", "shape", "node", "side", "round", "latency", "latency_base", "speedup",
               "status", "reason", "markers", "timer_used", "processes", "latency_lo", "latency_hi")
 
 
@@ -118,7 +118,8 @@ def iter_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]]
 
 
 def row_key(r: Mapping) -> RowKey:
-    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("side") or "main"))
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or ""),
+            str(r.get("side") or "main"))
 
 
 def usable(r: Mapping, field: str = "latency") -> bool:
@@ -135,7 +136,8 @@ def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowK
             continue
         if r.get("dtype") is None and r.get("shape") is None:
             continue  # a node-level status row
-        acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("side") or "main"))][r["run_id"]].append(float(v))
+        acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("node") or ""),
+             str(r.get("side") or "main"))][r["run_id"]].append(float(v))
     return {k: {rid: (v[0] if len(v) == 1 else statistics.median(v)) for rid, v in per.items()}
             for k, per in acc.items()}
 

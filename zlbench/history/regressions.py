@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from tabulate import tabulate
 
+from zlbench.ab.pairing import name_shared_keys, op_with_test
 from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
@@ -128,7 +129,7 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
         raise UsageError(f"no runs in the store {store.shown} match. Fix: `history list` shows runs and calibers.")
     series_runs, others = _one_caliber(runs)
     index = {r["run_id"]: i for i, r in enumerate(series_runs)}
-    fields = ("run_id", "op", "dtype", "shape", "side", "latency", "latency_base", "status")
+    fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "latency_base", "status")
     lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
     base = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency_base")
     cis = intervals_by_run(iter_rows(store, list(index), ops=ops, fields=fields + ("latency_lo", "latency_hi")))
@@ -147,7 +148,7 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
             first, prev = series_runs[index[ids[i]]], series_runs[index[ids[i - 1]]]
             found.append(_step_record(key, st, values, ids, base.get(key, {}), first, prev, k))
     found.sort(key=lambda f: (f["kind"] != "regression", f["first_created"], -abs(f["change_pct"]), f["op"]))
-    return _result(series_runs, found, others, k, threshold, z)
+    return _result(series_runs, name_shared_keys(found, ("op", "dtype", "shape", "side")), others, k, threshold, z)
 
 
 def _one_caliber(runs: List[dict]) -> Tuple[List[dict], List[dict]]:
@@ -180,7 +181,7 @@ def _step_record(key: tuple, st: Mapping, values: Sequence[float], ids: Sequence
     before, after = values[max(0, i - k):i], values[i:i + k]
     base_change = _baseline_change(b, ids, i, k)
     return {
-        "op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "side": key[3],
+        "op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "node": key[3] or None, "side": key[4],
         "kind": _kind(st),
         "change_pct": round((math.exp(st["step"]) - 1) * 100, 2),
         "before_ms": float(np.median(before)), "after_ms": float(np.median(after)),
@@ -222,7 +223,7 @@ def render_markdown(result: Mapping) -> str:
                    + " (choose one with --caliber).")
     out.append("")
     if result["steps"]:
-        out.append(tabulate([[f["op"], f["dtype"], f["shape"], f["side"], f["kind"], f"{f['change_pct']:+.1f}%",
+        out.append(tabulate([[op_with_test(f), f["dtype"], f["shape"], f["side"], f["kind"], f"{f['change_pct']:+.1f}%",
                               f"{f['before_ms']:.5g}", f"{f['after_ms']:.5g}",
                               "-" if f["baseline_change_pct"] is None else f"{f['baseline_change_pct']:+.1f}%",
                               f"{f['noise_pct']:.1f}% ({f['noise_from']})", f"run {f['first_run']} ({f['first_created'][:16]})",

@@ -156,7 +156,7 @@ def _trend_lines(rows: Iterable[dict], ci_rows: Iterable[dict] = ()) -> Tuple[Di
     cis = intervals_by_run(ci_rows)
     for key, per_run in medians_by_run(rows).items():
         med = statistics.median(per_run.values())
-        label = short_dtype(key[1]) + ("" if key[3] == "main" else f" {key[3]}")
+        label = short_dtype(key[1]) + ("" if key[4] == "main" else f" {key[4]}")
         for rid, v in per_run.items():
             acc[key[0]][label][rid].append(math.log(v / med))
             ci = cis.get(key, {}).get(rid)
@@ -209,7 +209,7 @@ def _trends_section(store: Store, series: List[str], by_caliber: Mapping[str, Li
     for cal in series[:MAX_CALIBERS]:
         cruns = by_caliber[cal]
         ids = [r["run_id"] for r in cruns]
-        fields = ("run_id", "op", "dtype", "shape", "side", "latency", "status")
+        fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "status")
         lines, bars = _trend_lines(iter_rows(store, ids, fields=fields),
                                    iter_rows(store, ids, fields=fields + ("latency_lo", "latency_hi")))
         svgs = []

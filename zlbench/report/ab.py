@@ -18,7 +18,7 @@ from zlbench.results import columns
 from zlbench.results.events import base_node
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import MARKER_FALLBACK
-from zlbench.ab.pairing import pair, row_key
+from zlbench.ab.pairing import name_shared_keys, op_with_test, pair, row_key
 from zlbench.ab import stats
 from zlbench.ab.kernels import compare_kernels
 from zlbench.ab.sequential import FUTILE, SETTLED
@@ -73,8 +73,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
-    result = {"summary": summary, "rows": table, "unpaired": [
-        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "why": why} for k, why in unpaired]}
+    result = {"summary": summary, "rows": name_shared_keys(table), "unpaired": name_shared_keys([
+        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "why": why}
+        for k, why in unpaired])}
     result["markdown"] = render_markdown(result)
     return result
 
@@ -162,7 +163,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
 
 def _table_row(p, s, lv) -> Dict:
     return {
-        "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "rounds": s.n,
+        "op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None, "rounds": s.n,
         # Geometric means over the rounds the change and verdict rest on (a row frozen at an earlier
         # look while its node ran on for other rows: that look's rounds), so B/A = the change.
         "a_ms": _geomean(p.a[:s.look or len(p.a)]), "b_ms": _geomean(p.b[:s.look or len(p.b)]),
@@ -175,7 +176,8 @@ def _table_row(p, s, lv) -> Dict:
 
 def _not_live_row(r: Mapping, side: str) -> Dict:
     """A row liveness first did not time on its second side: the first side's round-1 number."""
-    return {"op": r.get("op"), "dtype": short_dtype(r.get("dtype")), "shape": r.get("shape"), "rounds": 1,
+    return {"op": r.get("op"), "dtype": short_dtype(r.get("dtype")), "shape": r.get("shape"),
+            "node": r.get("node"), "rounds": 1,
             "a_ms": r.get("latency") if side == "a" else None, "b_ms": r.get("latency") if side == "b" else None,
             "change_pct": None, "ci_lo_pct": None, "ci_hi_pct": None, "p": None, "q": None, "mde_pct": None,
             "live": "not live", "fallback": False, "verdict": "not live", "ratio": None, "lo": None, "hi": None,
@@ -291,6 +293,7 @@ def _verdict_cell(t: Mapping) -> str:
 
 # How ab.md shows a column (columns.AB_MD); a column not named here shows its value.
 _CELLS = {
+    "op": op_with_test,
     "rounds": _rounds_cell, "a_ms": lambda t: fmt_ms(t.get("a_ms")), "b_ms": lambda t: fmt_ms(t.get("b_ms")),
     "change_pct": lambda t: "-" if t.get("change_pct") is None else f"{t['change_pct']:+.2f}%",
     "ci_lo_pct": _ci_cell, "q": lambda t: "-" if t.get("q") is None else f"{t['q']:.3g}", "verdict": _verdict_cell,
@@ -319,7 +322,7 @@ def render_markdown(result: Mapping) -> str:
     out.append(tabulate(rows, headers=MD_HEADERS, tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
         out += ["", "## Unpaired rows", ""]
-        out.append(tabulate([[u["op"], u["dtype"], u["shape"], u["why"][:120]] for u in result["unpaired"]],
+        out.append(tabulate([[op_with_test(u), u["dtype"], u["shape"], u["why"][:120]] for u in result["unpaired"]],
                             headers=["Operator", "dtype", "shape", "why"], tablefmt="github"))
     return "\n".join(out) + "\n"
 
@@ -347,6 +350,6 @@ def write(result: Mapping, out_dir: Path, where: str = "") -> None:
     else:
         from zlbench.report.plots import forest_plot
 
-        forest_plot([{**t, "label": f"{t['op']} {t['dtype']} {t['shape']}"} for t in result["rows"]],
+        forest_plot([{**t, "label": f"{op_with_test(t)} {t['dtype']} {t['shape']}"} for t in result["rows"]],
                     out_dir / "ab.png", f"{result['summary']['label_b']} / {result['summary']['label_a']}"
                     + (f" - {where}" if where else ""))

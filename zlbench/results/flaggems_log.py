@@ -96,21 +96,23 @@ def _with_markers(row: dict, found: List[Tuple[str, Optional[str]]]) -> dict:
 
 def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]:
     """The log's rows; see scan for `skipped`. A row measured again in the same log (a test rerun,
-    or a run.log of several rounds) is the next round: the n-th record of an (op, dtype, shape) is
-    round n-1, as a run dir numbers them, so pairing two logs never drops one silently. A marker
-    warning applies to every round of its row: a line does not say which record it belongs to, and
-    over-marking a fallback is better than losing one."""
+    or a run.log of several rounds) is the next round: the n-th record of an (op, dtype, shape) (and
+    test node, where zlbench's log names it) is round n-1, as a run dir numbers them, so pairing
+    two logs never drops one silently. A marker warning applies to every round of its row: a line
+    does not say which record it belongs to, and over-marking a fallback is better than losing one."""
     markers: Dict[MarkerKey, List[Tuple[str, Optional[str]]]] = defaultdict(list)
-    rows = [row.to_dict() for rec in scan(path, skipped, markers) for row in Row.from_record(rec)]
+    rows = [row.to_dict() for rec in scan(path, skipped, markers)
+            for row in Row.from_record(rec, node=rec["node"] if isinstance(rec.get("node"), str) else None)]
     if not rows:
         raise UsageError(
             f"{path} holds no `[INFO] {{json}}` result records. Fix: pass a run dir, a zlbench "
             "run.log, or a FlagGems log written with --record log."
         )
-    seen: Dict[MarkerKey, int] = defaultdict(int)
+    seen: Dict[tuple, int] = defaultdict(int)
     for r in rows:
         key = (str(r["op"]), str(r["dtype"]), str(r["shape"]))
-        r["round"], seen[key] = seen[key], seen[key] + 1
+        r["round"] = seen[(*key, r["node"])]
+        seen[(*key, r["node"])] += 1
         found = markers.get((key[0], key[1], base_shape(key[2])))
         if found:  # a case key's marker line names the shape alone: it marks every case of it
             _with_markers(r, found)

@@ -248,14 +248,16 @@ def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
 
 def side_log(rows: List[dict]) -> str:
     """One side of an interleaved A/B as a FlagGems result log (its tools keep the last record of a
-    row, so rounds must not reach them as separate records): one record per op and dtype, each
-    shape's latencies the geometric mean over rounds, as the A/B report aggregates them."""
-    groups: Dict[Tuple[str, str], Dict[str, List[dict]]] = {}
+    row, so rounds must not reach them as separate records): one record per test node, op and dtype
+    (as FlagGems' own log has one per test), each shape's latencies the geometric mean over rounds,
+    as the A/B report aggregates them. A record names its node: tests of one op may time one shape,
+    and reading the log back must not take one test's row for another's round."""
+    groups: Dict[Tuple[str, str, str], Dict[str, List[dict]]] = {}
     for r in rows:
         if r.get("status") == "ok" and r.get("latency") and r.get("shape") is not None:
-            groups.setdefault((r["op"], r["dtype"]), {}).setdefault(r["shape"], []).append(r)
+            groups.setdefault((r.get("node") or "", r["op"], r["dtype"]), {}).setdefault(r["shape"], []).append(r)
     lines = ["[INFO] Benchmark record logger enabled"]
-    for (op, dtype), shapes in sorted(groups.items()):
+    for (node, op, dtype), shapes in sorted(groups.items()):
         result = []
         for shape, rs in shapes.items():
             latency = _geomean([r["latency"] for r in rs])
@@ -267,7 +269,8 @@ def side_log(rows: List[dict]) -> str:
                            "markers": sorted({m for r in rs for m in (r.get("markers") or [])}),
                            **({"processes": rs[0]["processes"], "latency_ci": rs[0].get("latency_ci")}
                               if len(rs) == 1 and rs[0].get("processes") else {})})
-        lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench", "result": result}))
+        lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench", "result": result,
+                                             **({"node": node} if node else {})}))
     return "\n".join(lines) + "\n"
 
 
