@@ -87,7 +87,8 @@ def test_rows_that_launched_no_device_work_are_not_paired():
     p = pair(a, b)
     assert [r.key[0] for r in p.rows] == ["exp"]
     why = dict((k[0], w) for k, w in p.unpaired)
-    assert "launched no device work" in why["view"] and MARKER_NO_DEVICE_WORK in why["view"]
+    assert why["view"] == (f"launched no device work on a side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
+                           "times no kernel) in 2 round(s)")
     # only the baseline did no work (the marker is the row's): the latency still pairs
     c = rows([0.002, 0.002], op="base_view", markers=[MARKER_NO_DEVICE_WORK])
     assert [r.key[0] for r in pair(c, c).rows] == ["base_view"]
@@ -110,6 +111,13 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     assert "einsum (test_einsum_trace)" in res["markdown"] and "einsum (test_einsum_transpose)" in res["markdown"]
     assert {r["node"] for r in csv.DictReader(open(tmp_path / "ab.csv"))} == {
         "benchmark/test_einsum.py::test_einsum_trace", "benchmark/test_einsum.py::test_einsum_transpose"}
+    # a paired row and an unpaired row of one key read apart as well
+    view = of("test_einsum_diagonal", [1.5e-6, 1.5e-6])
+    for r in view:
+        r["markers"] = ["BENCHMARK_NO_DEVICE_WORK"]
+    md = compare(a + view, b + view, "off", "on")["markdown"]
+    assert "einsum (test_einsum_diagonal)" in md.split("## Unpaired rows")[1]
+    assert "einsum (test_einsum_trace)" in md.split("## Unpaired rows")[0]
     # a row of its own test alone keeps its op bare
     assert "| exp " in compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on")["markdown"]
 

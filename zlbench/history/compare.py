@@ -122,9 +122,9 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
-    by = ("op", "dtype", "shape", "side")
-    return {"summary": _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on),
-            "rows": name_shared_keys(table, by), "unpaired": name_shared_keys(unpaired, by)}
+    name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
+    return {"summary": _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on), "rows": table,
+            "unpaired": unpaired}
 
 
 class _RowFacts:

@@ -73,9 +73,10 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
-    result = {"summary": summary, "rows": name_shared_keys(table), "unpaired": name_shared_keys([
-        {"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "why": why}
-        for k, why in unpaired])}
+    unpaired_rows = [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "why": why}
+                     for k, why in unpaired]
+    name_shared_keys(table + unpaired_rows)  # a paired and an unpaired row of one key read apart too
+    result = {"summary": summary, "rows": table, "unpaired": unpaired_rows}
     result["markdown"] = render_markdown(result)
     return result
 
