@@ -111,6 +111,10 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     assert "einsum (test_einsum_trace)" in res["markdown"] and "einsum (test_einsum_transpose)" in res["markdown"]
     assert {r["node"] for r in csv.DictReader(open(tmp_path / "ab.csv"))} == {
         "benchmark/test_einsum.py::test_einsum_trace", "benchmark/test_einsum.py::test_einsum_transpose"}
+    # a FlagGems result log names no node: against it, rows pair by (op, dtype, shape) as it allows
+    log_rows = [{k: v for k, v in r.items() if k != "node"} for r in of("test_einsum_trace", [0.0025, 0.0025])]
+    p = pair(log_rows, of("test_einsum_trace", [0.0025, 0.0026]))
+    assert [(r.key, r.b) for r in p.rows] == [(("einsum", "torch.float16", "[[64]]", ""), [0.0025, 0.0026])]
     # a paired row and an unpaired row of one key read apart as well
     view = of("test_einsum_diagonal", [1.5e-6, 1.5e-6])
     for r in view:

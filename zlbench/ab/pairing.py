@@ -2,7 +2,8 @@
 
 The test node is part of the key: tests of one op may time the same shapes (FlagGems' einsum
 trace, diagonal and transpose; addmm in test_addmm.py and test_blas_perf_parallel.py), and a key
-without it paired one test's row with another's. Rows read from a result log carry no node ("").
+without it paired one test's row with another's. Rows read from a FlagGems result log carry no
+node: against such a side, rows pair by (op, dtype, shape) as before.
 
 Only rows that succeeded on both sides with a positive latency count; everything else is listed
 as unpaired with the reason, so an incomplete pairing never looks complete."""
@@ -18,8 +19,14 @@ from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_n
 Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
 
 
-def row_key(r: dict) -> Key:
-    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or ""))
+def row_key(r: dict, by_node: bool = True) -> Key:
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or "") if by_node else "")
+
+
+def keyed_by_node(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> bool:
+    """Whether two sides' rows pair by test node: not where a side names none (a FlagGems result log
+    against a run dir), which pairs by (op, dtype, shape) as that log allows."""
+    return all(any(r.get("node") for r in rows) for rows in (rows_a, rows_b))
 
 
 def test_label(node: Optional[str]) -> str:
@@ -64,14 +71,18 @@ class PairedRow:
 class Pairing:
     rows: List[PairedRow]
     unpaired: List[Tuple[Key, str]]  # (key, why)
+    by_node: bool = True  # whether keys name the test node (keyed_by_node)
+
+    def key(self, r: dict) -> Key:
+        return row_key(r, self.by_node)
 
 
-def _by_key(rows: Sequence[dict]) -> Dict[Key, Dict[int, dict]]:
+def _by_key(rows: Sequence[dict], by_node: bool) -> Dict[Key, Dict[int, dict]]:
     out: Dict[Key, Dict[int, dict]] = defaultdict(dict)
     for r in rows:
         if r.get("dtype") is None and r.get("shape") is None:
             continue  # a node-level status row: its status is reported in ops_status
-        out[row_key(r)][int(r.get("round") or 0)] = r
+        out[row_key(r, by_node)][int(r.get("round") or 0)] = r
     return out
 
 
@@ -105,7 +116,8 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
 
 
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
-    by_a, by_b = _by_key(rows_a), _by_key(rows_b)
+    by_node = keyed_by_node(rows_a, rows_b)
+    by_a, by_b = _by_key(rows_a, by_node), _by_key(rows_b, by_node)
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
@@ -118,4 +130,4 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             paired.append(p)
         else:
             unpaired.append((key, "; ".join(reasons) or "no usable round"))
-    return Pairing(paired, unpaired)
+    return Pairing(paired, unpaired, by_node)

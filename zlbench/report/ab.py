@@ -18,7 +18,7 @@ from zlbench.results import columns
 from zlbench.results.events import base_node
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import MARKER_FALLBACK
-from zlbench.ab.pairing import name_shared_keys, op_with_test, pair, row_key
+from zlbench.ab.pairing import name_shared_keys, op_with_test, pair
 from zlbench.ab import stats
 from zlbench.ab.kernels import compare_kernels
 from zlbench.ab.sequential import FUTILE, SETTLED
@@ -58,7 +58,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish;
     failed: test nodes that failed (crashed, timed out) in some round."""
     pairing = pair(rows_a, rows_b, "latency")
-    one_sided = _one_sided(rows_a, rows_b, stops or {})
+    one_sided = _one_sided(rows_a, rows_b, stops or {}, pairing.key)
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
     row_stats, live = _judge(pairing, threshold, artifacts_a or {}, artifacts_b or {}, aa, rounds)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
@@ -81,11 +81,11 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     return result
 
 
-def _one_sided(rows_a: Sequence[dict], rows_b: Sequence[dict], stops: Mapping[str, Mapping]) -> Dict:
+def _one_sided(rows_a: Sequence[dict], rows_b: Sequence[dict], stops: Mapping[str, Mapping], key) -> Dict:
     """Rows of nodes liveness first found not live in round 1: timed on one side only (key ->
     (row, side))."""
     dead = {n for n, e in stops.items() if e.get("why") == "not live"}
-    return {row_key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
+    return {key(r): (r, side) for side, rows in (("a", rows_a), ("b", rows_b)) for r in rows
             if base_node(r.get("node") or "") in dead and r.get("status") == "ok"}
 
 

@@ -165,14 +165,15 @@ def _usable(r: Mapping) -> bool:
 def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]:
     """Rows paired in some rounds but not in others: which rounds each lost and why (rows paired in no
     round are the report's unpaired rows)."""
-    from zlbench.ab.pairing import row_key
+    from zlbench.ab.pairing import keyed_by_node, row_key
     from zlbench.results.schema import short_dtype
 
     by: Tuple[Dict, Dict] = ({}, {})
+    by_node = keyed_by_node(rows_a, rows_b)
     for side, rows in zip(by, (rows_a, rows_b)):
         for r in rows:
             if r.get("dtype") is not None or r.get("shape") is not None:
-                side.setdefault(row_key(r), {})[int(r.get("round") or 0)] = r
+                side.setdefault(row_key(r, by_node), {})[int(r.get("round") or 0)] = r
     out = []
     for key in sorted(set(by[0]) & set(by[1])):
         ra, rb = by[0][key], by[1][key]
