@@ -208,6 +208,36 @@ def test_cases_whose_shapes_read_alike_stay_rows_of_their_own_over_processes(run
     assert not [r for r in rows if "BENCHMARK_PROCESS_UNSTABLE" in r["markers"]]
 
 
+def test_tests_of_one_op_timing_one_shape_stay_apart_in_a_plain_run_and_an_aa(run_zlbench, faulty_corpus):
+    """FlagGems' einsum trace and transpose (one mark, one op name) time the same shapes: rows of
+    their own in rows.jsonl, run.log (and read back), ab.md and ab.csv, never paired across tests."""
+    from zlbench.results.flaggems_log import rows_from_log
+
+    base = ["backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", "ops=[shared]", "store.url=none"]
+    res = run_zlbench(*base, "timer.processes=2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    rows = [json.loads(x) for x in (d / "rows.jsonl").read_text().splitlines()]
+    mine = {(r["node"].rpartition("::")[2], r["shape"]): (r["latency"], r["processes"]) for r in rows}
+    assert mine == {("test_perf_shared_trace", "[[64,64]]"): (0.5, 2), ("test_perf_shared_trace", "[[128,128]]"): (1.0, 2),
+                    ("test_perf_shared_transpose", "[[64,64]]"): (4.0, 2),
+                    ("test_perf_shared_transpose", "[[128,128]]"): (8.0, 2)}
+    back = rows_from_log(d / "run.log")
+    assert sorted((r["node"].rpartition("::")[2], r["shape"], round(r["latency"], 9), r["round"]) for r in back) == sorted(
+        (node, shape, lat, 0) for (node, shape), (lat, _) in mine.items())
+    assert "| shared | float16 |        4 |" in (d / "summary.md").read_text()  # 2 tests x 2 shapes
+
+    res = run_zlbench(*base, "ab=triton_fp_fusion", "ab.aa=true", "ab.rounds=2", "ab.min_rounds=2",
+                      run_dir=d.parent / "aa")
+    assert res.returncode == 0, res.stderr[-3000:]
+    ab = json.loads((res.run_dir / "ab.json").read_text())
+    paired = {(r["node"].rpartition("::")[2], r["shape"]): (round(r["a_ms"], 9), round(r["b_ms"], 9))
+              for r in ab["rows"]}
+    assert paired == {k: (lat, lat) for k, (lat, _) in mine.items()}
+    md = (res.run_dir / "ab.md").read_text()
+    assert "shared (test_perf_shared_trace)" in md and "shared (test_perf_shared_transpose)" in md
+
+
 def _unit_events(run_dir):
     plan = json.loads((run_dir / "plan.json").read_text())
     return [(u, [json.loads(x) for x in (run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines()])

@@ -48,7 +48,8 @@ def _table_line(op: str, side: str, dtype: str, rs: List[dict]) -> List[str]:
     timers = sorted({str(r.get("timer_used")) for r in rs})
     rounds = len({r.get("round") for r in rs})
     return [
-        op, side, dtype, str(len({r.get("shape") for r in rs})) + (f" x {rounds} rounds" if rounds > 1 else ""),
+        # a shape of each test: tests of one op in one file (FlagGems' einsum) may time the same shapes
+        op, side, dtype, str(len({(r.get("node"), r.get("shape")) for r in rs})) + (f" x {rounds} rounds" if rounds > 1 else ""),
         _fmt(_median([r["latency_base"] for r in rs if r.get("latency_base") is not None])),
         _fmt(_median([r["latency"] for r in rs])),
         _fmt(statistics.geometric_mean(speedups) if speedups else None, 3),
