@@ -66,6 +66,29 @@ def test_two_runs_compare_on_their_intervals_and_a_slowdown_fails_the_gate(tmp_p
     assert code == 1 and {v for (op, _), (v, _) in verdicts(json.loads(out.out)).items() if op == "exp"} == {"faster"}
 
 
+def test_tests_of_one_op_timing_one_shape_compare_each_on_its_own(tmp_path, url, capsys):
+    """FlagGems' einsum trace and transpose time the same shapes: keyed by (op, dtype, shape) they
+    were one row with two values per run (no interval, either one's value); now a row per test."""
+    dirs = []
+    for i, slower in enumerate((1.0, 1.1)):
+        rows = [{**H.row("einsum", shape, lat * (4 ** j), 0.01, ci=[lat * (4 ** j) * 0.97, lat * (4 ** j) * 1.03]),
+                 "node": f"benchmark/test_einsum.py::{test}"}
+                for test, lat in (("test_einsum_trace", 0.002 * slower), ("test_einsum_transpose", 0.004))
+                for j, shape in enumerate(H.SHAPES)]
+        ident = H.identity(corpus_commit=f"corpus{i:02d}" + "0" * 32, zlbench_commit=f"zl{i:02d}",
+                           created=f"2026-11-{i + 1:02d}T02:00:00+0000", ops=["einsum"], processes=3)
+        dirs.append(H.write_run(tmp_path / f"run{i}", ident, rows))
+    imported(capsys, url, dirs)
+    code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")
+    result = json.loads(out.out)
+    got = {(r["node"].rpartition("::")[2], r["shape"]): (r["verdict"], r["noise"]) for r in result["rows"]}
+    assert got == {**{("test_einsum_trace", s): ("slower", "intervals") for s in H.SHAPES},
+                   **{("test_einsum_transpose", s): ("inconclusive", "intervals") for s in H.SHAPES}}  # +-3% around 2%
+    assert code == 1 and not result["unpaired"]
+    code, out = history(capsys, "compare", "--latest", "--url", url)
+    assert "| einsum (test_einsum_trace) " in out.out
+
+
 def test_a_repeat_within_its_intervals_is_not_flagged(tmp_path, url, capsys):
     imported(capsys, url, H.series(tmp_path, [{"exp": 1.0, "add": 2.0}] * 2, noise=0.005, interval=0.03, seed=4))
     code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json", "--fail-on", "changed",
