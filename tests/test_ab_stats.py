@@ -87,8 +87,11 @@ def test_rows_that_launched_no_device_work_are_not_paired():
     p = pair(a, b)
     assert [r.key[0] for r in p.rows] == ["exp"]
     why = dict((k[0], w) for k, w in p.unpaired)
-    assert why["view"] == (f"launched no device work on a side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
+    assert why["view"] == (f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                            "times no kernel) in 2 round(s)")
+    # a view on one side and a kernel on the other is a change: compared, never hidden
+    copy = rows([0.5, 0.5], op="view")
+    assert [(r.key[0], r.b) for r in pair(a, copy).rows] == [("view", [0.5, 0.5])]
     # only the baseline did no work (the marker is the row's): the latency still pairs
     c = rows([0.002, 0.002], op="base_view", markers=[MARKER_NO_DEVICE_WORK])
     assert [r.key[0] for r in pair(c, c).rows] == ["base_view"]
@@ -115,6 +118,16 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     log_rows = [{k: v for k, v in r.items() if k != "node"} for r in of("test_einsum_trace", [0.0025, 0.0025])]
     p = pair(log_rows, of("test_einsum_trace", [0.0025, 0.0026]))
     assert [(r.key, r.b) for r in p.rows] == [(("einsum", "torch.float16", "[[64]]", ""), [0.0025, 0.0026])]
+    # ... but where the other side's tests share a key, which one the log's record is nothing says
+    both = pair(log_rows, b)
+    assert not both.rows and [why for _, why in both.unpaired] == [
+        "2 tests time this op, dtype and shape, and a side names no test (a FlagGems result log): which to pair is unknown"]
+    # tests of one name in two files are named by their whole node
+    from zlbench.ab.pairing import name_shared_keys
+
+    named = name_shared_keys([{"op": "e", "node": "benchmark/test_a.py::test_t"}, {"op": "e", "node": "benchmark/test_b.py::test_t"},
+                              {"op": "e", "node": "benchmark/test_b.py::test_u"}], ("op",))
+    assert [t["test"] for t in named] == ["benchmark/test_a.py::test_t", "benchmark/test_b.py::test_t", "test_u"]
     # a paired row and an unpaired row of one key read apart as well
     view = of("test_einsum_diagonal", [1.5e-6, 1.5e-6])
     for r in view:

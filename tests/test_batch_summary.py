@@ -90,6 +90,7 @@ def test_rounds_dropped_inside_a_row_are_listed(sweep, tmp_path):
     row = "| dead_op    | float16 | [[64]]  |             1 | round 1: side B crashed worker killed |"
     assert row in section, section
     ab = json.loads((tmp_path / "cmp" / "ab.json").read_text())
-    assert ab["dropped_rounds"] == [{"op": "dead_op", "dtype": "float16", "shape": "[[64]]", "rounds_kept": 1,
+    assert ab["dropped_rounds"] == [{"op": "dead_op", "dtype": "float16", "shape": "[[64]]",
+                                     "node": "benchmark/test_switch_perf.py::test_perf_dead_op", "rounds_kept": 1,
                                      "dropped": ["round 1: side B crashed worker killed"]}]
     assert {r["shape"]: r["rounds"] for r in ab["rows"]} == {"[[64]]": 1, "[[256]]": 2}

@@ -323,6 +323,26 @@ def test_compare_uses_the_rows_history(tmp_path, store_url, capsys):
     assert "| exp " in out.out and "slower" in out.out and "3 other row(s)" in out.out
 
 
+def test_a_flaggems_log_compares_with_a_run_on_the_runs_history(tmp_path, store_url, capsys):
+    """A FlagGems log names no test node: its rows pair with a run's, and the run's earlier runs
+    still give each row its noise (keyed by node, they found none: every row 'inconclusive')."""
+    from zlbench.results.tables import side_log
+
+    lat = [{"exp": 1.0, "add": 2.0}] * 5 + [{"exp": 1.1, "add": 2.0}]
+    dirs = H.series(tmp_path, lat, noise=0.01, seed=3)
+    first = [json.loads(x) for x in (dirs[0] / "rows.jsonl").read_text().splitlines()]
+    log = tmp_path / "result_flaggems.log"
+    log.write_text(side_log([{k: v for k, v in r.items() if k != "node"} for r in first]))
+    assert history("import", *dirs, "--url", store_url, capsys=capsys)[0] == 0
+    assert history("import", str(log), "--url", store_url, "--backend", "cuda", "--device", "NVIDIA H200",
+                   capsys=capsys)[0] == 0
+    code, out = history("compare", "7", "6", "--url", store_url, "--format", "json", capsys=capsys)
+    result = json.loads(out.out)
+    assert not result["unpaired"] and len(result["rows"]) == 6
+    assert {r["noise"] for r in result["rows"]} == {"history (5 runs)"}
+    assert {r["verdict"] for r in result["rows"] if r["op"] == "exp"} == {"slower"}
+
+
 def test_compare_uses_the_rows_rounds(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
     dirs = H.series(tmp_path, [{"exp": 1.0}, {"exp": 0.8}], noise=0.01, rounds=5)

@@ -36,13 +36,16 @@ def test_label(node: Optional[str]) -> str:
 
 def name_shared_keys(rows: List[dict], by: Sequence[str] = ("op", "dtype", "shape")) -> List[dict]:
     """Rows (table dicts with "node") whose op, dtype and shape another row of another test shares
-    get "test" (test_label): tables show it beside the op, so the two read apart."""
+    get "test" (test_label; the whole node where two files' tests have one name): tables show it
+    beside the op, so the two read apart."""
     nodes: Dict[tuple, set] = defaultdict(set)
     for t in rows:
         nodes[tuple(t.get(k) for k in by)].add(t.get("node"))
     for t in rows:
-        if len(nodes[tuple(t.get(k) for k in by)]) > 1:
-            t["test"] = test_label(t.get("node"))
+        group = nodes[tuple(t.get(k) for k in by)]
+        if len(group) > 1:
+            label = test_label(t.get("node"))
+            t["test"] = label if sum(test_label(n) == label for n in group) == 1 else (t.get("node") or "")
     return rows
 
 
@@ -99,8 +102,10 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
             bad = x if not _usable(x, field_name) else y
             reasons.append(f"round {rnd}: {bad.get('status')} {bad.get('reason') or ''}".strip())
             continue
-        if did_no_device_work(x, field_name) or did_no_device_work(y, field_name):
-            no_work.append(rnd)  # nanoseconds of empty replay: no kernel to compare, noise a test could misread
+        if did_no_device_work(x, field_name) and did_no_device_work(y, field_name):
+            # nanoseconds of empty replay on both sides: no kernel to compare, noise a test could misread
+            # (a view on one side and a kernel on the other is a change, and is compared)
+            no_work.append(rnd)
             continue
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))
@@ -110,18 +115,34 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])
         p.node = p.node or x.get("node")
     if no_work:
-        reasons.append(f"launched no device work on a side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
+        reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                        f"times no kernel) in {len(no_work)} round(s)")
     return p, reasons
+
+
+def _tests_per_key(rows: Sequence[dict]) -> Dict[Key, int]:
+    """Per key without node: how many test nodes of these rows time it."""
+    nodes: Dict[Key, set] = defaultdict(set)
+    for r in rows:
+        if r.get("node"):
+            nodes[row_key(r, False)].add(r["node"])
+    return {k: len(v) for k, v in nodes.items()}
 
 
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
     by_node = keyed_by_node(rows_a, rows_b)
     by_a, by_b = _by_key(rows_a, by_node), _by_key(rows_b, by_node)
+    # Against a side that names no test, a key that several tests of the other side time cannot be
+    # paired: which of them the log's record is, nothing says.
+    shared = {} if by_node else {k: n for rows in (rows_a, rows_b) for k, n in _tests_per_key(rows).items() if n > 1}
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
         ra, rb = by_a.get(key, {}), by_b.get(key, {})
+        if key in shared:
+            unpaired.append((key, f"{shared[key]} tests time this op, dtype and shape, and a side names no test "
+                                  "(a FlagGems result log): which to pair is unknown"))
+            continue
         if not ra or not rb:
             unpaired.append((key, "only on side " + ("A" if ra else "B")))
             continue

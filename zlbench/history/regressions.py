@@ -129,7 +129,7 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
         raise UsageError(f"no runs in the store {store.shown} match. Fix: `history list` shows runs and calibers.")
     series_runs, others = _one_caliber(runs)
     index = {r["run_id"]: i for i, r in enumerate(series_runs)}
-    fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "latency_base", "status")
+    fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "latency_base", "status", "markers")
     lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
     base = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency_base")
     cis = intervals_by_run(iter_rows(store, list(index), ops=ops, fields=fields + ("latency_lo", "latency_hi")))
@@ -148,7 +148,11 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
             first, prev = series_runs[index[ids[i]]], series_runs[index[ids[i - 1]]]
             found.append(_step_record(key, st, values, ids, base.get(key, {}), first, prev, k))
     found.sort(key=lambda f: (f["kind"] != "regression", f["first_created"], -abs(f["change_pct"]), f["op"]))
-    return _result(series_runs, name_shared_keys(found, ("op", "dtype", "shape", "side")), others, k, threshold, z)
+    # a step's test is named where another test's series has its op, dtype, shape and side
+    series = [{"op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "node": key[3] or None, "side": key[4]}
+              for key in lat]
+    name_shared_keys(found + series, ("op", "dtype", "shape", "side"))
+    return _result(series_runs, found, others, k, threshold, z)
 
 
 def _one_caliber(runs: List[dict]) -> Tuple[List[dict], List[dict]]:

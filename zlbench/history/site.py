@@ -15,6 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import select
 
+from zlbench.ab.pairing import op_with_test
 from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store import schema as S
@@ -209,7 +210,7 @@ def _trends_section(store: Store, series: List[str], by_caliber: Mapping[str, Li
     for cal in series[:MAX_CALIBERS]:
         cruns = by_caliber[cal]
         ids = [r["run_id"] for r in cruns]
-        fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "status")
+        fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "status", "markers")
         lines, bars = _trend_lines(iter_rows(store, ids, fields=fields),
                                    iter_rows(store, ids, fields=fields + ("latency_lo", "latency_hi")))
         svgs = []
@@ -239,7 +240,7 @@ def _regressions_section(store: Store, series: List[str], by_caliber: Mapping[st
             continue
         result = R.regressions(store, caliber=cal, k=k, threshold=threshold)
         for f in result["steps"]:
-            reg_rows.append([_cell(cal[:10]), _cell(f["op"]), _cell(f["dtype"]), _cell(f["shape"]), _cell(f["side"]),
+            reg_rows.append([_cell(cal[:10]), _cell(op_with_test(f)), _cell(f["dtype"]), _cell(f["shape"]), _cell(f["side"]),
                              f'<td class="{f["kind"]}">{esc(f["kind"])}</td>', _cell(f["change_pct"], "+.1f"),
                              _cell(f["before_ms"], ".5g"), _cell(f["after_ms"], ".5g"),
                              _cell(f["baseline_change_pct"], "+.1f"), _cell(f["noise_pct"], ".1f"),
@@ -263,7 +264,7 @@ def _vendors_section(store: Store) -> str:
         labels = ven["summary"]["vendors"]
         vrows = []
         for e in ven["rows"]:
-            cells = [_cell(e["op"]), _cell(e["dtype"]), _cell(e["shape"])]
+            cells = [_cell(op_with_test(e)), _cell(e["dtype"]), _cell(e["shape"])]
             for label in labels:
                 v = e["vendors"].get(label) or {}
                 cells += [_cell(v.get("speedup"), ".3f"), _cell(v.get("latency_ms"), ".4g")]

@@ -10,6 +10,7 @@ from typing import Dict, List, Mapping, Optional
 
 from tabulate import tabulate
 
+from zlbench.ab.pairing import name_shared_keys, op_with_test
 from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
@@ -23,8 +24,11 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
     latest = _latest_per_column(runs, commit)
     columns = sorted(latest)
     by_run = {latest[c]["run_id"]: c for c in columns}
-    acc = _accumulate(fetch_rows(store, list(by_run), ops=ops), by_run)
-    table = [_table_entry(key, acc[key], columns) for key in sorted(acc, key=natural_key)]
+    rows = fetch_rows(store, list(by_run), ops=ops)
+    # Tests of one op may time one shape: an entry per test, unless a run (a FlagGems log) names none.
+    named = {r["run_id"] for r in rows if r.get("node")}
+    acc = _accumulate(rows, by_run, by_node=named == set(by_run))
+    table = name_shared_keys([_table_entry(key, acc[key], columns) for key in sorted(acc, key=natural_key)])
     return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
                         "runs": {_label(c): latest[c]["run_id"] for c in columns}},
             "rows": table}
@@ -51,13 +55,15 @@ def _latest_per_column(runs: List[dict], commit: str) -> Dict[tuple, dict]:
     return latest
 
 
-def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
-    """Main-side rows grouped by (op, dtype, shape), then by column: their latencies, speedups and failures."""
+def _accumulate(rows, by_run: Mapping, by_node: bool = True) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
+    """Main-side rows grouped by (op, dtype, shape, test node), then by column: their latencies,
+    speedups and failures (by_node False: a run names no node, and the node is left out)."""
     acc: Dict[tuple, Dict[tuple, Dict[str, list]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for row in rows:
         if row.get("dtype") is None or (row.get("side") or "main") != "main":
             continue
-        cell = acc[(row["op"], short_dtype(row["dtype"]), row["shape"])][by_run[row["run_id"]]]
+        key = (row["op"], short_dtype(row["dtype"]), row["shape"], (row.get("node") or "") if by_node else "")
+        cell = acc[key][by_run[row["run_id"]]]
         if usable(row, "latency"):
             cell["latency"].append(float(row["latency"]))
         if usable(row, "speedup"):
@@ -68,7 +74,7 @@ def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list
 
 
 def _table_entry(key: tuple, cells: Mapping, columns: List[tuple]) -> dict:
-    entry = {"op": key[0], "dtype": key[1], "shape": key[2], "vendors": {}}
+    entry = {"op": key[0], "dtype": key[1], "shape": key[2], "node": key[3] or None, "vendors": {}}
     for c in columns:
         cell = cells.get(c)
         if cell is None:
@@ -105,7 +111,7 @@ def _cell(v: Mapping, field: str, fmt: str) -> str:
 def flat_rows(result: Mapping) -> List[dict]:
     out = []
     for e in result["rows"]:
-        row = {"op": e["op"], "dtype": e["dtype"], "shape": e["shape"]}
+        row = {"op": op_with_test(e), "dtype": e["dtype"], "shape": e["shape"]}
         for label in result["summary"]["vendors"]:
             v = e["vendors"].get(label) or {}
             row[f"{label} speedup"] = v.get("speedup")
@@ -124,7 +130,7 @@ def render_markdown(result: Mapping) -> str:
         headers += [f"{label} speedup", f"{label} ms"]
     rows = []
     for e in result["rows"]:
-        row = [e["op"], e["dtype"], e["shape"]]
+        row = [op_with_test(e), e["dtype"], e["shape"]]
         for label in s["vendors"]:
             v = e["vendors"].get(label)
             row += [_cell(v, "speedup", ".3f"), _cell(v, "latency_ms", ".4g")]

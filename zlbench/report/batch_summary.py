@@ -165,7 +165,7 @@ def _usable(r: Mapping) -> bool:
 def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]:
     """Rows paired in some rounds but not in others: which rounds each lost and why (rows paired in no
     round are the report's unpaired rows)."""
-    from zlbench.ab.pairing import keyed_by_node, row_key
+    from zlbench.ab.pairing import keyed_by_node, name_shared_keys, row_key
     from zlbench.results.schema import short_dtype
 
     by: Tuple[Dict, Dict] = ({}, {})
@@ -187,16 +187,18 @@ def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]
                 side, bad = ("A", x) if not _usable(x) else ("B", y)
                 why.append(f"round {n}: side {side} {bad.get('status')} {bad.get('reason') or ''}".strip())
         if kept and why:
-            out.append({"op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "rounds_kept": len(kept),
-                        "dropped": why})
-    return out
+            out.append({"op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "node": key[3] or None,
+                        "rounds_kept": len(kept), "dropped": why})
+    return name_shared_keys(out)
 
 
 def dropped_markdown(dropped: Sequence[Mapping]) -> str:
     from tabulate import tabulate
 
+    from zlbench.ab.pairing import op_with_test
+
     return ("\n## Rounds dropped inside rows\n\n" + tabulate(
-        [[d["op"], d["dtype"], d["shape"], d["rounds_kept"], "; ".join(d["dropped"])[:200]] for d in dropped],
+        [[op_with_test(d), d["dtype"], d["shape"], d["rounds_kept"], "; ".join(d["dropped"])[:200]] for d in dropped],
         headers=["Operator", "dtype", "shape", "rounds kept", "dropped"], tablefmt="github") + "\n")
 
 

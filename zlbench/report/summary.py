@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from typing import Dict, Iterable, List, Optional
@@ -10,7 +11,7 @@ from tabulate import tabulate
 
 from zlbench.results.records import SAMPLING_FIELDS
 from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, MARKER_NOT_ZLBENCH_TIMER,
-                                    MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED)
+                                    MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED, did_no_device_work)
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import SEVERITY, STATUSES
 
@@ -218,7 +219,7 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
                  f"{k}: {v} row(s)" for k, v in sorted(counts.items(), reverse=True)) + "); its interval "
              "(`latency_ci`) is a 95% interval for the value another run of this caliber would report",
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
-             f"p90 {_pct(widths[int(0.9 * (len(widths) - 1))][0])}, widest {_pct(widths[-1][0])} "
+             f"p90 {_pct(widths[math.ceil(0.9 * len(widths)) - 1][0])}, widest {_pct(widths[-1][0])} "
              f"({_row_name(widths[-1][1])})"]
     if unstable:
         lines.append(_unstable_line(unstable))
@@ -347,8 +348,10 @@ def _marker_notes(rows: List[dict]) -> List[str]:
     no_work = [r for r in rows if MARKER_NO_DEVICE_WORK in (r.get("markers") or [])]
     if no_work:
         lines += ["", f"> {len(no_work)} row(s) launched no device work on a side ({MARKER_NO_DEVICE_WORK}: the op "
-                  "returns a view or does nothing, so its graph replays nothing): their latency times no kernel, "
-                  "and they carry no process-level interval; e.g. " + ", ".join(_row_name(r) for r in no_work[:3])]
+                  "returns a view or does nothing, so its graph replays nothing): that side's latency times no "
+                  "kernel and carries no process-level interval; e.g. "
+                  + ", ".join(f"{_row_name(r)} ({'gems' if did_no_device_work(r) else 'torch'}, {r.get('node')})"
+                              for r in no_work[:3])]
     corpus_timed = sum(1 for r in rows if MARKER_NOT_ZLBENCH_TIMER in (r.get("markers") or []))
     if corpus_timed:
         lines += ["", f"> {corpus_timed} row(s) were timed by the corpus itself ({MARKER_NOT_ZLBENCH_TIMER}: a "
