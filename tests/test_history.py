@@ -616,6 +616,25 @@ def test_non_finite_numbers_are_stored_as_null(tmp_path, store_url):
     assert summary["overall"]["geomean"] is None and p is None and latencies == [1.0, None]
 
 
+def test_the_site_names_the_tests_of_ab_rows_that_share_a_key(tmp_path, store_url, capsys):
+    """Two tests of one op timing one shape (FlagGems' einsum trace and transpose): the store keeps
+    each A/B row's node (revision 0004) and the site's A/B table names them."""
+    ident = H.identity(ab="X")
+    ab = {"summary": {"label_a": "X=0", "label_b": "X=1", "liveness": "unknown", "overall": {"geomean": 1.0}},
+          "rows": [{"op": "einsum", "dtype": "float16", "shape": "[[64,64]]", "rounds": 2, "a_ms": lat, "b_ms": lat,
+                    "change_pct": 0.0, "verdict": "no difference beyond threshold",
+                    "node": f"benchmark/test_einsum.py::{test}"}
+                   for test, lat in (("test_einsum_trace", 1.0), ("test_einsum_transpose", 2.0))]}
+    run = H.write_run(tmp_path / "run", ident, [H.row("exp", "[[64,64]]", 1.0, 1.0, side=s) for s in ("off", "on")],
+                      ab=ab)
+    record_run(run, store_url)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        assert sorted(conn.execute(select(S.ab_rows.c.node)).scalars()) == [r["node"] for r in ab["rows"]]
+    assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "einsum (test_einsum_trace)" in page and "einsum (test_einsum_transpose)" in page
+
+
 def test_one_run_written_by_four_processes_at_once_lands_once(tmp_path, store_url):
     """A collect racing the run's own end (or four collects): one run, its rows once, no error.
     The processes read the run dir first, then all write at the same instant."""

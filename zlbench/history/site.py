@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import select
 
-from zlbench.ab.pairing import op_with_test
+from zlbench.ab.pairing import name_shared_keys, op_with_test
 from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store import schema as S
@@ -300,10 +300,10 @@ def _ab_part(sm: Mapping, run: Mapping, rows: List[dict]) -> str:
     gm = "-" if o.get("geomean") is None else f"{(o['geomean'] - 1) * 100:+.2f}%"
     rows_html = table(f"ab-{sm['run_id']}", ["op", "dtype", "shape", "rounds", "A ms", "B ms", "change %",
                                              "CI lo %", "CI hi %", "q", "live", "verdict"], [
-        [_cell(t["op"]), _cell(t["dtype"]), _cell(t["shape"]), _cell(t["rounds"]), _cell(t["a_ms"], ".5g"),
+        [_cell(op_with_test(t)), _cell(t["dtype"]), _cell(t["shape"]), _cell(t["rounds"]), _cell(t["a_ms"], ".5g"),
          _cell(t["b_ms"], ".5g"), _cell(t["change_pct"], "+.2f"), _cell(t["ci_lo_pct"], "+.2f"),
          _cell(t["ci_hi_pct"], "+.2f"), _cell(t["q"], ".3g"), _cell(t["live"]), _cell(t["verdict"])]
-        for t in rows])
+        for t in name_shared_keys(rows)])
     return (f"<h3>Run {sm['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {esc(run['backend'])}): "
             f"{esc(sm['label_a'])} vs {esc(sm['label_b'])}</h3><p>Liveness: <b>{esc(sm['liveness'])}</b>; "
             f"overall B/A latency {gm}; verdicts: {esc(verdicts) or '-'}.</p>"

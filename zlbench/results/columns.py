@@ -144,7 +144,7 @@ AB_COLUMNS: Tuple[Column, ...] = (
     _ab("dtype", STR, "dtype, short (float16)", outputs=_AB_ALL, length=64),
     _ab("shape", STR, "canonical shape key", outputs=_AB_ALL),
     _ab("node", STR, "the test node (ab.md names its test beside the op where another test's row has the "
-        "same op, dtype and shape)", outputs=(AB_CSV, AB_JSON)),
+        "same op, dtype and shape)", outputs=_AB_DATA),
     _ab("rounds", INT, "rounds paired (ab.md: and why they stopped)", "count", outputs=_AB_ALL),
     _ab("a_ms", FLOAT, "A's latency: geometric mean over the rounds the verdict rests on", "ms", outputs=_AB_ALL,
         label="A ms (geo)"),

@@ -8,7 +8,7 @@ from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Inte
                         String, Table, Text)
 
 # The newest Alembic revision this zlbench knows (migrations/versions/).
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 
 metadata = MetaData()
 
@@ -113,6 +113,8 @@ ab_rows = Table(
     Column("live", String(16)),
     Column("fallback", Boolean),
     Column("verdict", String(64)),
+    # Revision 0004: the row's test node (null in rows of older runs).
+    Column("node", Text),
 )
 
 ab_summaries = Table(
