@@ -226,6 +226,11 @@ def test_tests_of_one_op_timing_one_shape_stay_apart_in_a_plain_run_and_an_aa(ru
     assert sorted((r["node"].rpartition("::")[2], r["shape"], round(r["latency"], 9), r["round"]) for r in back) == sorted(
         (node, shape, lat, 0) for (node, shape), (lat, _) in mine.items())
     assert "| shared | float16 |        4 |" in (d / "summary.md").read_text()  # 2 tests x 2 shapes
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(d / "run.log")], capture_output=True, text=True)
+    assert out.returncode == 0 and "| ok       |            2 |" in out.stdout, out.stdout  # two test nodes
 
     res = run_zlbench(*base, "ab=triton_fp_fusion", "ab.aa=true", "ab.rounds=2", "ab.min_rounds=2",
                       run_dir=d.parent / "aa")

@@ -44,9 +44,9 @@ def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dic
         print(f"zlbench: skipped {len(skipped)} malformed line(s) of {path}: "
               f"{', '.join(map(str, skipped))}", file=sys.stderr)
     status = {}
-    for r in rows:
-        s = status.setdefault(r["op"], {"op": r["op"], "test_node": "", "side": "main", "status": "ok",
-                                        "reason": ""})
+    for r in rows:  # a log of zlbench's names each record's node; FlagGems' own, none (one per op)
+        s = status.setdefault((r["op"], r.get("node")), {"op": r["op"], "test_node": r.get("node") or "",
+                                                         "side": "main", "status": "ok", "reason": ""})
         if r["status"] != "ok":
             s["status"], s["reason"] = r["status"], r.get("reason") or ""
     return rows, list(status.values()), path.name
