@@ -29,14 +29,14 @@ def keyed_by_node(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> bool:
     return all(any(r.get("node") for r in rows) for rows in (rows_a, rows_b))
 
 
-def test_label(node: Optional[str]) -> str:
+def short_test_name(node: Optional[str]) -> str:
     """A test node as tables name it beside its op: the test (with its parameters), or the node."""
     return (node or "").rpartition("::")[2] or (node or "")
 
 
 def name_shared_keys(rows: List[dict], by: Sequence[str] = ("op", "dtype", "shape")) -> List[dict]:
     """Rows (table dicts with "node") whose op, dtype and shape another row of another test shares
-    get "test" (test_label; the whole node where two files' tests have one name): tables show it
+    get "test" (short_test_name; the whole node where two files' tests have one name): tables show it
     beside the op, so the two read apart."""
     nodes: Dict[tuple, set] = defaultdict(set)
     for t in rows:
@@ -44,8 +44,8 @@ def name_shared_keys(rows: List[dict], by: Sequence[str] = ("op", "dtype", "shap
     for t in rows:
         group = nodes[tuple(t.get(k) for k in by)]
         if len(group) > 1:
-            label = test_label(t.get("node"))
-            t["test"] = label if sum(test_label(n) == label for n in group) == 1 else (t.get("node") or "")
+            label = short_test_name(t.get("node"))
+            t["test"] = label if sum(short_test_name(n) == label for n in group) == 1 else (t.get("node") or "")
     return rows
 
 
