@@ -122,6 +122,17 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     both = pair(log_rows, b)
     assert not both.rows and [why for _, why in both.unpaired] == [
         "2 tests time this op, dtype and shape, and a side names no test (a FlagGems result log): which to pair is unknown"]
+    # a key the log lacks is only on the other side; a side with no rows at all is no log
+    assert [why for _, why in pair([], b).unpaired] == ["only on side B", "only on side B"]
+    other_log = pair(rows([1.0, 1.0]), b)  # a log of exp alone: einsum's shared key is simply not in it
+    assert [(k[0], why) for k, why in other_log.unpaired] == [("einsum", "only on side B"), ("exp", "only on side A")]
+    # the dropped-rounds table lists no key the pairing left unpaired, and names tests against all rows
+    from zlbench.report.batch_summary import dropped_rounds
+
+    assert dropped_rounds(log_rows, b) == []
+    lost = [r for r in b if not (r["node"].endswith("trace") and r["round"] == 1)]
+    assert [(d["op"], d["test"], d["rounds_kept"]) for d in dropped_rounds(a, lost)] == [
+        ("einsum", "test_einsum_trace", 1)]
     # tests of one name in two files are named by their whole node
     from zlbench.ab.pairing import name_shared_keys
 

@@ -398,6 +398,32 @@ def test_vendor_table(tmp_path, store_url, capsys):
     assert "cuda (NVIDIA H200) speedup" in out.out and "musa (MTT S4000) ms" in out.out
 
 
+def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, store_url, capsys):
+    """A run dir's two tests of einsum at one shape: an entry each; a FlagGems log's row (no test
+    named) joins the one test that times its key, and keeps its own entry where two do; a view's
+    empty replay (BENCHMARK_NO_DEVICE_WORK) is no latency."""
+    commit = "corpus00" + "0" * 32
+    rows = [H.row("exp", "[[64,64]]", 0.02, 0.01)] + [
+        {**H.row("einsum", "[[64,64]]", lat, 0.01), "node": f"benchmark/test_einsum.py::{t}"}
+        for t, lat in (("test_einsum_trace", 0.5), ("test_einsum_transpose", 2.0))] + [
+        H.row("alias", "[[64,64]]", 1.5e-6, 1.4e-6, markers=["BENCHMARK_NO_DEVICE_WORK"])]
+    run = H.write_run(tmp_path / "cuda", H.identity(corpus_commit=commit, ops=["exp", "einsum", "alias"]), rows)
+    log = tmp_path / "result_musa.log"
+    log.write_text("".join("[INFO] " + json.dumps({"op_name": op, "dtype": "torch.float16", "result": [
+        {"shape_detail": [[64, 64]], "latency_base": 0.01, "latency": lat, "speedup": 0.01 / lat}]}) + "\n"
+        for op, lat in (("exp", 0.04), ("einsum", 1.0))))
+    history("import", run, "--url", store_url, capsys=capsys)
+    history("import", log, "--url", store_url, "--backend", "musa", "--device", "MTT S4000", "--corpus-commit", commit,
+            capsys=capsys)
+    code, out = history("vendors", "--url", store_url, "--format", "json", capsys=capsys)
+    got = {(r["op"], r.get("test")): {v: c["latency_ms"] for v, c in r["vendors"].items()}
+           for r in json.loads(out.out)["rows"]}
+    assert got == {("einsum", "test_einsum_trace"): {"cuda (NVIDIA H200)": 0.5},
+                   ("einsum", "test_einsum_transpose"): {"cuda (NVIDIA H200)": 2.0},
+                   ("einsum", ""): {"musa (MTT S4000)": 1.0},
+                   ("exp", None): {"cuda (NVIDIA H200)": 0.02, "musa (MTT S4000)": 0.04}}, got
+
+
 FLAGGEMS_LOG = """[INFO] Benchmark record logger enabled
 [INFO] {"op_name": "exp", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": [{"legacy_shape": [64, 64], "shape_detail": [[64, 64]], "latency_base": 0.01, "latency": 0.02, "gbps_base": 1.0, "gbps": 0.5, "speedup": 0.5, "accuracy": null, "tflops": null, "utilization": null, "compared_speedup": null, "error_msg": null}, {"legacy_shape": [256, 256], "shape_detail": [[256, 256]], "latency_base": 0.04, "latency": 0.02, "gbps_base": 1.0, "gbps": 2.0, "speedup": 2.0, "accuracy": null, "tflops": null, "utilization": null, "compared_speedup": null, "error_msg": null}]}
 """

@@ -26,7 +26,7 @@ def row_key(r: dict, by_node: bool = True) -> Key:
 def keyed_by_node(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> bool:
     """Whether two sides' rows pair by test node: not where a side names none (a FlagGems result log
     against a run dir), which pairs by (op, dtype, shape) as that log allows."""
-    return all(any(r.get("node") for r in rows) for rows in (rows_a, rows_b))
+    return all(any(r.get("node") for r in rows) for rows in (rows_a, rows_b) if rows)  # no rows: no log
 
 
 def short_test_name(node: Optional[str]) -> str:
@@ -139,12 +139,12 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
         ra, rb = by_a.get(key, {}), by_b.get(key, {})
+        if not ra or not rb:
+            unpaired.append((key, "only on side " + ("A" if ra else "B")))
+            continue
         if key in shared:
             unpaired.append((key, f"{shared[key]} tests time this op, dtype and shape, and a side names no test "
                                   "(a FlagGems result log): which to pair is unknown"))
-            continue
-        if not ra or not rb:
-            unpaired.append((key, "only on side " + ("A" if ra else "B")))
             continue
         p, reasons = _pair_rounds(key, ra, rb, field_name)
         if p.a:

@@ -11,7 +11,7 @@ from typing import Dict, List, Mapping, Optional
 from tabulate import tabulate
 
 from zlbench.ab.pairing import name_shared_keys, op_with_test
-from zlbench.results.schema import short_dtype
+from zlbench.results.schema import did_no_device_work, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
@@ -25,9 +25,7 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
     columns = sorted(latest)
     by_run = {latest[c]["run_id"]: c for c in columns}
     rows = fetch_rows(store, list(by_run), ops=ops)
-    # Tests of one op may time one shape: an entry per test, unless a run (a FlagGems log) names none.
-    named = {r["run_id"] for r in rows if r.get("node")}
-    acc = _accumulate(rows, by_run, by_node=named == set(by_run))
+    acc = _accumulate(_with_nodes(rows), by_run)
     table = name_shared_keys([_table_entry(key, acc[key], columns) for key in sorted(acc, key=natural_key)])
     return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
                         "runs": {_label(c): latest[c]["run_id"] for c in columns}},
@@ -55,14 +53,31 @@ def _latest_per_column(runs: List[dict], commit: str) -> Dict[tuple, dict]:
     return latest
 
 
-def _accumulate(rows, by_run: Mapping, by_node: bool = True) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
+def _with_nodes(rows: List[dict]) -> List[dict]:
+    """Tests of one op may time one shape: an entry per test. A FlagGems log's row names no test: it
+    joins the entry of the one test the runs that name theirs time its key with; where several do,
+    which one it is nothing says, and it keeps an entry of its own (its op shown bare)."""
+    nodes: Dict[tuple, set] = defaultdict(set)
+    for r in rows:
+        if r.get("node"):
+            nodes[(r["op"], r.get("dtype"), r.get("shape"))].add(r["node"])
+    out = []
+    for r in rows:
+        known = nodes.get((r["op"], r.get("dtype"), r.get("shape")), set())
+        out.append(r if r.get("node") or len(known) != 1 else {**r, "node": next(iter(known))})
+    return out
+
+
+def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
     """Main-side rows grouped by (op, dtype, shape, test node), then by column: their latencies,
-    speedups and failures (by_node False: a run names no node, and the node is left out)."""
+    speedups and failures. An empty replay (BENCHMARK_NO_DEVICE_WORK) is no kernel's latency: left out."""
     acc: Dict[tuple, Dict[tuple, Dict[str, list]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for row in rows:
         if row.get("dtype") is None or (row.get("side") or "main") != "main":
             continue
-        key = (row["op"], short_dtype(row["dtype"]), row["shape"], (row.get("node") or "") if by_node else "")
+        if did_no_device_work(row):
+            continue
+        key = (row["op"], short_dtype(row["dtype"]), row["shape"], row.get("node") or "")
         cell = acc[key][by_run[row["run_id"]]]
         if usable(row, "latency"):
             cell["latency"].append(float(row["latency"]))
