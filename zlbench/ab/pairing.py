@@ -68,6 +68,7 @@ class PairedRow:
     b_base: List[float] = field(default_factory=list)
     fallback: bool = False
     node: Optional[str] = None
+    dropped: List[str] = field(default_factory=list)  # the rounds left out, and why
 
 
 @dataclass
@@ -89,18 +90,18 @@ def _by_key(rows: Sequence[dict], by_node: bool) -> Dict[Key, Dict[int, dict]]:
     return out
 
 
-def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> Tuple[PairedRow, List[str]]:
-    """The rounds both sides measured usably, and why the others were left out."""
+def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
+    """The rounds both sides measured usably, and why the others were left out (p.dropped)."""
     p = PairedRow(key)
-    reasons, no_work = [], []
+    reasons, no_work = p.dropped, []
     for rnd in sorted(set(ra) | set(rb)):
         x, y = ra.get(rnd), rb.get(rnd)
         if x is None or y is None:
-            reasons.append(f"round {rnd} missing on side {'A' if x is None else 'B'}")
+            reasons.append(f"round {rnd}: missing on side {'A' if x is None else 'B'}")
             continue
         if not (_usable(x, field_name) and _usable(y, field_name)):
-            bad = x if not _usable(x, field_name) else y
-            reasons.append(f"round {rnd}: {bad.get('status')} {bad.get('reason') or ''}".strip())
+            side, bad = ("A", x) if not _usable(x, field_name) else ("B", y)
+            reasons.append(f"round {rnd}: side {side} {bad.get('status')} {bad.get('reason') or ''}".strip())
             continue
         if did_no_device_work(x, field_name) and did_no_device_work(y, field_name):
             # nanoseconds of empty replay on both sides: no kernel to compare, noise a test could misread
@@ -117,7 +118,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                        f"times no kernel) in {len(no_work)} round(s)")
-    return p, reasons
+    return p
 
 
 def _tests_per_key(rows: Sequence[dict]) -> Dict[Key, int]:
@@ -146,9 +147,9 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             unpaired.append((key, f"{shared[key]} tests time this op, dtype and shape, and a side names no test "
                                   "(a FlagGems result log): which to pair is unknown"))
             continue
-        p, reasons = _pair_rounds(key, ra, rb, field_name)
+        p = _pair_rounds(key, ra, rb, field_name)
         if p.a:
             paired.append(p)
         else:
-            unpaired.append((key, "; ".join(reasons) or "no usable round"))
+            unpaired.append((key, "; ".join(p.dropped) or "no usable round"))
     return Pairing(paired, unpaired, by_node)

@@ -11,7 +11,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, 
 from sqlalchemy import exists, func, or_, select
 
 from zlbench.errors import UsageError
-from zlbench.results.schema import MARKER_NO_DEVICE_WORK, NO_WORK_MS
+from zlbench.results.schema import did_no_device_work
 from zlbench.store import schema as S
 from zlbench.store.db import Store
 
@@ -137,8 +137,8 @@ def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowK
             continue
         if r.get("dtype") is None and r.get("shape") is None:
             continue  # a node-level status row
-        if MARKER_NO_DEVICE_WORK in (r.get("markers") or ()) and v < NO_WORK_MS:
-            continue  # an empty replay's nanoseconds: no kernel's time (did_no_device_work)
+        if did_no_device_work(r, field):
+            continue  # an empty replay's nanoseconds: no kernel's time
         acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("node") or ""),
              str(r.get("side") or "main"))][r["run_id"]].append(float(v))
     return {k: {rid: (v[0] if len(v) == 1 else statistics.median(v)) for rid, v in per.items()}

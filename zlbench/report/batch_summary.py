@@ -157,45 +157,16 @@ def _node_level_command(a: Source) -> str:
     return "python -m zlbench ab=env ab.var=VAR ab.values=[A,B]"
 
 
-def _usable(r: Mapping) -> bool:
-    v = r.get("latency")
-    return r.get("status") == "ok" and isinstance(v, (int, float)) and v > 0
-
-
 def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]:
-    """Rows paired in some rounds but not in others: which rounds each lost and why (rows paired in no
-    round are the report's unpaired rows)."""
-    from zlbench.ab.pairing import name_shared_keys, pair, row_key
+    """Rows paired in some rounds but not in others: which rounds each lost and why, as the pairing
+    left them out (rows paired in no round are the report's unpaired rows)."""
+    from zlbench.ab.pairing import name_shared_keys, pair
     from zlbench.results.schema import short_dtype
 
-    by: Tuple[Dict, Dict] = ({}, {})
-    pairing = pair(rows_a, rows_b)  # its keys: a key it leaves unpaired is not listed here
-    paired = {p.key for p in pairing.rows}
-    by_node = pairing.by_node
-    for side, rows in zip(by, (rows_a, rows_b)):
-        for r in rows:
-            if r.get("dtype") is not None or r.get("shape") is not None:
-                side.setdefault(row_key(r, by_node), {})[int(r.get("round") or 0)] = r
-    out = []
-    for key in sorted(set(by[0]) & set(by[1]) & paired):
-        ra, rb = by[0][key], by[1][key]
-        kept = [n for n in ra if n in rb and _usable(ra[n]) and _usable(rb[n])]
-        why = []
-        for n in sorted((set(ra) | set(rb)) - set(kept)):
-            x, y = ra.get(n), rb.get(n)
-            if x is None or y is None:
-                why.append(f"round {n}: missing on side {'A' if x is None else 'B'}")
-            else:
-                side, bad = ("A", x) if not _usable(x) else ("B", y)
-                why.append(f"round {n}: side {side} {bad.get('status')} {bad.get('reason') or ''}".strip())
-        if kept and why:
-            out.append({"op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "node": key[3] or None,
-                        "rounds_kept": len(kept), "dropped": why})
-    # named against every paired row: a test's key another test shares reads apart
-    everyone = [{"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None}
-                for p in pairing.rows]
-    name_shared_keys(out + everyone)
-    return out
+    rows = [{"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None,
+             "rounds_kept": len(p.a), "dropped": p.dropped} for p in pair(rows_a, rows_b).rows]
+    name_shared_keys(rows)  # named against every paired row: a test's key another test shares reads apart
+    return [r for r in rows if r["dropped"]]
 
 
 def dropped_markdown(dropped: Sequence[Mapping]) -> str:
