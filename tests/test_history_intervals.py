@@ -89,6 +89,18 @@ def test_tests_of_one_op_timing_one_shape_compare_each_on_its_own(tmp_path, url,
     assert "| einsum (test_einsum_trace) " in out.out
 
 
+def test_a_gate_that_paired_nothing_does_not_pass(tmp_path, url, capsys):
+    """Two runs of different ops share no row: `compare` used to print a caveat and exit 0, so a CI
+    gate passed having checked nothing. Now it exits 2 saying why and how to fix it; the report
+    (the unpaired rows) is still printed, and --fail-on none accepts it."""
+    imported(capsys, url, H.series(tmp_path, [{"exp": 1.0}, {"add": 2.0}], noise=0.003, interval=0.03))
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert code == 2, out.err
+    assert "share no row both measured" in out.err and "Fix: compare runs of the same ops" in out.err
+    assert "unpaired" in out.out and "exp" in out.out and "add" in out.out
+    assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")[0] == 0
+
+
 def test_a_repeat_within_its_intervals_is_not_flagged(tmp_path, url, capsys):
     imported(capsys, url, H.series(tmp_path, [{"exp": 1.0, "add": 2.0}] * 2, noise=0.005, interval=0.03, seed=4))
     code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json", "--fail-on", "changed",

@@ -153,6 +153,13 @@ def cmd_compare(args) -> int:
     render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
     sys.stdout.write(render[args.format](result))
     failing = result["summary"]["failing_rows"]
+    if not result["summary"]["paired_rows"] and args.fail_on != "none":
+        # A gate that compared nothing must not pass: two runs of different ops, dtypes or tests.
+        print(f"[zlbench] compare: run {run_a['run_id']} and run {run_b['run_id']} share no row both measured "
+              f"({result['summary']['unpaired_rows']} unpaired, listed above): the gate checked nothing: exit "
+              f"{int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes and tests (`zlbench history list`), "
+              "or pass --fail-on none to accept an empty comparison.", file=sys.stderr)
+        return int(Exit.USAGE)
     if failing:
         print(f"[zlbench] compare: {failing} row(s) {args.fail_on} beyond their noise and the threshold: exit 1 "
               "(--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
