@@ -261,14 +261,21 @@ def _compare(tmp_path, a, b):
 
 
 @pytest.mark.slow
-def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(tmp_path):
+def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(tmp_path, capsys):
     """Two real runs of the same caliber compare on their own process-level intervals (no "too little
-    history"): a 30% slowdown is flagged and exits 1, a repeat flags nothing and exits 0."""
+    history"): a 30% slowdown is flagged and exits 1, a repeat flags nothing and exits 0. A run's
+    run.log imported in its place keeps its intervals (it lost them: no noise, inconclusive)."""
     off, again, on = _plain_runs(tmp_path, "0", "0", "1")
     res, result = _compare(tmp_path, off, on)
     assert res.returncode == 1, res.stderr[-2000:]
     assert result["rows"] and {r["noise"] for r in result["rows"]} == {"intervals"}
     assert {r["verdict"] for r in result["rows"]} == {"slower"}, result["rows"]
+    url = f"sqlite:///{tmp_path / 'logs.db'}"
+    imported(capsys, url, [off / "run.log", on])
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    logged = json.loads(out.out)
+    assert code == 1 and logged["rows"] and not logged["unpaired"], out.err
+    assert {(r["noise"], r["verdict"]) for r in logged["rows"]} == {("intervals", "slower")}, logged["rows"]
     res, result = _compare(tmp_path, off, again)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "slower" not in {r["verdict"] for r in result["rows"]} and "faster" not in {r["verdict"] for r in result["rows"]}

@@ -195,6 +195,16 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
     assert {line.split(",")[4] for line in status} == {str(len(rows) // 2)}
     logged = [json.loads(x[len("[INFO] "):]) for x in (d / "run.log").read_text().splitlines()[1:]]
     assert sum(len(rec["result"]) for rec in logged) == len(rows)
+    # run.log read back (zlbench summary LOG, history import LOG) keeps each row's interval: it
+    # used to lose it, and a log compared on "too little history" where its run had intervals.
+    from zlbench.results.flaggems_log import rows_from_log
+
+    by_key = {(r["op"], r["shape"]): r for r in rows}
+    back = rows_from_log(d / "run.log")
+    assert len(back) == len(rows)
+    for r in back:
+        want = by_key[(r["op"], r["shape"])]
+        assert r["processes"] == k and r["latency_ci"] == pytest.approx(want["latency_ci"]), r
 
 
 def test_cases_whose_shapes_read_alike_stay_rows_of_their_own_over_processes(run_zlbench, faulty_corpus):

@@ -125,10 +125,12 @@ ROW_COLUMNS: Tuple[Column, ...] = (
     _row("placement_note", STR, "why one placement only where more were asked for" + _RETIRING, source=FACTS),
     _row("timing_base", MAPPING, "the baseline's timing facts as one mapping (over processes: its latency_ci "
          "and processes too; the store keeps its interval as latency_base_lo / latency_base_hi)"),
+    # source RESULT: a plain run's run.log writes both into its result entries, so the log read back
+    # (history import, zlbench summary LOG) keeps the rows' intervals; a corpus' own record has neither.
     _row("processes", INT, "benchmark processes that measured the row (plain run; null in A/B rows)", "count",
-         store=True),
+         store=True, source=RESULT),
     _row("latency_ci", INTERVAL, "95% interval [lo, hi] for the value another run would report (null: one "
-         "process)", "ms", store=True, store_names=("latency_lo", "latency_hi")),
+         "process)", "ms", store=True, store_names=("latency_lo", "latency_hi"), source=RESULT),
 )
 
 _AB_ALL = (AB_CSV, AB_JSON, STORE, AB_MD)
