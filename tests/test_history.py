@@ -406,8 +406,10 @@ def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, s
     rows = [H.row("exp", "[[64,64]]", 0.02, 0.01)] + [
         {**H.row("einsum", "[[64,64]]", lat, 0.01), "node": f"benchmark/test_einsum.py::{t}"}
         for t, lat in (("test_einsum_trace", 0.5), ("test_einsum_transpose", 2.0))] + [
-        H.row("alias", "[[64,64]]", 1.5e-6, 1.4e-6, markers=["BENCHMARK_NO_DEVICE_WORK"])]
-    run = H.write_run(tmp_path / "cuda", H.identity(corpus_commit=commit, ops=["exp", "einsum", "alias"]), rows)
+        H.row("alias", "[[64,64]]", 1.5e-6, 1.4e-6, markers=["BENCHMARK_NO_DEVICE_WORK"]),
+        # torch's side a view, gems' a kernel: its latency is gems', its speedup (6.7e-5) compares nothing
+        H.row("unfold", "[[64,64]]", 0.02, 1.4e-6, markers=["BENCHMARK_NO_DEVICE_WORK"])]
+    run = H.write_run(tmp_path / "cuda", H.identity(corpus_commit=commit, ops=["exp", "einsum", "alias", "unfold"]), rows)
     log = tmp_path / "result_musa.log"
     log.write_text("".join("[INFO] " + json.dumps({"op_name": op, "dtype": "torch.float16", "result": [
         {"shape_detail": [[64, 64]], "latency_base": 0.01, "latency": lat, "speedup": 0.01 / lat}]}) + "\n"
@@ -421,7 +423,10 @@ def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, s
     assert got == {("einsum", "test_einsum_trace"): {"cuda (NVIDIA H200)": 0.5},
                    ("einsum", "test_einsum_transpose"): {"cuda (NVIDIA H200)": 2.0},
                    ("einsum", ""): {"musa (MTT S4000)": 1.0},
-                   ("exp", None): {"cuda (NVIDIA H200)": 0.02, "musa (MTT S4000)": 0.04}}, got
+                   ("exp", None): {"cuda (NVIDIA H200)": 0.02, "musa (MTT S4000)": 0.04},
+                   ("unfold", None): {"cuda (NVIDIA H200)": 0.02}}, got
+    unfold = next(r for r in json.loads(out.out)["rows"] if r["op"] == "unfold")
+    assert unfold["vendors"]["cuda (NVIDIA H200)"]["speedup"] is None, unfold
 
 
 FLAGGEMS_LOG = """[INFO] Benchmark record logger enabled

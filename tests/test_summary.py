@@ -124,6 +124,13 @@ def test_rows_that_launched_no_device_work_are_named_and_kept_out_of_the_widths(
     assert f"> 1 row(s) launched no device work on a side ({MARKER_NO_DEVICE_WORK}" in text
     assert "e.g. einsum float16 [[1024,1024]]" in text
     assert "widest 20% (exp float16 [[64]])" in text
+    # its speedup (0.86: nanoseconds of replay noise) is no op's speedup: left out, and counted
+    line = next(x for x in text.splitlines() if x.startswith("| einsum"))
+    assert "0.857" not in line and "graph (1 no device work)" in line, line
+    both = render_summary([kernel, {**view, "op": "exp", "node": kernel["node"], "shape": "[[8]]"}], [], "t")
+    line = next(x for x in both.splitlines() if x.startswith("| exp"))
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    assert cells[2:] == ["2", "0.1", "0.05", "2", "2..2", "graph (1 no device work)"], cells  # the kernel row alone
 
 
 def test_plots_draw_whatever_mplbackend_says():

@@ -11,7 +11,7 @@ from typing import Dict, List, Mapping, Optional
 from tabulate import tabulate
 
 from zlbench.ab.pairing import name_shared_keys, op_with_test
-from zlbench.results.schema import did_no_device_work, short_dtype
+from zlbench.results.schema import did_no_device_work, kernel_speedup, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
@@ -81,8 +81,8 @@ def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list
         cell = acc[key][by_run[row["run_id"]]]
         if usable(row, "latency"):
             cell["latency"].append(float(row["latency"]))
-        if usable(row, "speedup"):
-            cell["speedup"].append(float(row["speedup"]))
+        if usable(row, "speedup") and kernel_speedup(row):  # not where torch's side replayed nothing
+            cell["speedup"].append(kernel_speedup(row))
         if row.get("status") != "ok":
             cell["status"].append(row["status"])
     return acc

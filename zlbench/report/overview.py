@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence
 
-from zlbench.results.schema import short_dtype
+from zlbench.results.schema import kernel_speedup, short_dtype
 
 FIGSIZE = (13, 7.5)
 DPI = 100
@@ -80,8 +80,8 @@ def speedup_overview_plot(rows: Sequence[Mapping], path: Path, title: str, top: 
 
     by_op: Dict[tuple, List[float]] = defaultdict(list)
     for r in rows:
-        if r.get("status") == "ok" and isinstance(r.get("speedup"), (int, float)) and r["speedup"] > 0:
-            by_op[(r["op"], short_dtype(r.get("dtype")))].append(float(r["speedup"]))
+        if r.get("status") == "ok" and kernel_speedup(r):  # a view's ratio compares no kernels
+            by_op[(r["op"], short_dtype(r.get("dtype")))].append(kernel_speedup(r))
     if not by_op:
         return False
     logs = [math.log10(v) for vs in by_op.values() for v in vs]

@@ -27,7 +27,7 @@ def _headless_matplotlib():
 matplotlib = _headless_matplotlib()
 import matplotlib.pyplot as plt  # noqa: E402
 
-from zlbench.results.schema import short_dtype  # noqa: E402
+from zlbench.results.schema import kernel_speedup, short_dtype  # noqa: E402
 
 
 def log_ticks(ax, values, unit: str = "x") -> None:
@@ -50,8 +50,8 @@ def speedup_plot(rows: Sequence[dict], path: Path, title: str = "speedup over to
     title: what, where and when (report.condensed.plot_title: corpus, backend, device, timer, date)."""
     groups = defaultdict(list)
     for r in rows:
-        if r.get("status") == "ok" and r.get("speedup") and r["speedup"] > 0:
-            groups[(r["op"], short_dtype(r.get("dtype")), r.get("side") or "main")].append(r["speedup"])
+        if r.get("status") == "ok" and kernel_speedup(r):  # a view's ratio compares no kernels
+            groups[(r["op"], short_dtype(r.get("dtype")), r.get("side") or "main")].append(kernel_speedup(r))
     if not groups:
         return False
     keys = sorted(groups)

@@ -11,7 +11,8 @@ from tabulate import tabulate
 
 from zlbench.results.records import SAMPLING_FIELDS
 from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, MARKER_NOT_ZLBENCH_TIMER,
-                                    MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED, did_no_device_work)
+                                    MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED, did_no_device_work,
+                                    kernel_speedup)
 from zlbench.results.schema import short_dtype
 from zlbench.results.schema import SEVERITY, STATUSES
 
@@ -44,7 +45,8 @@ def _median(values: List[float]) -> Optional[float]:
 
 
 def _table_line(op: str, side: str, dtype: str, rs: List[dict]) -> List[str]:
-    speedups = [r["speedup"] for r in rs if r.get("speedup")]
+    speedups = [s for s in map(kernel_speedup, rs) if s]
+    no_work = sum(1 for r in rs if did_no_device_work(r) or did_no_device_work(r, "latency_base"))
     fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
     timers = sorted({str(r.get("timer_used")) for r in rs})
     rounds = len({r.get("round") for r in rs})
@@ -55,7 +57,8 @@ def _table_line(op: str, side: str, dtype: str, rs: List[dict]) -> List[str]:
         _fmt(_median([r["latency"] for r in rs])),
         _fmt(statistics.geometric_mean(speedups) if speedups else None, 3),
         f"{_fmt(min(speedups), 3)}..{_fmt(max(speedups), 3)}" if speedups else "-",
-        ",".join(timers) + (f" ({fallback} fallback)" if fallback else ""),
+        ",".join(timers) + "".join(f" ({n} {what})" for n, what in ((fallback, "fallback"), (no_work, "no device work"))
+                                   if n),
     ]
 
 
@@ -333,7 +336,8 @@ def _results_lines(rows: List[dict]) -> List[str]:
             "torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the "
             "median over its processes); speedup: the geometric mean over shapes of each row's "
             "torch / gems, so it need not equal the ratio of the two medians; range: the lowest and "
-            "highest row speedup.", "",
+            "highest row speedup. Rows that launched no device work on a side (a view) are left out of both: "
+            "their ratio compares no kernels.", "",
             tabulate(table, headers=headers, tablefmt="github") if table else "(no measured rows)"]
 
 

@@ -71,3 +71,13 @@ def did_no_device_work(row: dict, field: str = "latency") -> bool:
     value = row.get(field)
     return (MARKER_NO_DEVICE_WORK in (row.get("markers") or []) and isinstance(value, (int, float))
             and value < NO_WORK_MS)
+
+
+def kernel_speedup(row: dict) -> Optional[float]:
+    """The row's speedup (torch / alternative) where both sides timed device work, else None: where a
+    side timed an empty replay (a view, or an op that returns metadata) the ratio compares nanoseconds
+    of replay noise, or a kernel with nothing, and would move an op's geomean by orders of magnitude."""
+    s = row.get("speedup")
+    if not isinstance(s, (int, float)) or s <= 0 or did_no_device_work(row) or did_no_device_work(row, "latency_base"):
+        return None
+    return float(s)
