@@ -114,10 +114,12 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     assert "einsum (test_einsum_trace)" in res["markdown"] and "einsum (test_einsum_transpose)" in res["markdown"]
     assert {r["node"] for r in csv.DictReader(open(tmp_path / "ab.csv"))} == {
         "benchmark/test_einsum.py::test_einsum_trace", "benchmark/test_einsum.py::test_einsum_transpose"}
-    # a FlagGems result log names no node: against it, rows pair by (op, dtype, shape) as it allows
+    # a FlagGems result log names no node: its row is the one test the other side times at its key
     log_rows = [{k: v for k, v in r.items() if k != "node"} for r in of("test_einsum_trace", [0.0025, 0.0025])]
     p = pair(log_rows, of("test_einsum_trace", [0.0025, 0.0026]))
-    assert [(r.key, r.b) for r in p.rows] == [(("einsum", "torch.float16", "[[64]]", ""), [0.0025, 0.0026])]
+    trace = "benchmark/test_einsum.py::test_einsum_trace"
+    assert [(r.key, r.node, r.b) for r in p.rows] == [(("einsum", "torch.float16", "[[64]]", trace), trace, [0.0025, 0.0026])]
+    assert p.key(log_rows[0]) == p.rows[0].key  # what report/ab.py looks rows up by
     # ... but where the other side's tests share a key, which one the log's record is nothing says
     both = pair(log_rows, b)
     assert not both.rows and [why for _, why in both.unpaired] == [
@@ -125,7 +127,7 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     # a key the log lacks is only on the other side; a side with no rows at all is no log
     assert [why for _, why in pair([], b).unpaired] == ["only on side B", "only on side B"]
     other_log = pair(rows([1.0, 1.0]), b)  # a log of exp alone: einsum's shared key is simply not in it
-    assert [(k[0], why) for k, why in other_log.unpaired] == [("einsum", "only on side B"), ("exp", "only on side A")]
+    assert [(k[0], why) for k, why in other_log.unpaired] == [("einsum", "only on side B")] * 2 + [("exp", "only on side A")]
     # the dropped-rounds table lists no key the pairing left unpaired, and names tests against all rows
     from zlbench.report.batch_summary import dropped_rounds
 

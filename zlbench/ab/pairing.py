@@ -3,7 +3,9 @@
 The test node is part of the key: tests of one op may time the same shapes (FlagGems' einsum
 trace, diagonal and transpose; addmm in test_addmm.py and test_blas_perf_parallel.py), and a key
 without it paired one test's row with another's. Rows read from a FlagGems result log carry no
-node: against such a side, rows pair by (op, dtype, shape) as before.
+node: each takes the node of the one test the other side times at its (op, dtype, shape)
+(adopt_nodes; history compare and vendors reconcile a log's rows the same way), and where several
+tests do, the row is left unpaired: which of them the log's record is, nothing says.
 
 Only rows that succeeded on both sides with a positive latency count; everything else is listed
 as unpaired with the reason, so an incomplete pairing never looks complete."""
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work
 
@@ -23,10 +25,32 @@ def row_key(r: dict, by_node: bool = True) -> Key:
     return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or "") if by_node else "")
 
 
-def keyed_by_node(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> bool:
-    """Whether two sides' rows pair by test node: not where a side names none (a FlagGems result log
-    against a run dir), which pairs by (op, dtype, shape) as that log allows."""
-    return all(any(r.get("node") for r in rows) for rows in (rows_a, rows_b) if rows)  # no rows: no log
+def names_tests(rows: Sequence[dict]) -> bool:
+    """Whether rows name their test nodes: not a FlagGems result log's (an empty side is no log)."""
+    return not rows or any(r.get("node") for r in rows)
+
+
+def single_nodes(named: Iterable[dict]) -> Dict[Tuple[str, str, str], Optional[str]]:
+    """Per (op, dtype, shape) the rows time: the one test node that times it, None where several do."""
+    nodes: Dict[Tuple[str, str, str], set] = defaultdict(set)
+    for r in named:
+        if r.get("node"):
+            nodes[row_key(r, False)[:3]].add(r["node"])
+    return {k: (next(iter(v)) if len(v) == 1 else None) for k, v in nodes.items()}
+
+
+def adopt_node(r: dict, nodes: Mapping[Tuple[str, str, str], Optional[str]]) -> dict:
+    """A row that names no test (a FlagGems log's) with the one test that times its key (single_nodes)."""
+    node = None if r.get("node") else nodes.get(row_key(r, False)[:3])
+    return {**r, "node": node} if node else r
+
+
+def adopt_nodes(rows: Sequence[dict], named: Iterable[dict]) -> List[dict]:
+    """`rows` where each row that names no test takes the node of the one test of `named` that
+    times its (op, dtype, shape): the log's record is that test's. Where several tests do, the row
+    keeps none (pair() leaves it unpaired and says why)."""
+    nodes = single_nodes(named)
+    return [adopt_node(r, nodes) for r in rows]
 
 
 def short_test_name(node: Optional[str]) -> str:
@@ -75,18 +99,19 @@ class PairedRow:
 class Pairing:
     rows: List[PairedRow]
     unpaired: List[Tuple[Key, str]]  # (key, why)
-    by_node: bool = True  # whether keys name the test node (keyed_by_node)
+    nodes: Mapping[Tuple[str, str, str], Optional[str]] = field(default_factory=dict)  # what a log's rows adopted
 
     def key(self, r: dict) -> Key:
-        return row_key(r, self.by_node)
+        """A row's key as the pairing keyed it (a log's row with the test it adopted)."""
+        return row_key(adopt_node(r, self.nodes))
 
 
-def _by_key(rows: Sequence[dict], by_node: bool) -> Dict[Key, Dict[int, dict]]:
+def _by_key(rows: Sequence[dict]) -> Dict[Key, Dict[int, dict]]:
     out: Dict[Key, Dict[int, dict]] = defaultdict(dict)
     for r in rows:
         if r.get("dtype") is None and r.get("shape") is None:
             continue  # a node-level status row: its status is reported in ops_status
-        out[row_key(r, by_node)][int(r.get("round") or 0)] = r
+        out[row_key(r)][int(r.get("round") or 0)] = r
     return out
 
 
@@ -121,35 +146,34 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
     return p
 
 
-def _tests_per_key(rows: Sequence[dict]) -> Dict[Key, int]:
-    """Per key without node: how many test nodes of these rows time it."""
-    nodes: Dict[Key, set] = defaultdict(set)
-    for r in rows:
-        if r.get("node"):
-            nodes[row_key(r, False)].add(r["node"])
-    return {k: len(v) for k, v in nodes.items()}
-
-
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
-    by_node = keyed_by_node(rows_a, rows_b)
-    by_a, by_b = _by_key(rows_a, by_node), _by_key(rows_b, by_node)
-    # Against a side that names no test, a key that several tests of the other side time cannot be
-    # paired: which of them the log's record is, nothing says.
-    shared = {} if by_node else {k: n for rows in (rows_a, rows_b) for k, n in _tests_per_key(rows).items() if n > 1}
+    # A side that names no test (a FlagGems result log) against one that does: its rows adopt the
+    # other side's tests; a key several of them time stays with no node, and is left unpaired.
+    nodes: Dict[Tuple[str, str, str], Optional[str]] = {}
+    ambiguous: Dict[Tuple[str, str, str], int] = {}
+    if names_tests(rows_a) != names_tests(rows_b):
+        named, logged = (rows_a, rows_b) if names_tests(rows_a) else (rows_b, rows_a)
+        nodes = single_nodes(named)
+        logged_keys = {row_key(r, False)[:3] for r in logged}
+        ambiguous = {k: len({r["node"] for r in named if r.get("node") and row_key(r, False)[:3] == k})
+                     for k, n in nodes.items() if n is None and k in logged_keys}
+        rows_a, rows_b = (adopt_nodes(rows, named) for rows in (rows_a, rows_b))
+    by_a, by_b = _by_key(rows_a), _by_key(rows_b)
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
         ra, rb = by_a.get(key, {}), by_b.get(key, {})
+        if key[:3] in ambiguous:
+            if not key[3]:  # the log's row; its tests on the other side are this one entry
+                unpaired.append((key, f"{ambiguous[key[:3]]} tests time this op, dtype and shape, and a side names "
+                                      "no test (a FlagGems result log): which to pair is unknown"))
+            continue
         if not ra or not rb:
             unpaired.append((key, "only on side " + ("A" if ra else "B")))
-            continue
-        if key in shared:
-            unpaired.append((key, f"{shared[key]} tests time this op, dtype and shape, and a side names no test "
-                                  "(a FlagGems result log): which to pair is unknown"))
             continue
         p = _pair_rounds(key, ra, rb, field_name)
         if p.a:
             paired.append(p)
         else:
             unpaired.append((key, "; ".join(p.dropped) or "no usable round"))
-    return Pairing(paired, unpaired, by_node)
+    return Pairing(paired, unpaired, nodes)

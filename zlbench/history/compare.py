@@ -35,7 +35,7 @@ from scipy.special import stdtr
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
 from zlbench.ab import stats
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from zlbench.ab.pairing import keyed_by_node, name_shared_keys, op_with_test, pair
+from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair, single_nodes
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.history.intervals import FAIL_ON, interval_stat, interval_verdict
@@ -104,14 +104,14 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     by_side = defaultdict(lambda: ([], []))
     for r in rows:
         by_side[str(r.get("side") or "main")][0 if r["run_id"] == run_a["run_id"] else 1].append(r)
-    # A run read from a FlagGems log names no test node: then rows pair, and their intervals and
-    # history are found, by (op, dtype, shape, side) alone (zlbench/ab/pairing.py).
-    by_node = keyed_by_node([r for r in rows if r["run_id"] == run_a["run_id"]],
-                            [r for r in rows if r["run_id"] == run_b["run_id"]])
-    keyed = rows if by_node else [{**r, "node": None} for r in rows]
+    # A run read from a FlagGems log names no test node: its rows, and earlier runs' rows in the
+    # history, take the node of the one test that times their key, as the pairing does
+    # (zlbench/ab/pairing.py), so their intervals and history are found under the pairing's keys.
+    nodes = single_nodes(rows)
+    keyed = [adopt_node(r, nodes) for r in rows]
     facts = _RowFacts(run_a, run_b, intervals_by_run(keyed),
                       {(row_key(r), r["run_id"]) for r in keyed if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])})
-    noise_of = _HistoryNoise(store, run_b, window, by_node)
+    noise_of = _HistoryNoise(store, run_b, window, nodes)
     table, tested, unpaired = [], [], []
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency")
@@ -196,18 +196,19 @@ class _HistoryNoise:
     """A row's noise from its history (module doc), the earlier runs read once and only when a
     row needs them."""
 
-    def __init__(self, store: Store, run_b: Mapping, window: int, by_node: bool = True):
+    def __init__(self, store: Store, run_b: Mapping, window: int, nodes: Mapping):
         # Earlier runs of B's caliber, newest `window` of them (A among them when it is one).
         self.earlier = [r["run_id"] for r in list_runs(store, caliber=run_b["caliber"])
                         if (r["created"], r["run_id"]) < (run_b["created"], run_b["run_id"])][-window:]
         self.runs = len(self.earlier)
-        self.store, self.by_node = store, by_node
+        self.store, self.nodes = store, nodes  # a log's rows adopt the one test that times their key
         self._medians = None
 
     def __call__(self, key, a: float, b: float):
         if self._medians is None:
-            fields = ("run_id", "op", "dtype", "shape", "side", "latency", "status", "markers")
-            self._medians = medians_by_run(iter_rows(self.store, self.earlier, fields=fields + ("node",) * self.by_node))
+            fields = ("run_id", "op", "dtype", "shape", "side", "latency", "status", "markers", "node")
+            self._medians = medians_by_run(adopt_node(r, self.nodes) for r in iter_rows(self.store, self.earlier,
+                                                                                           fields=fields))
         per_run = self._medians.get(key, {})
         h = current_level([per_run[rid] for rid in self.earlier if rid in per_run])  # oldest first
         return history_stat(a, b, h), (f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none")

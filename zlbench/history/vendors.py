@@ -10,7 +10,7 @@ from typing import Dict, List, Mapping, Optional
 
 from tabulate import tabulate
 
-from zlbench.ab.pairing import name_shared_keys, op_with_test
+from zlbench.ab.pairing import adopt_nodes, name_shared_keys, op_with_test
 from zlbench.results.schema import did_no_device_work, kernel_speedup, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
@@ -25,7 +25,10 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
     columns = sorted(latest)
     by_run = {latest[c]["run_id"]: c for c in columns}
     rows = fetch_rows(store, list(by_run), ops=ops)
-    acc = _accumulate(_with_nodes(rows), by_run)
+    # Tests of one op may time one shape: an entry per test. A FlagGems log's row names no test: it
+    # joins the one test the runs that name theirs time its key with; where several do, which one it
+    # is nothing says, and it keeps an entry of its own (its op shown bare).
+    acc = _accumulate(adopt_nodes(rows, rows), by_run)
     table = name_shared_keys([_table_entry(key, acc[key], columns) for key in sorted(acc, key=natural_key)])
     return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
                         "runs": {_label(c): latest[c]["run_id"] for c in columns}},
@@ -51,21 +54,6 @@ def _latest_per_column(runs: List[dict], commit: str) -> Dict[tuple, dict]:
         if r["corpus_commit"] == commit:
             latest[(r.get("backend") or "?", r.get("device_name") or "?")] = r  # oldest first: newest wins
     return latest
-
-
-def _with_nodes(rows: List[dict]) -> List[dict]:
-    """Tests of one op may time one shape: an entry per test. A FlagGems log's row names no test: it
-    joins the entry of the one test the runs that name theirs time its key with; where several do,
-    which one it is nothing says, and it keeps an entry of its own (its op shown bare)."""
-    nodes: Dict[tuple, set] = defaultdict(set)
-    for r in rows:
-        if r.get("node"):
-            nodes[(r["op"], r.get("dtype"), r.get("shape"))].add(r["node"])
-    out = []
-    for r in rows:
-        known = nodes.get((r["op"], r.get("dtype"), r.get("shape")), set())
-        out.append(r if r.get("node") or len(known) != 1 else {**r, "node": next(iter(known))})
-    return out
 
 
 def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
