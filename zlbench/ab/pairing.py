@@ -12,7 +12,7 @@ as unpaired with the reason, so an incomplete pairing never looks complete."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -155,8 +155,8 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
         named, logged = (rows_a, rows_b) if names_tests(rows_a) else (rows_b, rows_a)
         nodes = single_nodes(named)
         logged_keys = {row_key(r, False)[:3] for r in logged}
-        ambiguous = {k: len({r["node"] for r in named if r.get("node") and row_key(r, False)[:3] == k})
-                     for k, n in nodes.items() if n is None and k in logged_keys}
+        tests = Counter(k for k, _ in {(row_key(r, False)[:3], r["node"]) for r in named if r.get("node")})
+        ambiguous = {k: tests[k] for k, n in nodes.items() if n is None and k in logged_keys}
         rows_a, rows_b = (adopt_nodes(rows, named) for rows in (rows_a, rows_b))
     by_a, by_b = _by_key(rows_a), _by_key(rows_b)
     paired: List[PairedRow] = []
