@@ -225,6 +225,8 @@ def test_aa_measures_every_row_although_its_kernels_are_identical():
     assert s["liveness"] != "not live" and s["not_live_rows"] == 0
     assert s["false_positive_rate"] == 0.0 and "identical by construction" in res["markdown"]
     assert "AXIS NOT LIVE" not in res["markdown"]
+    # each row says liveness was not checked, and ab.md does not tag every verdict "[unknown]"
+    assert [t["live"] for t in res["rows"]] == ["A/A"] and "[unknown]" not in res["markdown"]
 
 
 def test_latency_columns_use_the_changes_estimator():

@@ -45,6 +45,9 @@ def _pct(x: Optional[float]) -> Optional[float]:
     return None if x is None else round((x - 1.0) * 100, 3)
 
 
+LIVE_AA = "A/A"  # an A/A row's liveness column: both sides ran one value
+
+
 def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_b: str,
             threshold: float = 0.02, artifacts_a: Optional[Mapping[str, str]] = None,
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
@@ -62,6 +65,9 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
     row_stats, live = _judge(pairing, threshold, artifacts_a or {}, artifacts_b or {}, aa, rounds)
     table = [_table_row(p, s, lv) for p, s, lv in zip(pairing.rows, row_stats, live)]
+    if aa:  # identical kernels by construction: liveness is not checked, not "unknown" row by row
+        for t in table:
+            t["live"] = LIVE_AA
     for p, t, s in zip(pairing.rows, table, row_stats):
         t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop, failed)
         t["look"] = s.look
@@ -289,7 +295,7 @@ def _ci_cell(t: Mapping) -> str:
 def _verdict_cell(t: Mapping) -> str:
     live = t.get("live")
     return (t["verdict"] + (" (fallback)" if t.get("fallback") else "")
-            + ("" if live in (None, "live", t["verdict"]) else f" [{live}]"))
+            + ("" if live in (None, "live", LIVE_AA, t["verdict"]) else f" [{live}]"))
 
 
 # How ab.md shows a column (columns.AB_MD); a column not named here shows its value.

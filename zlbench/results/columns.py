@@ -158,7 +158,7 @@ AB_COLUMNS: Tuple[Column, ...] = (
     _ab("p", FLOAT, "p-value of the paired test"),
     _ab("q", FLOAT, "Benjamini-Hochberg adjusted p-value", outputs=_AB_ALL),
     _ab("mde_pct", FLOAT, "minimum detectable effect", "%"),
-    _ab("live", STR, "liveness of the op's kernels: live, not live, unknown", length=16),
+    _ab("live", STR, "liveness of the op's kernels: live, not live, unknown; A/A: not checked (both sides one value)", length=16),
     _ab("fallback", BOOL, "a side was timed by the direct fallback", default=False),
     _ab("verdict", STR, "faster, slower, no difference beyond threshold, ... (ab.md: with fallback and "
         "liveness where they qualify it)", outputs=_AB_ALL, length=64),
