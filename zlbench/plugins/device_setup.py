@@ -79,11 +79,12 @@ def process_facts():
             facts["device_count_visible"] = dev.device_count()
         except Exception as e:  # pragma: no cover - vendor specific
             facts["device_error"] = str(e)
-        # Clocks move numbers: record the SM clock now (through NVML where the vendor has it).
+        # The SM clock as the process starts (through NVML where the vendor has it): an idle device
+        # reads its idle clock here (345 MHz on an H200), not the clock rows ran at (their sm_mhz).
         try:
-            facts["sm_clock_mhz"] = getattr(torch, _backend.torch_device).clock_rate()
+            facts["sm_clock_mhz_at_start"] = getattr(torch, _backend.torch_device).clock_rate()
         except Exception:
-            facts["sm_clock_mhz"] = None
+            facts["sm_clock_mhz_at_start"] = None
         facts["driver"] = getattr(getattr(torch, "version", None), _backend.torch_device, None)
         # Whether the device can spin (timer.fill_gaps, timer.min_window_ms act only where it can).
         facts["device_spin"] = hasattr(getattr(torch, _backend.torch_device, None), "_sleep")
