@@ -156,9 +156,10 @@ def cmd_compare(args) -> int:
     if not result["summary"]["paired_rows"] and args.fail_on != "none":
         # A gate that compared nothing must not pass: two runs of different ops, dtypes or tests.
         print(f"[zlbench] compare: run {run_a['run_id']} and run {run_b['run_id']} share no row both measured "
-              f"({result['summary']['unpaired_rows']} unpaired, listed above): the gate checked nothing: exit "
-              f"{int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes and tests (`zlbench history list`), "
-              "or pass --fail-on none to accept an empty comparison.", file=sys.stderr)
+              f"({result['summary']['unpaired_rows']} unpaired, listed above with why: on one side only, or not "
+              f"measured on a side): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the "
+              "same ops, dtypes and tests (`zlbench history list`); where a side's rows failed, its ops_status.csv "
+              "says why; --fail-on none accepts an empty comparison.", file=sys.stderr)
         return int(Exit.USAGE)
     if failing:
         print(f"[zlbench] compare: {failing} row(s) {args.fail_on} beyond their noise and the threshold: exit 1 "
