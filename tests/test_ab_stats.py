@@ -120,7 +120,14 @@ def test_tests_of_one_op_that_time_one_shape_pair_each_with_its_own(tmp_path):
     trace = "benchmark/test_einsum.py::test_einsum_trace"
     assert [(r.key, r.node, r.b) for r in p.rows] == [(("einsum", "torch.float16", "[[64]]", trace), trace, [0.0025, 0.0026])]
     assert p.key(log_rows[0]) == p.rows[0].key  # what report/ab.py looks rows up by
-    # ... but where the other side's tests share a key, which one the log's record is nothing says
+    # ... not where the log holds two records of the key (trace's and transpose's: the other side
+    # ran trace alone): which record is trace's nothing says, and the wrong one read +700%
+    two = [log_rows[0], {**log_rows[0], "latency": 0.004, "round": 1}]  # rows_from_log numbers them as rounds
+    p = pair(of("test_einsum_trace", [0.0025]), two)
+    assert not p.rows and [why for _, why in p.unpaired] == [
+        "a side names no test (a FlagGems result log) and holds 2 records of this op, dtype and shape where the "
+        "other side's one test has 1 (tests of one op, or a rerun): which is that test's is unknown"]
+    # ... nor where the other side's tests share a key: which one the log's record is nothing says
     both = pair(log_rows, b)
     assert not both.rows and [why for _, why in both.unpaired] == [
         "2 tests time this op, dtype and shape, and a side names no test (a FlagGems result log): which to pair is unknown"]

@@ -30,26 +30,68 @@ def names_tests(rows: Sequence[dict]) -> bool:
     return not rows or any(r.get("node") for r in rows)
 
 
-def single_nodes(named: Iterable[dict]) -> Dict[Tuple[str, str, str], Optional[str]]:
+Key3 = Tuple[str, str, str]  # (op, dtype, shape): what a FlagGems log's row names
+
+
+def _key3(r: dict) -> Key3:
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")))
+
+
+def single_nodes(named: Iterable[dict]) -> Dict[Key3, Optional[str]]:
     """Per (op, dtype, shape) the rows time: the one test node that times it, None where several do."""
-    nodes: Dict[Tuple[str, str, str], set] = defaultdict(set)
+    nodes: Dict[Key3, set] = defaultdict(set)
     for r in named:
         if r.get("node"):
-            nodes[row_key(r, False)[:3]].add(r["node"])
+            nodes[_key3(r)].add(r["node"])
     return {k: (next(iter(v)) if len(v) == 1 else None) for k, v in nodes.items()}
 
 
-def adopt_node(r: dict, nodes: Mapping[Tuple[str, str, str], Optional[str]]) -> dict:
-    """A row that names no test (a FlagGems log's) with the one test that times its key (single_nodes)."""
-    node = None if r.get("node") else nodes.get(row_key(r, False)[:3])
+@dataclass
+class LogNodes:
+    """Which test each (op, dtype, shape) of a log's rows (no test named) is, against rows that
+    name their tests: `nodes` the keys whose test is known, `unknown` the others, and why."""
+    nodes: Dict[Key3, str] = field(default_factory=dict)
+    unknown: Dict[Key3, str] = field(default_factory=dict)
+
+
+def reconcile_log(logged: Sequence[dict], named: Iterable[dict]) -> LogNodes:
+    """A log's row is the one test of `named` that times its (op, dtype, shape), where nothing else
+    could be: not where several tests time it, nor where the log holds more records of it than that
+    test has rounds (two tests of one op that the named side did not both run, or a rerun: a log
+    cannot tell which)."""
+    tests: Dict[Key3, set] = defaultdict(set)
+    rounds: Counter = Counter()
+    for r in named:
+        if r.get("node") and r.get("shape") is not None:
+            tests[_key3(r)].add(r["node"])
+            rounds[_key3(r)] += 1
+    records = Counter(_key3(r) for r in logged if not r.get("node") and r.get("shape") is not None)
+    out = LogNodes()
+    for k, n in records.items():
+        found = tests.get(k)
+        if not found:
+            continue
+        if len(found) > 1:
+            out.unknown[k] = (f"{len(found)} tests time this op, dtype and shape, and a side names no test (a "
+                              "FlagGems result log): which to pair is unknown")
+        elif n > rounds[k]:
+            out.unknown[k] = (f"a side names no test (a FlagGems result log) and holds {n} records of this op, "
+                              f"dtype and shape where the other side's one test has {rounds[k]} (tests of one op, or "
+                              "a rerun): which is that test's is unknown")
+        else:
+            out.nodes[k] = next(iter(found))
+    return out
+
+
+def adopt_node(r: dict, nodes: Mapping[Key3, str]) -> dict:
+    """A row that names no test (a FlagGems log's) with the test reconcile_log found for its key."""
+    node = None if r.get("node") else nodes.get(_key3(r))
     return {**r, "node": node} if node else r
 
 
 def adopt_nodes(rows: Sequence[dict], named: Iterable[dict]) -> List[dict]:
-    """`rows` where each row that names no test takes the node of the one test of `named` that
-    times its (op, dtype, shape): the log's record is that test's. Where several tests do, the row
-    keeps none (pair() leaves it unpaired and says why)."""
-    nodes = single_nodes(named)
+    """`rows` where each row that names no test takes the node of its test (reconcile_log), where known."""
+    nodes = reconcile_log(rows, named).nodes
     return [adopt_node(r, nodes) for r in rows]
 
 
@@ -99,7 +141,7 @@ class PairedRow:
 class Pairing:
     rows: List[PairedRow]
     unpaired: List[Tuple[Key, str]]  # (key, why)
-    nodes: Mapping[Tuple[str, str, str], Optional[str]] = field(default_factory=dict)  # what a log's rows adopted
+    nodes: Mapping[Key3, str] = field(default_factory=dict)  # the tests a log's rows adopted
 
     def key(self, r: dict) -> Key:
         """A row's key as the pairing keyed it (a log's row with the test it adopted)."""
@@ -148,25 +190,20 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
 
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
     # A side that names no test (a FlagGems result log) against one that does: its rows adopt the
-    # other side's tests; a key several of them time stays with no node, and is left unpaired.
-    nodes: Dict[Tuple[str, str, str], Optional[str]] = {}
-    ambiguous: Dict[Tuple[str, str, str], int] = {}
+    # other side's tests where nothing else could be theirs; the other keys are left unpaired.
+    log = LogNodes()
     if names_tests(rows_a) != names_tests(rows_b):
         named, logged = (rows_a, rows_b) if names_tests(rows_a) else (rows_b, rows_a)
-        nodes = single_nodes(named)
-        logged_keys = {row_key(r, False)[:3] for r in logged}
-        tests = Counter(k for k, _ in {(row_key(r, False)[:3], r["node"]) for r in named if r.get("node")})
-        ambiguous = {k: tests[k] for k, n in nodes.items() if n is None and k in logged_keys}
-        rows_a, rows_b = (adopt_nodes(rows, named) for rows in (rows_a, rows_b))
+        log = reconcile_log(logged, named)
+        rows_a, rows_b = ([adopt_node(r, log.nodes) for r in rows] for rows in (rows_a, rows_b))
     by_a, by_b = _by_key(rows_a), _by_key(rows_b)
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
         ra, rb = by_a.get(key, {}), by_b.get(key, {})
-        if key[:3] in ambiguous:
+        if key[:3] in log.unknown:
             if not key[3]:  # the log's row; its tests on the other side are this one entry
-                unpaired.append((key, f"{ambiguous[key[:3]]} tests time this op, dtype and shape, and a side names "
-                                      "no test (a FlagGems result log): which to pair is unknown"))
+                unpaired.append((key, log.unknown[key[:3]]))
             continue
         if not ra or not rb:
             unpaired.append((key, "only on side " + ("A" if ra else "B")))
@@ -176,4 +213,4 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             paired.append(p)
         else:
             unpaired.append((key, "; ".join(p.dropped) or "no usable round"))
-    return Pairing(paired, unpaired, nodes)
+    return Pairing(paired, unpaired, log.nodes)

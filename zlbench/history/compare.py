@@ -35,7 +35,7 @@ from scipy.special import stdtr
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
 from zlbench.ab import stats
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair, single_nodes
+from zlbench.ab.pairing import adopt_node, name_shared_keys, names_tests, op_with_test, pair, reconcile_log, single_nodes
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.history.intervals import FAIL_ON, interval_stat, interval_verdict
@@ -104,14 +104,18 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     by_side = defaultdict(lambda: ([], []))
     for r in rows:
         by_side[str(r.get("side") or "main")][0 if r["run_id"] == run_a["run_id"] else 1].append(r)
-    # A run read from a FlagGems log names no test node: its rows, and earlier runs' rows in the
-    # history, take the node of the one test that times their key, as the pairing does
-    # (zlbench/ab/pairing.py), so their intervals and history are found under the pairing's keys.
-    nodes = single_nodes(rows)
+    # A run read from a FlagGems log names no test node: its rows take the node of their test as the
+    # pairing does (zlbench/ab/pairing.py), so their intervals and history are found under the
+    # pairing's keys; earlier runs' log rows in the history, that of the one test timing their key.
+    of_a = [r for r in rows if r["run_id"] == run_a["run_id"]]
+    of_b = [r for r in rows if r["run_id"] == run_b["run_id"]]
+    nodes = {}
+    if names_tests(of_a) != names_tests(of_b):
+        nodes = reconcile_log(*((of_b, of_a) if names_tests(of_a) else (of_a, of_b))).nodes
     keyed = [adopt_node(r, nodes) for r in rows]
     facts = _RowFacts(run_a, run_b, intervals_by_run(keyed),
                       {(row_key(r), r["run_id"]) for r in keyed if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])})
-    noise_of = _HistoryNoise(store, run_b, window, nodes)
+    noise_of = _HistoryNoise(store, run_b, window, {k: n for k, n in single_nodes(rows).items() if n})
     table, tested, unpaired = [], [], []
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency")

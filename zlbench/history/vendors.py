@@ -10,7 +10,7 @@ from typing import Dict, List, Mapping, Optional
 
 from tabulate import tabulate
 
-from zlbench.ab.pairing import adopt_nodes, name_shared_keys, op_with_test
+from zlbench.ab.pairing import adopt_nodes, name_shared_keys, names_tests, op_with_test
 from zlbench.results.schema import did_no_device_work, kernel_speedup, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
@@ -28,7 +28,7 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
     # Tests of one op may time one shape: an entry per test. A FlagGems log's row names no test: it
     # joins the one test the runs that name theirs time its key with; where several do, which one it
     # is nothing says, and it keeps an entry of its own (its op shown bare).
-    acc = _accumulate(adopt_nodes(rows, rows), by_run)
+    acc = _accumulate(_with_nodes(rows), by_run)
     table = name_shared_keys([_table_entry(key, acc[key], columns) for key in sorted(acc, key=natural_key)])
     return {"summary": {"corpus_commit": commit, "vendors": [_label(c) for c in columns],
                         "runs": {_label(c): latest[c]["run_id"] for c in columns}},
@@ -54,6 +54,17 @@ def _latest_per_column(runs: List[dict], commit: str) -> Dict[tuple, dict]:
         if r["corpus_commit"] == commit:
             latest[(r.get("backend") or "?", r.get("device_name") or "?")] = r  # oldest first: newest wins
     return latest
+
+
+def _with_nodes(rows: List[dict]) -> List[dict]:
+    """Each log run's rows (a FlagGems log names no test) with their test, as the pairing finds it
+    (pairing.reconcile_log, per run: a log holding two records of a key is not one test's)."""
+    named = [r for r in rows if r.get("node")]
+    runs: Dict[int, List[dict]] = defaultdict(list)
+    for r in rows:
+        runs[r["run_id"]].append(r)
+    return [r for rs in runs.values()
+            for r in (rs if names_tests(rs) else adopt_nodes(rs, named))]
 
 
 def _accumulate(rows, by_run: Mapping) -> Dict[tuple, Dict[tuple, Dict[str, list]]]:
