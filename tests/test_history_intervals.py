@@ -132,7 +132,9 @@ def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
     assert code == 1 and "Changed rows (3)" in out.out and "too little history" not in out.out
     assert "not a verdict" not in out.out
     code, out = history(capsys, "compare", "3", "4", "--url", url)
-    assert code == 0 and "Changed rows (0)" in out.out
+    # nothing judged: the gate does not pass (it exited 0), and says so in the report and on stderr
+    assert code == 2 and "Changed rows (0)" in out.out and "**no row judged**" in out.out
+    assert "none of the 3 paired row(s) had a noise estimate" in out.err and "Fix:" in out.err
     assert ("**No process-level intervals** in A (3 row(s)) and B (3 row(s))" in out.out
             and "Fix: rerun with timer.processes>=2" in out.out), out.out
     assert re.search(r"Overall B/A latency: \*\*\+2\d\d\.\d\d%\*\*.*not a verdict: no row has a noise estimate",
@@ -140,7 +142,11 @@ def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
     # One run with intervals is not enough (a one-process value varies more than they allow): none.
     code, out = history(capsys, "compare", "3", "2", "--url", url, "--format", "json")
     result = json.loads(out.out)
-    assert code == 0 and {n for _, n in verdicts(result).values()} == {"none"}
+    assert code == 2 and {n for _, n in verdicts(result).values()} == {"none"}
+    assert result["summary"]["gate_exit"] == 2 and result["summary"]["judged_rows"] == 0
+    assert history(capsys, "compare", "3", "2", "--url", url, "--fail-on", "none")[0] == 0
+    code, out = history(capsys, "compare", "3", "3", "--url", url)
+    assert code == 2 and "both name run 3" in out.err
     assert result["summary"]["without_intervals"] == {"A": 3, "B": 0}
 
 

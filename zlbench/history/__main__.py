@@ -145,6 +145,9 @@ def cmd_compare(args) -> int:
                 raise UsageError("compare needs two runs (ids from `history list`, run dirs or key prefixes), "
                                  "or --latest.")
             run_a, run_b = (resolve_run(store, r) for r in args.runs)
+            if run_a["run_id"] == run_b["run_id"]:
+                raise UsageError(f"compare needs two different runs: {args.runs[0]!r} and {args.runs[1]!r} both name "
+                                 f"run {run_a['run_id']}. Fix: `zlbench history list` shows the runs' ids.")
         result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window,
                                 fail_on=args.fail_on)
     if args.out:
@@ -152,19 +155,23 @@ def cmd_compare(args) -> int:
             print(f"[zlbench] wrote {p}", file=sys.stderr)
     render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
     sys.stdout.write(render[args.format](result))
-    failing = result["summary"]["failing_rows"]
-    if not result["summary"]["paired_rows"] and args.fail_on != "none":
-        # A gate that compared nothing must not pass: two runs of different ops, dtypes or tests.
+    s = result["summary"]
+    if s["gate_exit"] == 2 and not s["paired_rows"]:
         print(f"[zlbench] compare: run {run_a['run_id']} and run {run_b['run_id']} share no row both measured "
-              f"({result['summary']['unpaired_rows']} unpaired, listed above with why: on one side only, or not "
-              f"measured on a side): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the "
-              "same ops, dtypes and tests (`zlbench history list`); where a side's rows failed, its ops_status.csv "
-              "says why; --fail-on none accepts an empty comparison.", file=sys.stderr)
-        return int(Exit.USAGE)
-    if failing:
-        print(f"[zlbench] compare: {failing} row(s) {args.fail_on} beyond their noise and the threshold: exit 1 "
-              "(--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
-    return int(Exit.NOT_OK) if failing else 0
+              f"({s['unpaired_rows']} unpaired, listed above with why: on one side only, or not measured on a "
+              f"side): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes "
+              "and tests (`zlbench history list`); where a side's rows failed, its ops_status.csv says why; "
+              "--fail-on none accepts an empty comparison.", file=sys.stderr)
+    elif s["gate_exit"] == 2:
+        print(f"[zlbench] compare: none of the {s['paired_rows']} paired row(s) had a noise estimate (no "
+              "process-level intervals, one round each, too little history): the gate judged nothing: exit "
+              f"{int(Exit.USAGE)}. Fix: compare plain runs measured with timer.processes>=2 (the default), or "
+              "record earlier runs of the caliber; an A/B's side logs carry no intervals (its ab.md judges it); "
+              "--fail-on none accepts an unjudged comparison.", file=sys.stderr)
+    elif s["gate_exit"] == 1:
+        print(f"[zlbench] compare: {s['failing_rows']} row(s) {args.fail_on} beyond their noise and the threshold: "
+              "exit 1 (--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
+    return int(s["gate_exit"])
 
 
 def cmd_regressions(args) -> int:

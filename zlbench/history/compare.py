@@ -193,7 +193,20 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "overall": stats.overall([t["ratio"] for t in table]),
         "changed_versions": changed_versions(run_a, run_b),
         "fail_on": fail_on, "failing_rows": sum(1 for t in table if t["verdict"] in failing),
+        "judged_rows": sum(1 for t in table if t["noise"] != "none"),
+        "gate_exit": gate_exit(fail_on, table, failing),
     }
+
+
+def gate_exit(fail_on: str, table: List[Dict], failing) -> int:
+    """compare's exit code: 1 where a row has a verdict --fail-on names; 2 where the gate judged no
+    row (none paired, or none with a noise estimate: such a gate would pass having checked nothing);
+    --fail-on none never fails."""
+    if fail_on == "none":
+        return 0
+    if not any(t["noise"] != "none" for t in table):
+        return 2
+    return 1 if any(t["verdict"] in failing for t in table) else 0
 
 
 class _HistoryNoise:
@@ -274,7 +287,11 @@ def _result_lines(s: Mapping) -> List[str]:
         out.append(f"- {s['process_unstable_rows']} row(s) marked BENCHMARK_PROCESS_UNSTABLE in A or B (their "
                    "processes disagreed, e.g. an autotune pick): their intervals rest on their own spread.")
     wanted = sorted(FAIL_ON[s["fail_on"]])
-    if wanted:
+    if wanted and s.get("gate_exit") == 2:
+        out.append(f"- Gate (--fail-on {s['fail_on']}): **no row judged** ("
+                   + ("no row paired" if not s["paired_rows"] else "no paired row had a noise estimate")
+                   + "): exit 2, a gate that checked nothing does not pass.")
+    elif wanted:
         out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows']} row(s) {' or '.join(wanted)}"
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
     return out
