@@ -263,6 +263,19 @@ def test_a_result_log_with_a_word_where_a_number_goes_names_its_line(tmp_path):
         assert f"{log}:2: malformed result record (latency is 'n/a', not a number)" in res.stderr
 
 
+@pytest.mark.parametrize("ci", [[0.1], "x", [None, None], True, {"lo": 1}, [0.2, 0.1]])
+def test_a_run_log_with_a_malformed_interval_names_its_line(tmp_path, ci):
+    """A zlbench run.log carries each row's latency_ci; one that is not [lo, hi] was a traceback."""
+    from zlbench.errors import UsageError
+    from zlbench.results.flaggems_log import rows_from_log
+
+    log = tmp_path / "run.log"
+    entry = {"shape_detail": [[64]], "latency_base": 0.01, "latency": 0.02, "processes": 3, "latency_ci": ci}
+    log.write_text("[INFO] " + __import__("json").dumps({"op_name": "exp", "dtype": "torch.float16", "result": [entry]}))
+    with pytest.raises(UsageError, match=r"run.log:1: malformed result record \(latency_ci is .*not an interval"):
+        rows_from_log(log)
+
+
 def test_a_ctrl_c_in_a_verb_exits_130_in_one_line(tmp_path):
     """`zlbench summary` reading a log that is a FIFO: it waits for lines while a Ctrl-C comes."""
     import errno

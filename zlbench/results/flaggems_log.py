@@ -24,6 +24,12 @@ WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(
 MarkerKey = Tuple[str, str, str]  # (op, dtype, shape key)
 # A result entry's numbers (latency, speedup, ...): a string there ("n/a") would reach the tables.
 NUMBERS = tuple(c.name for c in C.ROW_COLUMNS if c.source == C.RESULT and c.type in (C.FLOAT, C.INT))
+# ... and its intervals (a zlbench run.log's latency_ci): [lo, hi], two numbers, lo <= hi.
+INTERVALS = tuple(c.name for c in C.ROW_COLUMNS if c.source == C.RESULT and c.type == C.INTERVAL)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) -> Optional[dict]:
@@ -36,8 +42,13 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
         for entry in result or []:
             for name in NUMBERS:
                 value = entry.get(name)
-                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                if value is not None and not _is_number(value):
                     raise ValueError(f"{name} is {value!r}, not a number")
+            for name in INTERVALS:
+                value = entry.get(name)
+                if value is not None and not (isinstance(value, list) and len(value) == 2
+                                              and all(map(_is_number, value)) and value[0] <= value[1]):
+                    raise ValueError(f"{name} is {value!r}, not an interval [lo, hi]")
     except ValueError as e:
         if skipped is not None:
             skipped.append(lineno)
