@@ -234,6 +234,7 @@ def test_aa_measures_every_row_although_its_kernels_are_identical():
     assert "AXIS NOT LIVE" not in res["markdown"]
     # each row says liveness was not checked, and ab.md does not tag every verdict "[unknown]"
     assert [t["live"] for t in res["rows"]] == ["A/A"] and "[unknown]" not in res["markdown"]
+    assert s["liveness"] == "A/A" and s["unknown_liveness_rows"] == 0  # the run's too (history html shows it)
 
 
 def test_latency_columns_use_the_changes_estimator():

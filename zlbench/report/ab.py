@@ -156,9 +156,9 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base))
              for p in pairing.rows if p.a_base and not p.fallback]
     return {
-        "aa": aa, "liveness": _axis_liveness(live),
+        "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
-        "unknown_liveness_rows": sum(1 for lv in live if lv is None),
+        "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
