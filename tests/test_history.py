@@ -413,7 +413,9 @@ def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, s
     log = tmp_path / "result_musa.log"
     log.write_text("".join("[INFO] " + json.dumps({"op_name": op, "dtype": "torch.float16", "result": [
         {"shape_detail": [[64, 64]], "latency_base": 0.01, "latency": lat, "speedup": 0.01 / lat}]}) + "\n"
-        for op, lat in (("exp", 0.04), ("einsum", 1.0))))
+        for op, lat in (("exp", 0.04), ("einsum", 1.0))) + "[INFO] " + json.dumps({
+            "op_name": "unfold", "dtype": "torch.float16", "result": [  # FlagGems marks no empty replay
+                {"shape_detail": [[64, 64]], "latency_base": 5e-5, "latency": 0.03, "speedup": 5e-5 / 0.03}]}) + "\n")
     history("import", run, "--url", store_url, capsys=capsys)
     history("import", log, "--url", store_url, "--backend", "musa", "--device", "MTT S4000", "--corpus-commit", commit,
             capsys=capsys)
@@ -424,9 +426,12 @@ def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, s
                    ("einsum", "test_einsum_transpose"): {"cuda (NVIDIA H200)": 2.0},
                    ("einsum", ""): {"musa (MTT S4000)": 1.0},
                    ("exp", None): {"cuda (NVIDIA H200)": 0.02, "musa (MTT S4000)": 0.04},
-                   ("unfold", None): {"cuda (NVIDIA H200)": 0.02}}, got
+                   ("unfold", None): {"cuda (NVIDIA H200)": 0.02, "musa (MTT S4000)": 0.03}}, got
     unfold = next(r for r in json.loads(out.out)["rows"] if r["op"] == "unfold")
-    assert unfold["vendors"]["cuda (NVIDIA H200)"]["speedup"] is None, unfold
+    assert {c["speedup"] for c in unfold["vendors"].values()} == {None}, unfold
+    code, out = history("vendors", "--url", store_url, capsys=capsys)
+    line = next(x for x in out.out.splitlines() if x.startswith("| unfold"))
+    assert "ok" not in line and "| -" in line, line  # a speedup left out reads "-", not "ok"
 
 
 FLAGGEMS_LOG = """[INFO] Benchmark record logger enabled

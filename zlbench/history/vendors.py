@@ -117,8 +117,8 @@ def _label(c: tuple) -> str:
 def _cell(v: Mapping, field: str, fmt: str) -> str:
     if v is None:
         return "-"
-    if v.get(field) is None:
-        return v.get("status") or "-"
+    if v.get(field) is None:  # a failure says which; a speedup left out (a side did no work) is "-"
+        return v.get("status") if v.get("status") not in (None, "ok") else "-"
     return format(v[field], fmt)
 
 

@@ -336,8 +336,8 @@ def _results_lines(rows: List[dict]) -> List[str]:
             "torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the "
             "median over its processes); speedup: the geometric mean over shapes of each row's "
             "torch / gems, so it need not equal the ratio of the two medians; range: the lowest and "
-            "highest row speedup. Rows that launched no device work on a side (a view) are left out of both: "
-            "their ratio compares no kernels.", "",
+            "highest row speedup. Rows that launched no device work on a side (a view) are left out of the "
+            "speedup and its range (their ratio compares no kernels), and counted in the timer column.", "",
             tabulate(table, headers=headers, tablefmt="github") if table else "(no measured rows)"]
 
 
