@@ -288,3 +288,13 @@ def test_the_rounds_cell_says_which_look_a_rows_numbers_rest_on():
     # Rounds past the planned maximum (a resume ran more) are no planned look: the numbers rest on 2.
     assert _rounds_cell({"rounds": 3, "stop": "max rounds", "look": 2}) == "3 (max rounds at 2)"
     assert _rounds_cell({"rounds": 4, "stop": "max rounds", "look": 4}) == "4 (max rounds)"
+
+
+def test_a_row_lost_to_a_crash_on_one_side_says_so():
+    """An op that crashed in B before any shape left its rows 'only on side A': now the reason names
+    B's test status (the crash was nowhere in ab.md or history compare)."""
+    a = [{**r, "node": "benchmark/test_exp.py::test_exp"} for r in rows([1.0])]
+    b = [{"op": "exp", "dtype": None, "shape": None, "node": "benchmark/test_exp.py::test_exp", "round": 0,
+          "status": "crashed", "reason": "exit -11 (SIGSEGV)"}]
+    assert [why for _, why in pair(a, b).unpaired] == ["only on side A (side B's test crashed: exit -11 (SIGSEGV))"]
+    assert [why for _, why in pair(a, []).unpaired] == ["only on side A"]  # not run in B: nothing more to say

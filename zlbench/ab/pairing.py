@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from zlbench.results.events import base_node
 from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work
 
 Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
@@ -157,6 +158,13 @@ def _by_key(rows: Sequence[dict]) -> Dict[Key, Dict[int, dict]]:
     return out
 
 
+def _node_statuses(rows: Sequence[dict]) -> Dict[str, str]:
+    """A side's node-level status rows (a test that crashed, timed out or failed before any shape):
+    test node -> "status: reason"."""
+    return {base_node(r["node"]): f"{r.get('status')}: {r.get('reason') or '-'}" for r in rows
+            if r.get("dtype") is None and r.get("shape") is None and r.get("node") and r.get("status") != "ok"}
+
+
 def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
     """The rounds both sides measured usably, and why the others were left out (p.dropped)."""
     p = PairedRow(key)
@@ -197,6 +205,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
         log = reconcile_log(logged, named)
         rows_a, rows_b = ([adopt_node(r, log.nodes) for r in rows] for rows in (rows_a, rows_b))
     by_a, by_b = _by_key(rows_a), _by_key(rows_b)
+    status_a, status_b = _node_statuses(rows_a), _node_statuses(rows_b)
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     for key in sorted(set(by_a) | set(by_b)):
@@ -206,7 +215,10 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
                 unpaired.append((key, log.unknown[key[:3]]))
             continue
         if not ra or not rb:
-            unpaired.append((key, "only on side " + ("A" if ra else "B")))
+            # where the other side ran the test and it ended with no rows (crashed, timed out), say so
+            lost = (status_b if ra else status_a).get(base_node(key[3])) if key[3] else None
+            unpaired.append((key, "only on side " + ("A" if ra else "B")
+                             + (f" (side {'B' if ra else 'A'}'s test {lost[:160]})" if lost else "")))
             continue
         p = _pair_rounds(key, ra, rb, field_name)
         if p.a:
