@@ -253,6 +253,29 @@ def test_tests_of_one_op_timing_one_shape_stay_apart_in_a_plain_run_and_an_aa(ru
     assert "shared (test_perf_shared_trace)" in md and "shared (test_perf_shared_transpose)" in md
 
 
+def test_a_one_process_run_log_names_its_tests_and_reads_back_by_them(run_zlbench, faulty_corpus):
+    """timer.processes=1: run.log is the corpus' own records, which named no test: read back, trace's
+    and transpose's records of one shape were two rounds of one row, and against the run dir every
+    shape was unpaired ('which to pair is unknown'). Each record now names its test node."""
+    import subprocess
+    import sys
+
+    from zlbench.results.flaggems_log import rows_from_log
+
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", "ops=[shared]",
+                      "store.url=none", "timer.processes=1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = res.run_dir
+    back = rows_from_log(d / "run.log")
+    assert sorted((r["node"].rpartition("::")[2], r["shape"], r["round"]) for r in back) == [
+        ("test_perf_shared_trace", "[[128,128]]", 0), ("test_perf_shared_trace", "[[64,64]]", 0),
+        ("test_perf_shared_transpose", "[[128,128]]", 0), ("test_perf_shared_transpose", "[[64,64]]", 0)]
+    out = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(d), "--ab", str(d / "run.log"),
+                          "--out", str(d.parent / "cmp")], capture_output=True, text=True)
+    ab = json.loads((d.parent / "cmp" / "ab.json").read_text())
+    assert ab["summary"]["paired_rows"] == 4 and not ab["unpaired"], (out.stderr[-2000:], ab["unpaired"])
+
+
 def _unit_events(run_dir):
     plan = json.loads((run_dir / "plan.json").read_text())
     return [(u, [json.loads(x) for x in (run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines()])
