@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from zlbench.history.__main__ import main as history_main
-from zlbench.history.intervals import interval_stat, interval_verdict, moved
+from zlbench.ab.intervals import interval_stat, interval_verdict, moved
 
 from . import history_runs as H
 from .conftest import FIXTURES, zlbench

@@ -38,7 +38,7 @@ from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from zlbench.ab.pairing import adopt_node, name_shared_keys, names_tests, op_with_test, pair, reconcile_log, single_nodes
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.intervals import FAIL_ON, interval_stat, interval_verdict
+from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, fetch_rows, intervals_by_run, iter_rows,
                                    list_runs, medians_by_run, row_key)
 

@@ -12,7 +12,7 @@ A split is a step when |step| >= ln(1 + threshold) (big enough to matter) and |s
 runs with timer.processes >= 2: a 95% interval for the value another run would report), the
 intervals replace the spread, which 2k runs estimate poorly: the step must take the median after
 the split outside the before runs' interval (the medians of their bounds) and the median before
-outside the after runs' interval (the compare rule, history/intervals.py, on the two levels). One outlier moves neither median, so it is never a step; a change
+outside the after runs' interval (the compare rule, ab/intervals.py, on the two levels). One outlier moves neither median, so it is never a step; a change
 must hold for most of the k runs after it. Neighbouring splits of one change all qualify; the one
 where two flat segments fit the runs around them best (least squares) is reported, naming the
 first run after it: its commits and versions, and
