@@ -286,6 +286,16 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     assert res.returncode == 1, res.stderr[-2000:]
     assert result["rows"] and {r["noise"] for r in result["rows"]} == {"intervals"}
     assert {r["verdict"] for r in result["rows"]} == {"slower"}, result["rows"]
+    # The same two runs as a sweep's sides (`zlbench summary A --ab B`): one value a side, judged on
+    # the same intervals (they read 'inconclusive' on no rounds). A repeat compiled identical
+    # kernels: not live, whatever its values.
+    for other, want in ((on, {"slower"}), (again, {"not live"})):
+        out_dir = tmp_path / f"ab-{other.name}"
+        res = zlbench("summary", str(off), "--ab", str(other), "--out", str(out_dir), cwd=tmp_path, defaults=True)
+        ab = json.loads((out_dir / "ab.json").read_text())
+        assert ab["rows"] and {r["verdict"] for r in ab["rows"]} == want, (res.stderr[-2000:], ab["rows"])
+        assert ab["summary"]["interval_rows"] == len(ab["rows"])
+    assert "judged on the two runs' process-level intervals" in (tmp_path / f"ab-{on.name}" / "ab.md").read_text()
     url = f"sqlite:///{tmp_path / 'logs.db'}"
     imported(capsys, url, [off / "run.log", on])
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")

@@ -136,6 +136,9 @@ class PairedRow:
     fallback: bool = False
     node: Optional[str] = None
     dropped: List[str] = field(default_factory=list)  # the rounds left out, and why
+    # Each side's process-level interval (latency_ci) where it has one round: two plain runs' row
+    a_ci: Optional[Tuple[float, float]] = None
+    b_ci: Optional[Tuple[float, float]] = None
 
 
 @dataclass
@@ -165,10 +168,16 @@ def _node_statuses(rows: Sequence[dict]) -> Dict[str, str]:
             if r.get("dtype") is None and r.get("shape") is None and r.get("node") and r.get("status") != "ok"}
 
 
+def _interval(r: dict) -> Optional[Tuple[float, float]]:
+    ci = r.get("latency_ci")
+    ok = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)
+    return (float(ci[0]), float(ci[1])) if ok and 0 < ci[0] <= ci[1] else None
+
+
 def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
     """The rounds both sides measured usably, and why the others were left out (p.dropped)."""
     p = PairedRow(key)
-    reasons, no_work = p.dropped, []
+    reasons, no_work, kept = p.dropped, [], []
     for rnd in sorted(set(ra) | set(rb)):
         x, y = ra.get(rnd), rb.get(rnd)
         if x is None or y is None:
@@ -183,6 +192,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
             # (a view on one side and a kernel on the other is a change, and is compared)
             no_work.append(rnd)
             continue
+        kept.append(rnd)
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))
         if _usable(x, "latency_base") and _usable(y, "latency_base"):
@@ -190,6 +200,9 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
             p.b_base.append(float(y["latency_base"]))
         p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])
         p.node = p.node or x.get("node")
+    if len(p.a) == 1 and field_name == "latency":  # latency_ci is the latency's
+        x, y = ra[kept[0]], rb[kept[0]]
+        p.a_ci, p.b_ci = _interval(x), _interval(y)
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                        f"times no kernel) in {len(no_work)} round(s)")

@@ -20,6 +20,7 @@ from zlbench.results.schema import short_dtype
 from zlbench.results.schema import MARKER_FALLBACK
 from zlbench.ab.pairing import name_shared_keys, op_with_test, pair
 from zlbench.ab import stats
+from zlbench.ab.intervals import interval_stat, interval_verdict
 from zlbench.ab.kernels import compare_kernels
 from zlbench.ab.sequential import FUTILE, SETTLED
 
@@ -104,6 +105,13 @@ def _judge(pairing, threshold: float, artifacts_a: Mapping, artifacts_b: Mapping
     live = [None if aa else liveness_of(p.key[0], artifacts_a, artifacts_b) for p in pairing.rows]
     # A sequential run (rounds {"min", "max"}): each row is judged by the rule that stopped it.
     stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
+    # Two plain runs (a sweep's sides, each row a median over its processes): one value a side, no
+    # rounds to test, but each with its process-level interval: judged as `history compare` judges.
+    for i, p in enumerate(pairing.rows):
+        if len(p.a) == 1 and p.a_ci and p.b_ci and live[i] is not False:
+            s = interval_stat(p.a[0], p.a_ci, p.b[0], p.b_ci)
+            s.verdict = interval_verdict(s, threshold)
+            row_stats[i] = s
     return row_stats, live
 
 
@@ -161,6 +169,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
+        "interval_rows": sum(1 for p in pairing.rows if len(p.a) == 1 and p.a_ci and p.b_ci),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": stats.overall([t["ratio"] for t in considered]),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
@@ -248,6 +257,10 @@ def _liveness_line(summary: Mapping) -> str:
 
 def _caveats(summary: Mapping) -> List[str]:
     caveats = []
+    if summary.get("interval_rows"):
+        caveats.append(f"{summary['interval_rows']} row(s) have one value a side (two plain runs: each a median over "
+                       "its processes) and are judged on the two runs' process-level intervals (latency_ci), as "
+                       "`history compare` judges them: moved when each value lies outside the other's interval")
     if summary["unpaired_rows"]:
         caveats.append(f"{summary['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete")
     if summary["fallback_rows"]:
