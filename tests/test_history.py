@@ -434,6 +434,27 @@ def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, s
     assert "ok" not in line and "| -" in line, line  # a speedup left out reads "-", not "ok"
 
 
+
+def test_vendors_keeps_a_log_of_two_tests_apart_from_the_one_test_the_runs_time(tmp_path, store_url, capsys):
+    """Two backends' runs time einsum's trace alone; a third backend's FlagGems log holds trace's and
+    transpose's records of the key. Pooled over both runs, trace had 2 rows, as many as the log's
+    records, so the log's two records were taken for trace's: one cell, their median (2.25 ms)."""
+    commit = "corpus00" + "0" * 32
+    for backend in ("cuda", "rocm"):
+        rows = [{**H.row("einsum", "[[64,64]]", 0.5, 0.01), "node": "benchmark/test_einsum.py::test_einsum_trace"}]
+        run = H.write_run(tmp_path / backend, H.identity(backend=backend, corpus_commit=commit, ops=["einsum"]), rows)
+        history("import", run, "--url", store_url, capsys=capsys)
+    log = tmp_path / "result_musa.log"
+    log.write_text("".join("[INFO] " + json.dumps({"op_name": "einsum", "dtype": "torch.float16", "result": [
+        {"shape_detail": [[64, 64]], "latency_base": 0.01, "latency": lat, "speedup": 0.01 / lat}]}) + "\n"
+        for lat in (0.5, 4.0)))
+    history("import", log, "--url", store_url, "--backend", "musa", "--device", "MTT S4000", "--corpus-commit", commit,
+            capsys=capsys)
+    code, out = history("vendors", "--url", store_url, "--format", "json", capsys=capsys)
+    got = {(r["op"], r.get("test")): sorted(r["vendors"]) for r in json.loads(out.out)["rows"]}
+    assert all("musa (MTT S4000)" not in v for (op, test), v in got.items() if test == "test_einsum_trace"), got
+    assert any(v == ["musa (MTT S4000)"] for v in got.values()), got  # an entry of its own
+
 FLAGGEMS_LOG = """[INFO] Benchmark record logger enabled
 [INFO] {"op_name": "exp", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": [{"legacy_shape": [64, 64], "shape_detail": [[64, 64]], "latency_base": 0.01, "latency": 0.02, "gbps_base": 1.0, "gbps": 0.5, "speedup": 0.5, "accuracy": null, "tflops": null, "utilization": null, "compared_speedup": null, "error_msg": null}, {"legacy_shape": [256, 256], "shape_detail": [[256, 256]], "latency_base": 0.04, "latency": 0.02, "gbps_base": 1.0, "gbps": 2.0, "speedup": 2.0, "accuracy": null, "tflops": null, "utilization": null, "compared_speedup": null, "error_msg": null}]}
 """

@@ -61,11 +61,14 @@ def reconcile_log(logged: Sequence[dict], named: Iterable[dict]) -> LogNodes:
     test has rounds (two tests of one op that the named side did not both run, or a rerun: a log
     cannot tell which)."""
     tests: Dict[Key3, set] = defaultdict(set)
-    rounds: Counter = Counter()
+    per_run: Counter = Counter()  # a test's rounds in each named run (history vendors names several)
     for r in named:
         if r.get("node") and r.get("shape") is not None:
             tests[_key3(r)].add(r["node"])
-            rounds[_key3(r)] += 1
+            per_run[(_key3(r), r.get("run_id"))] += 1
+    rounds: Dict[Key3, int] = defaultdict(int)
+    for (k, _), n in per_run.items():
+        rounds[k] = max(rounds[k], n)
     records = Counter(_key3(r) for r in logged if not r.get("node") and r.get("shape") is not None)
     out = LogNodes()
     for k, n in records.items():
