@@ -263,7 +263,8 @@ def test_a_result_log_with_a_word_where_a_number_goes_names_its_line(tmp_path):
         assert f"{log}:2: malformed result record (latency is 'n/a', not a number)" in res.stderr
 
 
-@pytest.mark.parametrize("ci", [[0.1], "x", [None, None], True, {"lo": 1}, [0.2, 0.1]])
+@pytest.mark.parametrize("ci", [[0.1], "x", [None, None], True, {"lo": 1}, [0.2, 0.1], [0.1, float("inf")], [-1, 2],
+                                [0, 0]])
 def test_a_run_log_with_a_malformed_interval_names_its_line(tmp_path, ci):
     """A zlbench run.log carries each row's latency_ci; one that is not [lo, hi] was a traceback."""
     from zlbench.errors import UsageError

@@ -7,6 +7,7 @@ older run.log) still has its fallbacks read from those lines, so a fallback is n
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +33,12 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_interval(value) -> bool:
+    """[lo, hi] ms: finite, 0 < lo <= hi (as the store keeps one)."""
+    return (isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
+            and all(map(math.isfinite, value)) and 0 < value[0] <= value[1])
+
+
 def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) -> Optional[dict]:
     """One `[INFO] {...}` line as a record, None for a line that is not one (or skipped)."""
     try:
@@ -46,9 +53,8 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
                     raise ValueError(f"{name} is {value!r}, not a number")
             for name in INTERVALS:
                 value = entry.get(name)
-                if value is not None and not (isinstance(value, list) and len(value) == 2
-                                              and all(map(_is_number, value)) and value[0] <= value[1]):
-                    raise ValueError(f"{name} is {value!r}, not an interval [lo, hi]")
+                if value is not None and not _is_interval(value):
+                    raise ValueError(f"{name} is {value!r}, not an interval [lo, hi] (0 < lo <= hi)")
     except ValueError as e:
         if skipped is not None:
             skipped.append(lineno)
