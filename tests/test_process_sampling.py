@@ -195,6 +195,8 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
     assert {line.split(",")[4] for line in status} == {str(len(rows) // 2)}
     logged = [json.loads(x[len("[INFO] "):]) for x in (d / "run.log").read_text().splitlines()[1:]]
     assert sum(len(rec["result"]) for rec in logged) == len(rows)
+    # what FlagGems' own tools read of a record (benchmark/summary_for_plot.py parse_log: data["level"])
+    assert all({"op_name", "dtype", "mode", "level", "result"} <= set(rec) for rec in logged), logged[0]
     # run.log read back (zlbench summary LOG, history import LOG) keeps each row's interval: it
     # used to lose it, and a log compared on "too little history" where its run had intervals.
     from zlbench.results.flaggems_log import rows_from_log

@@ -194,13 +194,14 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
         # processes (median, interval); every process' own rows stay in process_rows.jsonl.
         atomic_write(run_dir / PROCESS_ROWS_FILE, _jsonl(c.rows))
         rows = aggregate(c.rows, int(plan["processes"]))
-        log_lines = side_log(rows).splitlines()[1:]
+        log_lines = side_log(rows, _corpus_level(plan)).splitlines()[1:]
     log_lines = log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
     _write_outputs(run_dir, rows, status_rows, log_lines, c.processes)
     sides = [s["name"] for s in plan.get("sides", [])]
     if len(sides) > 1:
         for side in sides:
-            atomic_write(run_dir / f"run.{side}.log", side_log([r for r in c.rows if r.get("side") == side]))
+            atomic_write(run_dir / f"run.{side}.log", side_log([r for r in c.rows if r.get("side") == side],
+                                                               _corpus_level(plan)))
     atomic_write(run_dir / "artifacts.json", json.dumps(
         {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}, indent=1))
     return rows, status_rows
@@ -246,7 +247,13 @@ def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def side_log(rows: List[dict]) -> str:
+def _corpus_level(plan: Mapping) -> Optional[str]:
+    """The --level the run passed its corpus (planning/plan.py corpus_args), as its records say it."""
+    argv = list((plan.get("units") or [{}])[0].get("argv") or [])
+    return argv[argv.index("--level") + 1] if "--level" in argv[:-1] else None
+
+
+def side_log(rows: List[dict], level: Optional[str] = None) -> str:
     """One side of an interleaved A/B as a FlagGems result log (its tools keep the last record of a
     row, so rounds must not reach them as separate records): one record per test node, op and dtype
     (as FlagGems' own log has one per test), each shape's latencies the geometric mean over rounds,
@@ -269,7 +276,9 @@ def side_log(rows: List[dict]) -> str:
                            "markers": sorted({m for r in rs for m in (r.get("markers") or [])}),
                            **({"processes": rs[0]["processes"], "latency_ci": rs[0].get("latency_ci")}
                               if len(rs) == 1 and rs[0].get("processes") else {})})
-        lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench", "result": result,
+        # op_name, dtype, mode, level and result: what FlagGems' tools (summary_for_plot.py) read of a record
+        lines.append("[INFO] " + json.dumps({"op_name": op, "dtype": dtype, "mode": "zlbench",
+                                             **({"level": level} if level else {}), "result": result,
                                              **({"node": node} if node else {})}))
     return "\n".join(lines) + "\n"
 
