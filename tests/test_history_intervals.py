@@ -294,7 +294,7 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
         res = zlbench("summary", str(off), "--ab", str(other), "--out", str(out_dir), cwd=tmp_path, defaults=True)
         ab = json.loads((out_dir / "ab.json").read_text())
         assert ab["rows"] and {r["verdict"] for r in ab["rows"]} == want, (res.stderr[-2000:], ab["rows"])
-        assert ab["summary"]["interval_rows"] == len(ab["rows"])
+        assert ab["summary"]["interval_rows"] == (len(ab["rows"]) if other == on else 0)  # judged so
     assert "judged on the two runs' process-level intervals" in (tmp_path / f"ab-{on.name}" / "ab.md").read_text()
     url = f"sqlite:///{tmp_path / 'logs.db'}"
     imported(capsys, url, [off / "run.log", on])
@@ -305,3 +305,29 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     res, result = _compare(tmp_path, off, again)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "slower" not in {r["verdict"] for r in result["rows"]} and "faster" not in {r["verdict"] for r in result["rows"]}
+
+
+@pytest.mark.slow
+def test_an_aa_run_as_two_plain_runs_is_read_as_an_aa(tmp_path):
+    """ab.aa=true ab.side=off, then =on: both sides one value. Read with `zlbench summary A --ab B`
+    it said AXIS NOT LIVE and exited 3; it is an A/A (each side's rounds paired)."""
+    dirs = []
+    for side in ("off", "on"):
+        run_dir = tmp_path / side
+        res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", f"corpus.root={FIXTURES / 'ab_corpus'}",
+                      "corpus.name=fixture", "ops=[live_op]", "timer.processes=2", "ab=env", "ab.var=ZL_FIXTURE_SWITCH",
+                      "ab.values=[0,1]", "ab.aa=true", f"ab.side={side}", "ab.rounds=3", "ab.min_rounds=3",
+                      "store.url=none", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-3000:]
+        dirs.append(run_dir)
+    res = zlbench("summary", str(dirs[0]), "--ab", str(dirs[1]), "--out", str(tmp_path / "cmp"), cwd=tmp_path,
+                  defaults=True)
+    ab = json.loads((tmp_path / "cmp" / "ab.json").read_text())
+    assert res.returncode == 0 and ab["summary"]["aa"] and ab["summary"]["liveness"] == "A/A", res.stderr[-2000:]
+    assert ab["rows"] and "not live" not in {r["verdict"] for r in ab["rows"]}
+    # two logs of different ops share no row: nothing was compared, and the exit says so
+    other = tmp_path / "other.log"
+    other.write_text('[INFO] {"op_name": "zz", "dtype": "torch.float16", "result": [{"shape_detail": [[8]], '
+                     '"latency_base": 0.01, "latency": 0.02, "speedup": 0.5}]}\n')
+    res = zlbench("summary", str(dirs[0] / "run.log"), "--ab", str(other), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "share no row both measured" in res.stderr, res.stderr[-2000:]

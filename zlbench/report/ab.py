@@ -108,11 +108,17 @@ def _judge(pairing, threshold: float, artifacts_a: Mapping, artifacts_b: Mapping
     # Two plain runs (a sweep's sides, each row a median over its processes): one value a side, no
     # rounds to test, but each with its process-level interval: judged as `history compare` judges.
     for i, p in enumerate(pairing.rows):
-        if len(p.a) == 1 and p.a_ci and p.b_ci and live[i] is not False:
+        if _judged_on_intervals(p, live[i]):
             s = interval_stat(p.a[0], p.a_ci, p.b[0], p.b_ci)
             s.verdict = interval_verdict(s, threshold)
             row_stats[i] = s
     return row_stats, live
+
+
+def _judged_on_intervals(p, live: Optional[bool]) -> bool:
+    """A row of two plain runs: one value a side, each with its process-level interval (not live:
+    its verdict is that)."""
+    return len(p.a) == 1 and bool(p.a_ci and p.b_ci) and live is not False
 
 
 def _planned(rounds: Optional[Mapping[str, int]], fixed_rounds: Optional[int]) -> Optional[Dict]:
@@ -169,7 +175,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
-        "interval_rows": sum(1 for p in pairing.rows if len(p.a) == 1 and p.a_ci and p.b_ci),
+        "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if _judged_on_intervals(p, lv)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": stats.overall([t["ratio"] for t in considered]),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
@@ -342,7 +348,7 @@ def render_markdown(result: Mapping) -> str:
     out.append(tabulate(rows, headers=MD_HEADERS, tablefmt="github") if rows else "(no paired rows)")
     if result["unpaired"]:
         out += ["", "## Unpaired rows", ""]
-        out.append(tabulate([[op_with_test(u), u["dtype"], u["shape"], u["why"][:120]] for u in result["unpaired"]],
+        out.append(tabulate([[op_with_test(u), u["dtype"], u["shape"], u["why"][:240]] for u in result["unpaired"]],
                             headers=["Operator", "dtype", "shape", "why"], tablefmt="github"))
     return "\n".join(out) + "\n"
 

@@ -77,6 +77,11 @@ class Source:
             return f"{var}={(self.identity.get('sides') or {})[self.side].get(var)} ({self.side})"
         return fallback
 
+    @property
+    def aa(self) -> bool:
+        """Whether the run was an A/A (ab.aa=true: both sides one value; a sweep's two sides of one)."""
+        return bool(((self.identity.get("config") or {}).get("ab") or {}).get("aa"))
+
     def artifacts(self) -> Mapping[str, Sequence[str]]:
         """The kernels this side compiled, per op (liveness): {} where unknown."""
         from zlbench.results.tables import load_artifacts
@@ -196,7 +201,7 @@ def compare_two(args) -> int:
         caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
                        "on fewer rounds")
     result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=a.artifacts(),
-                     artifacts_b=b.artifacts(), caveats=caveats)
+                     artifacts_b=b.artifacts(), caveats=caveats, aa=a.aa and b.aa)
     result["summary"]["runs"] = info
     result["dropped_rounds"] = dropped
     title, rest = render_markdown(result).split("\n", 1)
@@ -204,6 +209,11 @@ def compare_two(args) -> int:
     if args.out is not None:
         write(result, args.out)
     print(result["markdown"])
+    if not result["summary"]["paired_rows"]:
+        print(f"zlbench: error: {label_a} and {label_b} share no row both measured ({result['summary']['unpaired_rows']} "
+              "unpaired, listed above with why): nothing was compared. Fix: pair runs or logs of the same ops, dtypes "
+              "and tests.", file=sys.stderr)
+        return int(Exit.USAGE)
     if result["summary"]["liveness"] == "not live" and not args.allow_dead:
         print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
               "would (--allow-dead to accept).", file=sys.stderr)
