@@ -4,8 +4,9 @@ The test node is part of the key: tests of one op may time the same shapes (Flag
 trace, diagonal and transpose; addmm in test_addmm.py and test_blas_perf_parallel.py), and a key
 without it paired one test's row with another's. Rows read from a FlagGems result log carry no
 node: each takes the node of the one test the other side times at its (op, dtype, shape)
-(adopt_nodes; history compare and vendors reconcile a log's rows the same way), and where several
-tests do, the row is left unpaired: which of them the log's record is, nothing says.
+(reconcile_log; history compare and vendors reconcile a log's rows the same way). Where several
+tests do, or the log holds more records of the key than that test has rounds, the row is left
+unpaired: which test the log's record is, nothing says.
 
 Only rows that succeeded on both sides with a positive latency count; everything else is listed
 as unpaired with the reason, so an incomplete pairing never looks complete."""
@@ -20,18 +21,16 @@ from zlbench.results.events import base_node
 from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work
 
 Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
+Key3 = Tuple[str, str, str]  # (op, dtype, shape): what a FlagGems log's row names
 
 
-def row_key(r: dict, by_node: bool = True) -> Key:
-    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or "") if by_node else "")
+def row_key(r: dict) -> Key:
+    return (str(r.get("op")), str(r.get("dtype")), str(r.get("shape")), str(r.get("node") or ""))
 
 
 def names_tests(rows: Sequence[dict]) -> bool:
     """Whether rows name their test nodes: not a FlagGems result log's (an empty side is no log)."""
     return not rows or any(r.get("node") for r in rows)
-
-
-Key3 = Tuple[str, str, str]  # (op, dtype, shape): what a FlagGems log's row names
 
 
 def _key3(r: dict) -> Key3:
