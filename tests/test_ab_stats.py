@@ -298,3 +298,17 @@ def test_a_row_lost_to_a_crash_on_one_side_says_so():
           "status": "crashed", "reason": "exit -11 (SIGSEGV)"}]
     assert [why for _, why in pair(a, b).unpaired] == ["only on side A (side B's test crashed: exit -11 (SIGSEGV))"]
     assert [why for _, why in pair(a, []).unpaired] == ["only on side A"]  # not run in B: nothing more to say
+
+
+def test_an_axis_whose_only_live_op_lost_its_rows_on_a_side_is_not_called_dead():
+    """live_op compiled other kernels under B but crashed before timing; dead_op paired with identical
+    kernels. Read over paired rows alone the axis was 'not live' (AXIS NOT LIVE, exit 3)."""
+    a = rows([1.0], op="dead_op") + rows([1.0], op="live_op")
+    b = rows([1.0], op="dead_op")
+    res = compare(a, b, "x=0", "x=1", artifacts_a={"dead_op": ["k:h1"], "live_op": ["k:h2"]},
+                  artifacts_b={"dead_op": ["k:h1"], "live_op": ["k:h3"]})
+    assert res["summary"]["liveness"] == "live" and "AXIS NOT LIVE" not in res["markdown"]
+    assert "live**, on no paired row: an unpaired op compiled other kernels" in res["markdown"]
+    dead = compare(a, b, "x=0", "x=1", artifacts_a={"dead_op": ["k:h1"], "live_op": ["k:h2"]},
+                   artifacts_b={"dead_op": ["k:h1"], "live_op": ["k:h2"]})
+    assert dead["summary"]["liveness"] == "not live"

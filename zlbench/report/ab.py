@@ -77,6 +77,11 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     not_live = [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
     table += not_live
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
+    if not aa and summary["liveness"] != "live" and any(
+            liveness_of(k[0], artifacts_a or {}, artifacts_b or {}) for k, _ in unpaired):
+        # An op whose kernels differ but whose rows did not pair (it crashed on a side after
+        # compiling) shows the switch reaches the compiler: the axis is live, not dead.
+        summary["liveness"] = "live"
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
@@ -257,6 +262,9 @@ def _liveness_line(summary: Mapping) -> str:
     if summary["liveness"] == "unknown":
         return ("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
                 "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
+    if not summary["live_rows"]:
+        return (f"Liveness: **live**, on no paired row: an unpaired op compiled other kernels on each side (its "
+                f"rows are listed below); {summary['not_live_rows']} row(s) compiled identical kernels (excluded).")
     return (f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
             "row(s) compiled identical kernels (excluded; they are a free A/A check).")
 
