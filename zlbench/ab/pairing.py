@@ -86,6 +86,14 @@ def reconcile_log(logged: Sequence[dict], named: Iterable[dict]) -> LogNodes:
     return out
 
 
+def reconcile_sides(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> LogNodes:
+    """reconcile_log where one side names its tests and the other (a FlagGems result log) does not;
+    nothing to reconcile otherwise."""
+    if names_tests(rows_a) == names_tests(rows_b):
+        return LogNodes()
+    return reconcile_log(*((rows_b, rows_a) if names_tests(rows_a) else (rows_a, rows_b)))
+
+
 def adopt_node(r: dict, nodes: Mapping[Key3, str]) -> dict:
     """A row that names no test (a FlagGems log's) with the test reconcile_log found for its key."""
     node = None if r.get("node") else nodes.get(_key3(r))
@@ -214,11 +222,8 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
     # A side that names no test (a FlagGems result log) against one that does: its rows adopt the
     # other side's tests where nothing else could be theirs; the other keys are left unpaired.
-    log = LogNodes()
-    if names_tests(rows_a) != names_tests(rows_b):
-        named, logged = (rows_a, rows_b) if names_tests(rows_a) else (rows_b, rows_a)
-        log = reconcile_log(logged, named)
-        rows_a, rows_b = ([adopt_node(r, log.nodes) for r in rows] for rows in (rows_a, rows_b))
+    log = reconcile_sides(rows_a, rows_b)
+    rows_a, rows_b = ([adopt_node(r, log.nodes) for r in rows] for rows in (rows_a, rows_b))
     by_a, by_b = _by_key(rows_a), _by_key(rows_b)
     status_a, status_b = _node_statuses(rows_a), _node_statuses(rows_b)
     paired: List[PairedRow] = []

@@ -35,7 +35,7 @@ from scipy.special import stdtr
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
 from zlbench.ab import stats
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from zlbench.ab.pairing import adopt_node, name_shared_keys, names_tests, op_with_test, pair, reconcile_log, single_nodes
+from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides, single_nodes
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
@@ -107,11 +107,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     # A run read from a FlagGems log names no test node: its rows take the node of their test as the
     # pairing does (zlbench/ab/pairing.py), so their intervals and history are found under the
     # pairing's keys; earlier runs' log rows in the history, that of the one test timing their key.
-    of_a = [r for r in rows if r["run_id"] == run_a["run_id"]]
-    of_b = [r for r in rows if r["run_id"] == run_b["run_id"]]
-    nodes = {}
-    if names_tests(of_a) != names_tests(of_b):
-        nodes = reconcile_log(*((of_b, of_a) if names_tests(of_a) else (of_a, of_b))).nodes
+    nodes = reconcile_sides(*([r for r in rows if r["run_id"] == run["run_id"]] for run in (run_a, run_b))).nodes
     keyed = [adopt_node(r, nodes) for r in rows]
     facts = _RowFacts(run_a, run_b, intervals_by_run(keyed),
                       {(row_key(r), r["run_id"]) for r in keyed if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])})
