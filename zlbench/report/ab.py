@@ -76,12 +76,10 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
             t["verdict"] = "inconclusive"  # too few rounds to judge, but nothing to resume
     not_live = [_not_live_row(*one_sided[k]) for k, _ in pairing.unpaired if k in one_sided]
     table += not_live
-    summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired))
-    if not aa and summary["liveness"] != "live" and any(
-            liveness_of(k[0], artifacts_a or {}, artifacts_b or {}) for k, _ in unpaired):
-        # An op whose kernels differ but whose rows did not pair (it crashed on a side after
-        # compiling) shows the switch reaches the compiler: the axis is live, not dead.
-        summary["liveness"] = "live"
+    # An op whose kernels differ but whose rows did not pair (it crashed on a side after compiling)
+    # shows the switch reaches the compiler: the axis is live, not dead.
+    unpaired_live = not aa and any(liveness_of(k[0], artifacts_a or {}, artifacts_b or {}) for k, _ in unpaired)
+    summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live)
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
@@ -166,7 +164,8 @@ def _median(values: Sequence[float]) -> Optional[float]:
     return float(statistics.median(values)) if values else None
 
 
-def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int) -> Dict:
+def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int,
+             unpaired_live: bool = False) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
     # Machine drift moves every row's torch baseline alike: it is read over the rows the run's timer
@@ -175,7 +174,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base))
              for p in pairing.rows if p.a_base and not p.fallback]
     return {
-        "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(live),
+        "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(list(live) + [True] * unpaired_live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
         "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
