@@ -175,7 +175,8 @@ def _verdict_columns(t: Dict) -> None:
 
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
              history_runs: int, fail_on: str) -> Dict:
-    failing = FAIL_ON[fail_on]
+    failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
+    judged = sum(1 for t in table if t["noise"] != "none")
     return {
         "run_a": _public(run_a), "run_b": _public(run_b), "label_a": describe(run_a), "label_b": describe(run_b),
         "same_caliber": run_a["caliber"] == run_b["caliber"], "threshold": threshold,
@@ -188,21 +189,21 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "process_unstable_rows": sum(1 for t in table if t["process_unstable"]),
         "overall": stats.overall([t["ratio"] for t in table]),
         "changed_versions": changed_versions(run_a, run_b),
-        "fail_on": fail_on, "failing_rows": sum(1 for t in table if t["verdict"] in failing),
-        "judged_rows": sum(1 for t in table if t["noise"] != "none"),
-        "gate_exit": gate_exit(fail_on, table, failing),
+        "fail_on": fail_on, "failing_rows": failing_rows,
+        "judged_rows": judged,
+        "gate_exit": gate_exit(fail_on, judged, failing_rows),
     }
 
 
-def gate_exit(fail_on: str, table: List[Dict], failing) -> int:
+def gate_exit(fail_on: str, judged_rows: int, failing_rows: int) -> int:
     """compare's exit code: 1 where a row has a verdict --fail-on names; 2 where the gate judged no
     row (none paired, or none with a noise estimate: such a gate would pass having checked nothing);
     --fail-on none never fails."""
     if fail_on == "none":
         return 0
-    if not any(t["noise"] != "none" for t in table):
+    if not judged_rows:
         return 2
-    return 1 if any(t["verdict"] in failing for t in table) else 0
+    return 1 if failing_rows else 0
 
 
 class _HistoryNoise:
