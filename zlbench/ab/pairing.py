@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.results.events import base_node
-from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work
+from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work, interval
 
 Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
 Key3 = Tuple[str, str, str]  # (op, dtype, shape): what a FlagGems log's row names
@@ -178,12 +178,6 @@ def _node_statuses(rows: Sequence[dict]) -> Dict[str, str]:
             if r.get("dtype") is None and r.get("shape") is None and r.get("node") and r.get("status") != "ok"}
 
 
-def _interval(r: dict) -> Optional[Tuple[float, float]]:
-    ci = r.get("latency_ci")
-    ok = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)
-    return (float(ci[0]), float(ci[1])) if ok and 0 < ci[0] <= ci[1] else None
-
-
 def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
     """The rounds both sides measured usably, and why the others were left out (p.dropped)."""
     p = PairedRow(key)
@@ -212,7 +206,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         p.node = p.node or x.get("node")
     if len(p.a) == 1 and field_name == "latency":  # latency_ci is the latency's
         x, y = ra[kept[0]], rb[kept[0]]
-        p.a_ci, p.b_ci = _interval(x), _interval(y)
+        p.a_ci, p.b_ci = interval(x.get("latency_ci")), interval(y.get("latency_ci"))
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                        f"times no kernel) in {len(no_work)} round(s)")

@@ -7,7 +7,6 @@ older run.log) still has its fallbacks read from those lines, so a fallback is n
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from zlbench.errors import UsageError
 from zlbench.results import columns as C
 from zlbench.results.records import Row
-from zlbench.results.schema import base_shape, shape_key
+from zlbench.results.schema import base_shape, interval, shape_key
 
 # The shape is JSON with spaces ("[[64, 64]]"): it runs up to " reason=" or the end of the line.
 WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(?P<op>\S+) dtype=(?P<dtype>\S+) "
@@ -33,12 +32,6 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _is_interval(value) -> bool:
-    """[lo, hi] ms: finite, 0 < lo <= hi (as the store keeps one)."""
-    return (isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
-            and all(map(math.isfinite, value)) and 0 < value[0] <= value[1])
-
-
 def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) -> Optional[dict]:
     """One `[INFO] {...}` line as a record, None for a line that is not one (or skipped)."""
     try:
@@ -53,7 +46,7 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
                     raise ValueError(f"{name} is {value!r}, not a number")
             for name in INTERVALS:
                 value = entry.get(name)
-                if value is not None and not _is_interval(value):
+                if value is not None and interval(value) is None:
                     raise ValueError(f"{name} is {value!r}, not an interval [lo, hi] (0 < lo <= hi)")
     except ValueError as e:
         if skipped is not None:

@@ -1,7 +1,8 @@
 """The row vocabulary every writer and reader agrees on: row and status fields, statuses, markers."""
 
+import math
 import re
-from typing import Optional
+from typing import Optional, Tuple
 
 OPS_STATUS_FIELDS = [
     "op", "test_node", "side", "status", "rows", "backend", "device", "timer", "wall_s", "reason",
@@ -82,3 +83,12 @@ def kernel_speedup(row: dict) -> Optional[float]:
     if not isinstance(s, (int, float)) or s <= 0 or did_no_device_work(row) or did_no_device_work(row, "latency_base"):
         return None
     return float(s)
+
+
+def interval(value) -> Optional[Tuple[float, float]]:
+    """A row's process-level interval as it carries it (latency_ci: [lo, hi] ms), or None where the
+    value is not one: two finite numbers with 0 < lo <= hi."""
+    if not (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
+        return None
+    return (float(value[0]), float(value[1])) if 0 < value[0] <= value[1] else None
