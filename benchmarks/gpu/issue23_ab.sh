@@ -7,24 +7,29 @@
 #   plain   a plain run on $OPS4 (the dead axis' and FlagGems' yardstick)
 #   plainoff  the same with launcher.prestart=false (each pass' process starts when the one before ends)
 #   plainshare  the same with timer.share_tuning=true (the processes share FlagGems' and Triton's picks)
+#   plain2  a second plain run on $OPS4 (with plain: two runs of one caliber)
+#   plainnofuse  a plain run on $OPS4 with TRITON_DEFAULT_FP_FUSION=0 in the environment (a live change)
+#   cmp     `zlbench summary` of plain against plain2 (expect no verdict) and against plainnofuse
+#           (expect the fused ops' rows flagged): two plain runs judged on their rows' intervals
 #   dead    ab=musa_rlc (FLAGTREE_MUSA_RLC_ENHANCE: not read on NVIDIA's stock Triton) on $OPS4
 #   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4 (or $FGFILES:
 #           list every mark of those files in OPS4 so that both run the same tests), with Triton and
 #           FlagGems caches of its own, cold as a zlbench run's (isolate_caches=true) are; FGMARKS
 #           (a pytest -m expression) picks the same marks as OPS4 out of those files
 # Each step's run dir (without caches) is packed to $OUT/runs/<step>.tgz as soon as it ends, and its wall
-# to $OUT/wall.txt, so a call cut short still returns what it measured.
+# to $OUT/wall.txt, so a call cut short still returns what it measured. DTYPES (default [float16]):
+# the dtypes override; DTYPES= (empty) leaves the corpus its own choice, as a run at defaults does.
 set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 OPS=${OPS:-[amin,prod,logsumexp,std,instance_norm,index_add,masked_fill,flip,triu,isinf]}
 OPS4=${OPS4:-[amin,logsumexp,masked_fill,triu]}
-STEPS=${STEPS:-aa}; LIMIT=${LIMIT:-520}; TAG=${TAG:-}
+STEPS=${STEPS:-aa}; LIMIT=${LIMIT:-520}; TAG=${TAG:-}; DTYPES=${DTYPES-[float16]}
 WORK=${WORK:-/tmp/zl_i23_$(date +%s)}; R=$OUT/runs; mkdir -p "$WORK" "$R"
 { date -u; nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
-  echo "STEPS=$STEPS OPS=$OPS OPS4=$OPS4 LIMIT=$LIMIT"; } > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt"
+  echo "STEPS=$STEPS OPS=$OPS OPS4=$OPS4 LIMIT=$LIMIT DTYPES=$DTYPES"; } > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt"
 zl() { local name=$1 ops=$2 limit=$3; shift 3
-  timeout "$limit" python3 -m zlbench corpus=flaggems backend=cuda "ops=$ops" dtypes=[float16] \
+  timeout "$limit" python3 -m zlbench corpus=flaggems backend=cuda "ops=$ops" ${DTYPES:+dtypes=$DTYPES} \
     progress=plain store.url=none launcher.run_timeout_s=$((limit - 25)) hydra.run.dir="$WORK/$name" "$@"; }
 files() { python3 -c "import sys; print(' '.join('benchmark/test_%s.py' % o for o in sys.argv[1].strip('[]').split(',')))" "$1"; }
 # LIMIT_<step> (s) overrides LIMIT for one step, e.g. LIMIT_live=240.
@@ -34,6 +39,11 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   plain) zl "plain$TAG" "$OPS4" "$LIMIT";;
   plainoff) zl "plainoff$TAG" "$OPS4" "$LIMIT" launcher.prestart=false;;
   plainshare) zl "plainshare$TAG" "$OPS4" "$LIMIT" timer.share_tuning=true;;
+  plain2) zl "plain2$TAG" "$OPS4" "$LIMIT";;
+  plainnofuse) TRITON_DEFAULT_FP_FUSION=0 zl "plainnofuse$TAG" "$OPS4" "$LIMIT";;
+  cmp) for b in plain2 plainnofuse; do
+         python3 -m zlbench summary "$WORK/plain$TAG" --ab "$WORK/$b$TAG" --out "$WORK/cmp$TAG/$b"; echo "rc=$?"
+       done;;
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
   fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
         timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
@@ -46,5 +56,6 @@ for s in $STEPS; do
   echo "$s$TAG wall=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s rc=$rc" | tee -a "$OUT/wall.txt"
   mkdir -p "$WORK/$s$TAG"; cp "$WORK/$s$TAG.log" "$WORK/$s$TAG/"
   tar czf "$R/$s$TAG.tgz" --exclude=cache --exclude=submitit --exclude='*.pyc' -C "$WORK" "$s$TAG"
-  for f in ab.md summary.md; do [ -f "$WORK/$s$TAG/$f" ] && cp "$WORK/$s$TAG/$f" "$R/$s$TAG.$f"; done
+  for f in ab.md summary.md plain2/ab.md plainnofuse/ab.md; do
+    [ -f "$WORK/$s$TAG/$f" ] && cp "$WORK/$s$TAG/$f" "$R/$s$TAG.${f//\//.}"; done
 done
