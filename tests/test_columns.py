@@ -144,3 +144,15 @@ def test_ab_md_and_the_condensed_markdown_show_the_registry_ab_md_columns(tmp_pa
     for text in (result["markdown"], ab_markdown(result)):
         header = next(line for line in text.splitlines() if line.startswith("| Operator"))
         assert [h.strip() for h in header.split("|")[1:-1]] == labels
+
+
+def test_the_store_reads_a_rows_interval_by_the_one_rule(tmp_path):
+    """An interval the summaries and the pairing would not read (lo <= 0, lo > hi, a non-finite
+    bound) is stored as no interval, so `history compare` never judges a row on one."""
+    from zlbench.store.ingest import run_dir_record
+
+    cis = [[0.009, 0.011], [0.0, 0.011], [0.012, 0.011], [0.009, float("inf")]]
+    rows = [H.row("exp", f"[[{64 * (i + 1)},64]]", 0.01, 0.012, ci=ci, base_ci=ci) for i, ci in enumerate(cis)]
+    record = run_dir_record(H.write_run(tmp_path / "run", H.identity(), rows))
+    stored = [(r["latency_lo"], r["latency_hi"], r["latency_base_lo"], r["latency_base_hi"]) for r in record["rows"]]
+    assert stored == [(0.009, 0.011, 0.009, 0.011)] + [(None, None, None, None)] * 3

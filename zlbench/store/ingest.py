@@ -21,6 +21,7 @@ from zlbench.errors import UsageError
 from zlbench.results import columns as C
 from zlbench.results.identity_layout import hashed_layout
 from zlbench.results.rundir import IDENTITY_FILE
+from zlbench.results.schema import interval
 from zlbench.store import schema as S
 from zlbench.store.db import Store, explain
 
@@ -135,11 +136,9 @@ def _row_record(r: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _interval(ci, lo_name: str, hi_name: str) -> Dict[str, Optional[float]]:
-    """A row's [lo, hi] as two columns; anything but two finite numbers lo <= hi (a row of an older
-    run, or one measured in a single process: null) is stored as no interval."""
-    lo, hi = (_float(ci[0]), _float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
-    if lo is None or hi is None or lo > hi:
-        lo = hi = None
+    """A row's [lo, hi] as two columns; anything schema.interval does not read as one (a row of an
+    older run, or one measured in a single process: null) is stored as no interval."""
+    lo, hi = interval(ci) or (None, None)
     return {lo_name: lo, hi_name: hi}
 
 
