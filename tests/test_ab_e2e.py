@@ -46,6 +46,13 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     for side in ("off", "on"):
         side_rows = rows_from_log(d / f"run.{side}.log")
         assert len(side_rows) == 3 and len({r["shape"] for r in side_rows}) == 3
+    # run.log holds every round of both sides, each record naming its side; read back as one run it
+    # would pair a side with itself, so the reader refuses it and names the logs to read instead.
+    records = [json.loads(x[len("[INFO] "):]) for x in (d / "run.log").read_text().splitlines() if x.startswith("[INFO] {")]
+    assert sorted(r["side"] for r in records) == ["off"] * 4 + ["on"] * 4
+    refused = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(d / "run.log")], capture_output=True, text=True)
+    assert refused.returncode == 2 and "both sides of an A/B (off, on)" in refused.stderr, refused.stderr[-2000:]
+    assert "run.<side>.log" in refused.stderr and "Traceback" not in refused.stderr
     # Collecting again (a run killed midway, Slurm without waiting) rebuilds the A/B report too.
     for name in ("ab.md", "ab.json", "summary.md"):
         (d / name).unlink()

@@ -111,7 +111,14 @@ def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]
     two logs never drops one silently. A marker warning applies to every round of its row: a line
     does not say which record it belongs to, and over-marking a fallback is better than losing one."""
     markers: Dict[MarkerKey, List[Tuple[str, Optional[str]]]] = defaultdict(list)
-    rows = [row.to_dict() for rec in scan(path, skipped, markers)
+    records = list(scan(path, skipped, markers))
+    sides = sorted({str(rec["side"]) for rec in records if rec.get("side") is not None})
+    if len(sides) > 1:
+        raise UsageError(
+            f"{path} holds the records of both sides of an A/B ({', '.join(sides)}): read as one run, "
+            "a side would be paired with itself. Fix: pass the A/B's run dir (`zlbench summary RUN_DIR`), "
+            "or one side's log (run.<side>.log) to compare it with another run.")
+    rows = [row.to_dict() for rec in records
             for row in Row.from_record(rec, node=rec["node"] if isinstance(rec.get("node"), str) else None)]
     if not rows:
         raise UsageError(

@@ -73,7 +73,8 @@ class _Collector:
                 if committed.get(node, (launches,))[0] < launches:
                     del committed[node]
             elif kind == "log":
-                self.log_lines.append(e["line"])
+                self.log_lines.append(_side_labelled(e["line"], unit["side"]) if len(self.plan.get("sides") or []) > 1
+                                      else e["line"])
             elif kind == "artifacts":
                 self.kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e["kernels"])
             elif kind == "process":
@@ -245,6 +246,20 @@ def run_pinning_problems(run_dir: Path) -> List[str]:
 def load_artifacts(run_dir: Path) -> Dict[str, Dict[str, str]]:
     path = run_dir / "artifacts.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _side_labelled(line: str, side: str) -> str:
+    """An A/B's run.log record with the side that measured it (a key FlagGems' tools pass over):
+    every round of both sides goes into that one log, and reading it back must not pair a side
+    with itself."""
+    if line.startswith("[INFO] {"):
+        try:
+            record = json.loads(line[len("[INFO] "):])
+        except ValueError:
+            return line
+        if isinstance(record, dict):
+            return "[INFO] " + json.dumps({**record, "side": side})
+    return line
 
 
 def _corpus_level(plan: Mapping) -> Optional[str]:
