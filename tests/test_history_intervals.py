@@ -295,6 +295,8 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
         ab = json.loads((out_dir / "ab.json").read_text())
         assert ab["rows"] and {r["verdict"] for r in ab["rows"]} == want, (res.stderr[-2000:], ab["rows"])
         assert ab["summary"]["interval_rows"] == (len(ab["rows"]) if other == on else 0)  # judged so
+        # identical kernels keep their intervals (the free A/A check ab.md says they are), not a verdict
+        assert all(r["lo"] is not None and r["lo"] <= r["ratio"] <= r["hi"] for r in ab["rows"]), ab["rows"]
     assert "judged on the two runs' process-level intervals" in (tmp_path / f"ab-{on.name}" / "ab.md").read_text()
     url = f"sqlite:///{tmp_path / 'logs.db'}"
     imported(capsys, url, [off / "run.log", on])

@@ -156,6 +156,9 @@ class Pairing:
     rows: List[PairedRow]
     unpaired: List[Tuple[Key, str]]  # (key, why)
     nodes: Mapping[Key3, str] = field(default_factory=dict)  # the tests a log's rows adopted
+    # Unpaired keys one side measured whose test ended on the other side without rows (crashed,
+    # timed out, failed): key -> the side that lost them ("A" or "B").
+    lost: Mapping[Key, str] = field(default_factory=dict)
 
     def key(self, r: dict) -> Key:
         """A row's key as the pairing keyed it (a log's row with the test it adopted)."""
@@ -222,6 +225,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
     status_a, status_b = _node_statuses(rows_a), _node_statuses(rows_b)
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
+    lost: Dict[Key, str] = {}
     for key in sorted(set(by_a) | set(by_b)):
         ra, rb = by_a.get(key, {}), by_b.get(key, {})
         if key[:3] in log.unknown:
@@ -230,13 +234,15 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             continue
         if not ra or not rb:
             # where the other side ran the test and it ended with no rows (crashed, timed out), say so
-            lost = (status_b if ra else status_a).get(base_node(key[3])) if key[3] else None
+            ended = (status_b if ra else status_a).get(base_node(key[3])) if key[3] else None
             unpaired.append((key, "only on side " + ("A" if ra else "B")
-                             + (f" (side {'B' if ra else 'A'}'s test {lost[:160]})" if lost else "")))
+                             + (f" (side {'B' if ra else 'A'}'s test {ended[:160]})" if ended else "")))
+            if ended:
+                lost[key] = "B" if ra else "A"
             continue
         p = _pair_rounds(key, ra, rb, field_name)
         if p.a:
             paired.append(p)
         else:
             unpaired.append((key, "; ".join(p.dropped) or "no usable round"))
-    return Pairing(paired, unpaired, log.nodes)
+    return Pairing(paired, unpaired, log.nodes, lost)

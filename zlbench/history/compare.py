@@ -47,6 +47,9 @@ WINDOW = 20
 FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
           "p", "q", "mde_pct", "a_lo", "a_hi", "b_lo", "b_hi", "process_unstable", "noise", "fallback", "verdict"]
 CHANGED = ("faster", "slower", "changed below threshold", "unstable")
+# --fail-on choices under which a row A measured and B lost (its test crashed, timed out or failed
+# in B) fails the gate: a kernel that stopped working is no better than a slower one.
+LOST_FAILS = ("slower", "changed")
 
 
 def _pct(x: Optional[float]) -> Optional[float]:
@@ -120,7 +123,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
             tested += _judge_row(t, p, cis, noise_of, threshold)
             table.append(t)
         unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "side": side,
-                      "why": why} for k, why in pairing.unpaired]
+                      "why": why, "lost_in": pairing.lost.get(k)} for k, why in pairing.unpaired]
     stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
     for t in table:
         _verdict_columns(t)
@@ -175,7 +178,9 @@ def _verdict_columns(t: Dict) -> None:
 
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
              history_runs: int, fail_on: str) -> Dict:
+    lost_rows = sum(1 for u in unpaired if u["lost_in"] == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
+    failing_rows += lost_rows if fail_on in LOST_FAILS else 0
     judged = sum(1 for t in table if t["noise"] != "none")
     return {
         "run_a": _public(run_a), "run_b": _public(run_b), "label_a": describe(run_a), "label_b": describe(run_b),
@@ -189,21 +194,21 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "process_unstable_rows": sum(1 for t in table if t["process_unstable"]),
         "overall": stats.overall([t["ratio"] for t in table]),
         "changed_versions": changed_versions(run_a, run_b),
-        "fail_on": fail_on, "failing_rows": failing_rows,
+        "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
     }
 
 
 def gate_exit(fail_on: str, judged_rows: int, failing_rows: int) -> int:
-    """compare's exit code: 1 where a row has a verdict --fail-on names; 2 where the gate judged no
-    row (none paired, or none with a noise estimate: such a gate would pass having checked nothing);
-    --fail-on none never fails."""
+    """compare's exit code: 1 where a row fails (a verdict --fail-on names, or a row B lost); else 2
+    where the gate judged no row (none paired, or none with a noise estimate: such a gate would pass
+    having checked nothing); --fail-on none never fails."""
     if fail_on == "none":
         return 0
-    if not judged_rows:
-        return 2
-    return 1 if failing_rows else 0
+    if failing_rows:
+        return 1
+    return 0 if judged_rows else 2
 
 
 class _HistoryNoise:
@@ -289,7 +294,10 @@ def _result_lines(s: Mapping) -> List[str]:
                    + ("no row paired" if not s["paired_rows"] else "no paired row had a noise estimate")
                    + "): exit 2, a gate that checked nothing does not pass.")
     elif wanted:
-        out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows']} row(s) {' or '.join(wanted)}"
+        lost = s.get("lost_rows", 0) if s["fail_on"] in LOST_FAILS else 0
+        out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows'] - lost} row(s) {' or '.join(wanted)}"
+                   + (f", {lost} row(s) lost in B (measured in A, their test crashed, timed out or failed in B)"
+                      if lost else "")
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
     return out
 

@@ -110,18 +110,19 @@ def _judge(pairing, threshold: float, artifacts_a: Mapping, artifacts_b: Mapping
     stats.analyse(row_stats, live, threshold, *((rounds["min"], rounds["max"]) if rounds else ()))
     # Two plain runs (a sweep's sides, each row a median over its processes): one value a side, no
     # rounds to test, but each with its process-level interval: judged as `history compare` judges.
+    # A row that compiled identical kernels keeps its verdict (not live) and, as a round row does,
+    # its interval: the free A/A check the report says it is.
     for i, p in enumerate(pairing.rows):
-        if _judged_on_intervals(p, live[i]):
+        if _judged_on_intervals(p):
             s = interval_stat(p.a[0], p.a_ci, p.b[0], p.b_ci)
-            s.verdict = interval_verdict(s, threshold)
+            s.verdict = interval_verdict(s, threshold) if live[i] is not False else row_stats[i].verdict
             row_stats[i] = s
     return row_stats, live
 
 
-def _judged_on_intervals(p, live: Optional[bool]) -> bool:
-    """A row of two plain runs: one value a side, each with its process-level interval (not live:
-    its verdict is that)."""
-    return len(p.a) == 1 and bool(p.a_ci and p.b_ci) and live is not False
+def _judged_on_intervals(p) -> bool:
+    """A row of two plain runs: one value a side, each with its process-level interval."""
+    return len(p.a) == 1 and bool(p.a_ci and p.b_ci)
 
 
 def _planned(rounds: Optional[Mapping[str, int]], fixed_rounds: Optional[int]) -> Optional[Dict]:
@@ -179,7 +180,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
-        "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if _judged_on_intervals(p, lv)),
+        "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": stats.overall([t["ratio"] for t in considered]),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
