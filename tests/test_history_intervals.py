@@ -66,6 +66,29 @@ def test_two_runs_compare_on_their_intervals_and_a_slowdown_fails_the_gate(tmp_p
     assert code == 1 and {v for (op, _), (v, _) in verdicts(json.loads(out.out)).items() if op == "exp"} == {"faster"}
 
 
+def test_rows_b_lost_to_a_crash_fail_the_gate(tmp_path, url, capsys):
+    """add's test crashed in B before any shape; exp repeated. The gate passed (exit 0) with add's
+    rows listed as unpaired: a kernel that stopped working is no better than a slower one."""
+    a, b = H.series(tmp_path, [{"exp": 1.0, "add": 2.0}, {"exp": 1.0}], noise=0.003, interval=0.03)
+    rows = [json.loads(x) for x in (b / "rows.jsonl").read_text().splitlines()]
+    crash = {**{k: None for k in rows[0]}, "op": "add", "node": "benchmark/test_add.py::test_perf_add",
+             "side": "main", "round": 0, "status": "crashed", "reason": "exit -11 (SIGSEGV)"}
+    (b / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + [crash]))
+    imported(capsys, url, [a, b])
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    result = json.loads(out.out)
+    assert code == 1 and "0 row(s) slower beyond their noise and the threshold, 3 row(s) measured in A lost in B" in out.err
+    assert result["summary"]["lost_rows"] == 3 and result["summary"]["failing_rows"] == 3
+    assert {(u["op"], u["lost_in"]) for u in result["unpaired"]} == {("add", "B")}
+    assert all("side B's test crashed: exit -11 (SIGSEGV)" in u["why"] for u in result["unpaired"])
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert "Gate (--fail-on slower): 0 row(s) slower, 3 row(s) lost in B" in out.out
+    # A faster-only gate does not fail on them; B's crash read the other way (A lost, B has them) is no loss.
+    assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "faster")[0] == 0
+    code, out = history(capsys, "compare", "2", "1", "--url", url, "--format", "json")
+    assert code == 0 and json.loads(out.out)["summary"]["lost_rows"] == 0, out.err
+
+
 def test_tests_of_one_op_timing_one_shape_compare_each_on_its_own(tmp_path, url, capsys):
     """FlagGems' einsum trace and transpose time the same shapes: keyed by (op, dtype, shape) they
     were one row with two values per run (no interval, either one's value); now a row per test."""
