@@ -224,22 +224,29 @@ def test_regressions_use_the_intervals_of_runs_that_carry_them(tmp_path, url, ca
 
 def test_regressions_name_the_test_of_a_step_and_pass_over_empty_replays(tmp_path, url, capsys):
     """Two tests of one op timing one shape: a step of one is named by its test. A view's empty
-    replay (BENCHMARK_NO_DEVICE_WORK) reading 1.2 then 2.5 ns is no regression."""
+    replay (BENCHMARK_NO_DEVICE_WORK) reading 1.2 then 2.5 ns is no regression; a view that became
+    a 3 us copy is one (it was passed over with the empty replays)."""
     dirs = []
     for i in range(8):
         step = 1.3 if i >= 4 else 1.0
         rows = [{**H.row("einsum", "[[64,64]]", lat, 0.01), "node": f"benchmark/test_einsum.py::{test}"}
                 for test, lat in (("test_einsum_trace", 0.002 * step), ("test_einsum_outer", 0.004))]
         rows.append(H.row("alias", "[[64,64]]", (2.5e-6 if i >= 4 else 1.2e-6), 0.01, markers=["BENCHMARK_NO_DEVICE_WORK"]))
+        rows.append(H.row("unfold", "[[64,64]]", 0.003 * (1 + i % 2 / 100) if i >= 4 else 1.5e-6 * (1 + i % 2), 0.01,
+                          markers=[] if i >= 4 else ["BENCHMARK_NO_DEVICE_WORK"]))
         ident = H.identity(corpus_commit=f"corpus{i:02d}" + "0" * 32, zlbench_commit=f"zl{i:02d}",
-                           created=f"2026-11-{i + 1:02d}T02:00:00+0000", ops=["einsum", "alias"])
+                           created=f"2026-11-{i + 1:02d}T02:00:00+0000", ops=["einsum", "alias", "unfold"])
         dirs.append(H.write_run(tmp_path / f"run{i}", ident, rows))
     imported(capsys, url, dirs)
     code, out = history(capsys, "regressions", "--url", url, "--format", "json")
     steps = json.loads(out.out)["steps"]
-    assert code == 1 and [(s["op"], s["test"]) for s in steps] == [("einsum", "test_einsum_trace")], steps
+    assert code == 1 and sorted((s["op"], s.get("test"), s["first_run"]) for s in steps) == [
+        ("einsum", "test_einsum_trace", 5), ("unfold", None, 5)], steps
+    unfold = next(s for s in steps if s["op"] == "unfold")
+    assert unfold["kind"] == "regression" and unfold["before_ms"] == pytest.approx(1e-4) and unfold["after_ms"] >= 0.003
     code, out = history(capsys, "regressions", "--url", url)
     assert "einsum (test_einsum_trace)" in out.out and "alias" not in out.out.split("|", 1)[-1]
+    assert "no device work" in out.out  # the view's side of the step says what it was
 
 
 def test_the_site_draws_each_runs_interval(tmp_path, url, capsys):

@@ -11,7 +11,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, 
 from sqlalchemy import exists, func, or_, select
 
 from zlbench.errors import UsageError
-from zlbench.results.schema import did_no_device_work
+from zlbench.results.schema import NO_WORK_MS, did_no_device_work
 from zlbench.store import schema as S
 from zlbench.store.db import Store
 
@@ -129,7 +129,9 @@ def usable(r: Mapping, field: str = "latency") -> bool:
 
 
 def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowKey, Dict[int, float]]:
-    """Per row key and run: the median over the run's rounds of the usable values."""
+    """Per row key and run: the median over the run's rounds of the usable values. An empty replay
+    (a view: no kernel) reads NO_WORK_MS, the most it can be: its nanoseconds of replay noise are no
+    kernel's time, but a view that becomes a copy (or a copy a view) is a step in the series."""
     acc: Dict[RowKey, Dict[int, List[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:  # usable() and row_key() inlined: this loop sees every row of a series
         v = r.get(field)
@@ -138,7 +140,7 @@ def medians_by_run(rows: Iterable[Mapping], field: str = "latency") -> Dict[RowK
         if r.get("dtype") is None and r.get("shape") is None:
             continue  # a node-level status row
         if did_no_device_work(r, field):
-            continue  # an empty replay's nanoseconds: no kernel's time
+            v = NO_WORK_MS
         acc[(str(r["op"]), str(r["dtype"]), str(r["shape"]), str(r.get("node") or ""),
              str(r.get("side") or "main"))][r["run_id"]].append(float(v))
     return {k: {rid: (v[0] if len(v) == 1 else statistics.median(v)) for rid, v in per.items()}

@@ -29,7 +29,7 @@ import numpy as np
 from tabulate import tabulate
 
 from zlbench.ab.pairing import name_shared_keys, op_with_test
-from zlbench.results.schema import short_dtype
+from zlbench.results.schema import NO_WORK_MS, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
@@ -228,7 +228,7 @@ def render_markdown(result: Mapping) -> str:
     out.append("")
     if result["steps"]:
         out.append(tabulate([[op_with_test(f), f["dtype"], f["shape"], f["side"], f["kind"], f"{f['change_pct']:+.1f}%",
-                              f"{f['before_ms']:.5g}", f"{f['after_ms']:.5g}",
+                              _level_cell(f["before_ms"]), _level_cell(f["after_ms"]),
                               "-" if f["baseline_change_pct"] is None else f"{f['baseline_change_pct']:+.1f}%",
                               f"{f['noise_pct']:.1f}% ({f['noise_from']})", f"run {f['first_run']} ({f['first_created'][:16]})",
                               f["changed"]] for f in result["steps"]],
@@ -237,6 +237,11 @@ def render_markdown(result: Mapping) -> str:
     else:
         out.append("No persistent step.")
     return "\n".join(out) + "\n"
+
+
+def _level_cell(ms: float) -> str:
+    """A level of the series; an empty replay's (a view) reads NO_WORK_MS, the most it can be."""
+    return f"{ms:.5g}" if ms > NO_WORK_MS else f"<= {NO_WORK_MS:g} (no device work)"
 
 
 def render_csv(result: Mapping) -> str:
