@@ -11,6 +11,8 @@
 #   plainnofuse  a plain run on $OPS4 with TRITON_DEFAULT_FP_FUSION=0 in the environment (a live change)
 #   cmp     `zlbench summary` of plain against plain2 (expect no verdict) and against plainnofuse
 #           (expect the fused ops' rows flagged): two plain runs judged on their rows' intervals
+#   abenv   ab=env ab.var=$ABVAR ab.values=$ABVALUES on $OPS (any switch; e.g. TRITON_DISABLE_LINE_INFO
+#           [0,1]: live, its kernels differ in their line tables only, so a neutral axis: no row may move)
 #   dead    ab=musa_rlc (FLAGTREE_MUSA_RLC_ENHANCE: not read on NVIDIA's stock Triton) on $OPS4
 #   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4 (or $FGFILES:
 #           list every mark of those files in OPS4 so that both run the same tests), with Triton and
@@ -44,6 +46,7 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   cmp) for b in plain2 plainnofuse; do
          python3 -m zlbench summary "$WORK/plain$TAG" --ab "$WORK/$b$TAG" --out "$WORK/cmp$TAG/$b"; echo "rc=$?"
        done;;
+  abenv) zl "abenv$TAG" "$OPS" "$LIMIT" ab=env "ab.var=${ABVAR:?ABVAR names the switch}" "ab.values=${ABVALUES:-[0,1]}";;
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
   fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
         timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
