@@ -35,6 +35,13 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     assert "capture-incompatible" in st["capture_poison"]["reason"]
     assert st["op_raises"]["status"] == "failed" and "NotImplementedError" in st["op_raises"]["reason"]
     assert "CAPTURE_POISONED" not in st["op_raises"]["reason"]
+    # A capture that aborts the process: retried once in a fresh process, every call timed directly
+    # and marked (its torch side too: the whole test), with why.
+    assert st["capture_abort"]["status"] == "ok", st["capture_abort"]
+    assert by_op["capture_abort"] and all(r["timer_used"] == "direct" and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in r["markers"]
+                                          for r in by_op["capture_abort"])
+    assert "capturing this test killed its benchmark process" in by_op["capture_abort"][0]["marker_reason"]
+    assert "SIGABRT" in by_op["capture_abort"][0]["marker_reason"]
     assert st["after_fault"]["status"] == "ok"  # measured in a fresh process
     assert all(r["latency"] > 0 for r in by_op["after_fault"])
 

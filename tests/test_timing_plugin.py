@@ -2,6 +2,7 @@
 drive the timer's own budget."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,7 +10,7 @@ from .sim_device import scripted_events, sim_graphs, sim_interface
 
 from zlbench.plugins import _runtime, guards, timing
 from zlbench.plugins.timers import graph
-from zlbench.results import schema
+from zlbench.results import events as ev, schema
 
 
 def recorded():
@@ -428,3 +429,33 @@ def test_an_op_on_the_deny_list_is_timed_directly_without_a_capture(sim_capture)
     assert "capture" not in device.log
     [call] = _runtime.timing_calls
     assert call["markers"] == [schema.MARKER_FALLBACK] and "capture_deny_ops" in call["reason"]
+
+
+def test_a_capture_is_bracketed_by_events_and_a_test_whose_capture_killed_its_process_is_timed_directly(
+        sim_capture, monkeypatch):
+    """A capture that aborts inside a vendor library kills the process: no exception to fall back
+    on. Every capture is bracketed by capture / captured events so the worker can tell; the fresh
+    process of the retry (its unit's events hold the worker's retry with capture_crash) times that
+    test directly, marked with why, and other tests are captured as before."""
+    configure, device = sim_capture
+    configure()
+    monkeypatch.setattr(_runtime, "current_node", "benchmark/test_x.py::test_a[float16]")
+    monkeypatch.setattr(_runtime, "_capture_crashes", {})
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    policy(device.draw, rep=20)
+    assert [(e["event"], e["node"]) for e in device.emitted("capture") + device.emitted("captured")] == [
+        ("capture", "benchmark/test_x.py::test_a[float16]"), ("captured", "benchmark/test_x.py::test_a[float16]")]
+    ev.append(Path(_runtime.config()["events"]), "retry", node="benchmark/test_x.py::test_a", capture_crash=True,
+              reason="process killed by signal SIGABRT; log tail: Fatal Python error: Aborted")
+    monkeypatch.setattr(_runtime, "_capture_crashes", {})  # a fresh process reads its unit's events anew
+    _runtime.timing_calls.clear()
+    device.log.clear()
+    assert policy(device.draw, rep=20) == 5.0
+    assert "capture" not in device.log and len(device.emitted("capture")) == 1
+    [call] = _runtime.timing_calls
+    assert call["markers"] == [schema.MARKER_FALLBACK]
+    assert "capturing this test killed its benchmark process in an earlier attempt (process killed by signal " \
+           "SIGABRT" in call["reason"]
+    monkeypatch.setattr(_runtime, "current_node", "benchmark/test_x.py::test_b[float16]")
+    policy(device.draw, rep=20)
+    assert "capture" in device.log  # another test of the process is captured as before

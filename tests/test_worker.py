@@ -28,6 +28,12 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     assert st["segv"]["status"] == "crashed" and "SIGSEGV" in st["segv"]["reason"]
     assert st["hang"]["status"] == "timeout" and "node_timeout_s=4" in st["hang"]["reason"]
     assert st["after"]["status"] == "ok" and st["after"]["rows"] == "2"  # ran after all the faults
+    # A capture that killed its process: retried once in a fresh process, which measured it.
+    assert st["capture_abort"]["status"] == "ok" and st["capture_abort"]["rows"] == "2", st["capture_abort"]
+    retries = [json.loads(e) for p in (res.run_dir / "units").glob("*/events.jsonl")
+               for e in p.read_text().splitlines() if '"retry"' in e]
+    assert [(r["node"].rpartition("::")[2], r["capture_crash"]) for r in retries] == [("test_perf_capture_abort", True)]
+    assert "SIGABRT" in retries[0]["reason"] and "Fatal Python error: Aborted" in retries[0]["reason"]
     assert st["broken"]["status"] == "failed" and "collection error" in st["broken"]["reason"]
     assert "this_module_does_not_exist" in st["broken"]["reason"]
     # FlagGems refusing a test whose dtypes lack one the run asks for: not applicable, not failed.
@@ -54,19 +60,22 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     # Each crash cost one fresh process, not a retry loop.
     launches = sum(1 for l in (res.run_dir / "units").glob("*/events.jsonl")
                    for e in l.read_text().splitlines() if '"launch"' in e)
-    # first (refused whole: a named file fails to import) + rest + after crash, segv, hang
-    assert launches == 5
+    # first (refused whole: a named file fails to import) + rest + after crash, segv, capture_abort, hang
+    assert launches == 6
 
 
 def test_crash_retries_rerun_a_crashed_node_once(run_zlbench, faulty_corpus):
     res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}",
-                      "ops=[crash,after]", "launcher.crash_retries=1")
+                      "ops=[crash,after,capture_abort]", "launcher.crash_retries=1")
     assert res.returncode == 1, res.stderr[-3000:]
     st = status_by_op(res.run_dir)
     assert st["crash"]["status"] == "crashed" and st["after"]["status"] == "ok"
     events = (res.run_dir / "units").glob("*/events.jsonl")
-    retries = sum(1 for p in events for e in p.read_text().splitlines() if '"retry"' in e)
-    assert retries == 1
+    retries = [json.loads(e) for p in events for e in p.read_text().splitlines() if '"retry"' in e]
+    # the capture's own retry does not spend the crash retry: each node got one
+    assert sorted((r["node"].rpartition("::")[2], bool(r.get("capture_crash"))) for r in retries) == [
+        ("test_perf_capture_abort", True), ("test_perf_crash", False)]
+    assert st["capture_abort"]["status"] == "ok"
 
 
 @pytest.mark.parametrize("op,code", [("good", 0), ("fails", 1)])

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from zlbench.engine.locks import DeviceLock, held_fds
-from zlbench.engine.processes import (POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env,
+from zlbench.engine.processes import (LAUNCH_BANNER, POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env,
                                      pytest_argv, wait_exit)
 from zlbench.results import events as ev
 from zlbench.results.events import GATE_ENV
@@ -132,7 +132,12 @@ def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], 
         status, reason = "poisoned", f"capture poisoned the device context: {poison['reason']}"
     else:
         status, reason = "crashed", f"{_exit_reason(attempt.returncode)}; log tail: {attempt.log_tail}"
-    retried = sum(1 for e in history if e.get("event") == "retry" and e.get("node") == node)
+    if status == "crashed" and ev.died_capturing(attempt.new, node) and not ev.capture_crash_retry(history, node):
+        # The graph capture killed the process (no exception to fall back on): once more in a fresh
+        # process, whose graph timer then times this test directly and marks it so.
+        return Outcome([{"event": "retry", "node": node, "reason": reason, "capture_crash": True}])
+    retried = sum(1 for e in history if e.get("event") == "retry" and e.get("node") == node
+                  and not e.get("capture_crash"))
     if status == "crashed" and retried < crash_retries:
         return Outcome([{"event": "retry", "node": node, "reason": reason}])
     # Cut by the run's time limit: not the node's fault, so a resume measures it again.
@@ -243,7 +248,7 @@ class UnitRunner:
                            self.dir)
         ev.append(self.events, "launch", nodes=len(nodes), host=socket.gethostname(), job_id=job_id())
         log = open(self.log, "a", encoding="utf-8")
-        log.write(f"\n==== zlbench: launching pytest over {len(nodes)} node(s)\n")
+        log.write(f"\n{LAUNCH_BANNER} launching pytest over {len(nodes)} node(s)\n")
         log.flush()
         gate_read, gate_write = os.pipe()
         try:

@@ -4,6 +4,7 @@ environment and command line, their tie to the worker, how they are killed, what
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -142,9 +143,34 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+# How the line starts that a worker writes into a process log before each benchmark process it starts.
+LAUNCH_BANNER = "==== zlbench:"
+
+
 def log_tail(path: Path, n: int = 6) -> str:
+    """What the end of a benchmark process' log says of how it ended: its last n lines, or where it
+    ends in a fault handler's dump (an abort or a segfault: the frames, then the list of extension
+    modules, which say nothing), the fatal error, the line before it and the innermost frames."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
+    # this attempt's own lines: the log holds every launch of the unit, each after its banner
+    start = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith(LAUNCH_BANNER)), -1)
+    fatal = next((i for i in range(len(lines) - 1, max(start, len(lines) - 400), -1)
+                  if "Fatal Python error:" in lines[i]), None)
+    if fatal is None:
+        return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
+    before = [l.strip() for l in lines[max(0, fatal - 3):fatal]
+              if l.strip() and not l.startswith("====") and l.strip(".") and "most recent call" not in l]
+    frames = [_frame(l) for l in lines[fatal + 1:fatal + 40] if l.strip().startswith("File ")][:4]
+    parts = before[-1:] + [lines[fatal][lines[fatal].index("Fatal Python error:"):].strip()]
+    return " | ".join(parts + (["in " + " < ".join(frames)] if frames else []))[:600]
+
+
+def _frame(line: str) -> str:
+    """'File "/x/y/triton/testing.py", line 111 in do_bench_cudagraph' -> 'triton/testing.py:111 do_bench_cudagraph'."""
+    m = re.match(r'\s*File "([^"]+)", line (\d+) in (.+)', line)
+    if not m:
+        return line.strip()
+    return f"{'/'.join(m.group(1).split('/')[-2:])}:{m.group(2)} {m.group(3).strip()}"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Tuple
 
 from zlbench.engine.locks import held_fds
-from zlbench.engine.processes import POLL_S, die_with_parent, kill_group, process_env, pytest_argv
+from zlbench.engine.processes import LAUNCH_BANNER, POLL_S, die_with_parent, kill_group, process_env, pytest_argv
 from zlbench.results import events as ev
 
 SERVE_PLUGIN = "zlbench.plugins.serve"
@@ -61,7 +61,7 @@ class SideProcess:
         argv = list(unit["argv"]) + ["-p", SERVE_PLUGIN] + [str(root / n) for n in self.nodes]
         argv = pytest_argv(argv, self.dir)
         with open(self.log, "a", encoding="utf-8") as out:
-            out.write(f"\n==== zlbench: resident {'prober' if self.prober else 'process'} {self.starts} of side "
+            out.write(f"\n{LAUNCH_BANNER} resident {'prober' if self.prober else 'process'} {self.starts} of side "
                       f"{self.side} (tuning cache {unit['env'].get('FLAGGEMS_CACHE_DIR')})\n")
             out.flush()
             self.proc = subprocess.Popen(argv, cwd=self.dir, env=process_env(unit, dict(self.extra_env), cfg_path),

@@ -32,7 +32,7 @@ def config() -> Dict[str, Any]:
     return _config
 
 
-def emit(event: str, **fields: Any) -> None:
+def emit(event: str, durable: bool = True, **fields: Any) -> None:
     """Append one event line and flush: a killed process loses at most the line in flight."""
     global _events
     path = config().get("events")
@@ -40,7 +40,25 @@ def emit(event: str, **fields: Any) -> None:
         return
     if _events is None:
         _events = EventWriter(path)
-    _events.emit(event, **fields)
+    _events.emit(event, durable, **fields)
+
+
+_capture_crashes: Dict[str, Dict[str, str]] = {}  # events path -> base node -> why
+
+
+def capture_crash(node: Optional[str]) -> Optional[str]:
+    """Why `node`'s graph capture is not to be tried in this process: an earlier process of this unit
+    died capturing it (its worker's `retry` event with `capture_crash`), else None. Read once per
+    events file: a process is started after the retry its worker wrote."""
+    path = config().get("events")
+    if not path or not node:
+        return None
+    if path not in _capture_crashes:
+        from zlbench.results.events import base_node, read_events
+
+        _capture_crashes[path] = {base_node(e["node"]): str(e.get("reason") or "") for e in read_events(path)
+                                  if e.get("event") == "retry" and e.get("capture_crash") and e.get("node")}
+    return _capture_crashes[path].get(node.split("[")[0])
 
 
 def redirect(events: str, unit: str) -> None:

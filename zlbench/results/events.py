@@ -6,6 +6,8 @@ An event is one JSON line: {"event": <kind>, "t": <unix time>, "pid": <writer>, 
   launch (worker: a benchmark process starts), process (its device facts), session_start,
   start / end (a node; end carries a status), record (a corpus result record), log (a run.log line),
   artifacts (kernels a node compiled), poison, collect_error, setup_error, retry, warning, exit,
+  capture / captured (the graph timer around one capture: a process that died between them died
+  capturing, and its node's retry times it directly: a `retry` with `capture_crash`),
   session_end, exited (worker: the process is gone); ready / served (a resident process of a
   node-level A/B is ready for commands / ran one); stopped (the A/B scheduler will not run a node
   in this unit's round: `why` is "not live" or "settled").
@@ -59,11 +61,14 @@ class EventWriter:
     def __init__(self, path: str):
         self._file = open(path, "a", encoding="utf-8")
 
-    def emit(self, event: str, **fields) -> None:
+    def emit(self, event: str, durable: bool = True, **fields) -> None:
+        """durable=False: flushed to the OS only, which a crash of this process keeps (not one of
+        the machine): for events written around every timing call, where an fsync would cost."""
         self._file.write(json.dumps({"event": event, "t": time.time(), "pid": os.getpid(), **fields},
                                     default=str) + "\n")
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if durable:
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()
@@ -131,6 +136,22 @@ def placeholders(events: Sequence[dict]) -> Dict[str, dict]:
     final = final_ends(events)
     return {base_node(e["node"]): e for e in events
             if e.get("event") == "end" and e.get("resumable") and base_node(e["node"]) not in final}
+
+
+def died_capturing(events: Sequence[dict], node: str) -> bool:
+    """Whether a process' events for `node` stop inside a capture (a `capture` with no `captured`
+    after it): the capture itself killed the process."""
+    last = None
+    for e in events:
+        if e.get("event") in ("capture", "captured") and base_node(e.get("node") or "") == node:
+            last = e["event"]
+    return last == "capture"
+
+
+def capture_crash_retry(events: Iterable[dict], node: str) -> Optional[dict]:
+    """The `retry` event that sent `node` back after its capture killed the process, if any."""
+    return next((e for e in events if e.get("event") == "retry" and e.get("capture_crash")
+                 and base_node(e.get("node") or "") == node), None)
 
 
 def in_flight(events: Sequence[dict]) -> Optional[dict]:

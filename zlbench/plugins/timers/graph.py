@@ -9,6 +9,8 @@ A call whose replay takes under NO_WORK_MS per call launched no device work (a v
 BENCHMARK_NO_DEVICE_WORK, its latency times no kernel.
 
 Per shape, a refused capture falls back to direct timing and is marked (BENCHMARK_DIRECT_NO_CUDAGRAPH);
+a capture that kills the process (an abort in a vendor library) has its test retried once in a fresh
+process with every call timed directly, marked the same;
 a device fault is fatal; a capture that poisons the context raises BENCHMARK_CAPTURE_POISONED; an op
 whose fallback raises what its capture raised is broken, and fails with its own error."""
 
@@ -48,14 +50,23 @@ class Timer(BaseTimer):
                                      return_mode=call.return_mode, graph_class=self.ctx.backend.graph_class)
 
     def time(self, call: Call) -> Timed:
-        op = _runtime.current_op
+        op, node = _runtime.current_op, _runtime.current_node
         if op in self.ctx.capture_deny_ops:
             return self.fallback(call, f"capture not attempted: '{op}' is in capture_deny_ops")
+        crash = _runtime.capture_crash(node)
+        if crash is not None:
+            return self.fallback(call, "capture not attempted: capturing this test killed its benchmark process "
+                                       f"in an earlier attempt ({crash[:200]})")
+        # Around the capture, so that a capture that kills the process (an abort inside a vendor
+        # library) is known as one: the node is retried once with direct timing, marked.
+        _runtime.emit("capture", durable=False, node=node, op=op)
         try:
             return _no_work_marked(Timed(measure(self, call), self.name))
         except Exception as e:
             # Only its kind is kept: the failed capture's frames are freed before the fallback runs.
             capture_error = (type(e), str(e))
+        finally:
+            _runtime.emit("captured", durable=False, node=node)
         return self.after_failed_capture(capture_error, call)
 
     def fallback(self, call: Call, reason: str) -> Timed:
