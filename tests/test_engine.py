@@ -210,3 +210,27 @@ def test_a_device_done_early_takes_the_nodes_waiting_on_another(tmp_path, steal)
         assert {planned[n] for n in moved} == {0} and len(moved) >= 2, (moved, planned, ran)
     else:
         assert moved == []
+
+
+def test_a_crash_log_tail_reads_a_fault_handlers_dump_of_its_own_launch(tmp_path):
+    """A process killed by SIGABRT ends its log with the fault handler's frames and the list of
+    extension modules: the tail gave that list ('torch._C._fft, torch._C._linalg, ...'), which says
+    nothing; it now gives the fatal error and the innermost frames, of this launch only."""
+    from zlbench.engine.processes import log_tail
+
+    dump = ["", "==== zlbench: launching pytest over 9 node(s)", "....Fatal Python error: Aborted", "",
+            "Current thread 0x00007f658b230140 (most recent call first):",
+            '  File "/venv/site-packages/torch/_ops.py", line 1269 in __call__',
+            '  File "/fg/benchmark/base.py", line 288 in <lambda>',
+            '  File "/venv/site-packages/triton/testing.py", line 111 in do_bench_cudagraph',
+            '  File "/work/zlbench/plugins/timers/graph.py", line 45 in batch',
+            '  File "/work/zlbench/plugins/timers/__init__.py", line 94 in measure', "",
+            "Extension modules: yaml._yaml, numpy._core._multiarray_umath, torch._C, torch._C._fft (total: 80)"]
+    log = tmp_path / "pytest.log"
+    log.write_text("\n".join(dump) + "\n")
+    assert log_tail(log) == ("Fatal Python error: Aborted | in torch/_ops.py:1269 __call__ < benchmark/base.py:288 "
+                             "<lambda> < triton/testing.py:111 do_bench_cudagraph < timers/graph.py:45 batch")
+    # The next launch of the unit ended otherwise: its own last lines, not the earlier dump.
+    log.write_text("\n".join(dump + ["", "==== zlbench: launching pytest over 8 node(s)", "..",
+                                     "RuntimeError: CUDA error: an illegal memory access"]) + "\n")
+    assert log_tail(log) == ".. | RuntimeError: CUDA error: an illegal memory access"

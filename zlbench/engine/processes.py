@@ -155,9 +155,10 @@ def log_tail(path: Path, n: int = 6) -> str:
         lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
-    # this attempt's own lines: the log holds every launch of the unit, each after its banner
+    # this launch's own lines: the log holds every launch of the unit, each after its banner
     start = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith(LAUNCH_BANNER)), -1)
-    fatal = next((i for i in range(len(lines) - 1, max(start, len(lines) - 400), -1)
+    lines = lines[start + 1:]
+    fatal = next((i for i in range(len(lines) - 1, max(-1, len(lines) - 400), -1)
                   if "Fatal Python error:" in lines[i]), None)
     if fatal is None:
         return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
