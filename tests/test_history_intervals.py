@@ -67,22 +67,42 @@ def test_two_runs_compare_on_their_intervals_and_a_slowdown_fails_the_gate(tmp_p
 
 
 def test_rows_b_lost_to_a_crash_fail_the_gate(tmp_path, url, capsys):
-    """add's test crashed in B before any shape; exp repeated. The gate passed (exit 0) with add's
-    rows listed as unpaired: a kernel that stopped working is no better than a slower one."""
-    a, b = H.series(tmp_path, [{"exp": 1.0, "add": 2.0}, {"exp": 1.0}], noise=0.003, interval=0.03)
+    """add's test crashed in B before any shape, mul's after its first, one shape of neg failed its
+    check, abs was not applicable in B; exp repeated. The gate passed (exit 0) with the lost rows
+    listed as unpaired: a kernel that stopped working is no better than a slower one. A skipped
+    test is no loss."""
+    a, b = H.series(tmp_path, [{"exp": 1.0, "add": 2.0, "mul": 1.0, "neg": 1.0, "abs": 1.0},
+                               {"exp": 1.0, "mul": 1.0, "neg": 1.0}], noise=0.003, interval=0.03)
     rows = [json.loads(x) for x in (b / "rows.jsonl").read_text().splitlines()]
-    crash = {**{k: None for k in rows[0]}, "op": "add", "node": "benchmark/test_add.py::test_perf_add",
-             "side": "main", "round": 0, "status": "crashed", "reason": "exit -11 (SIGSEGV)"}
-    (b / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + [crash]))
+    blank = {k: None for k in rows[0]}
+    add = {**blank, "op": "add", "node": "benchmark/test_add.py::test_perf_add", "side": "main", "round": 0,
+           "status": "crashed", "reason": "exit -11 (SIGSEGV)"}
+    # abs: a test FlagGems refused for the run's dtypes (not applicable): rows not measured, not lost
+    skipped = {**add, "op": "abs", "node": "benchmark/test_abs.py::test_perf_abs", "status": "skipped",
+               "reason": "not applicable"}
+    # mul crashed after its first shape (ops_status says so; no node-level row: it has rows);
+    # one shape of neg failed its check (a row of status failed)
+    rows = [r for r in rows if not (r["op"] == "mul" and r["shape"] != H.SHAPES[0])]
+    for r in rows:
+        if r["op"] == "neg" and r["shape"] == H.SHAPES[1]:
+            r.update(status="failed", reason="accuracy mismatch", latency=None)
+    (b / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + [add, skipped]))
+    status = (b / "ops_status.csv").read_text().splitlines()
+    (b / "ops_status.csv").write_text("\n".join(
+        l.replace(",ok,", ",crashed,").replace(",1.00,,", ",1.00,exit -6 (SIGABRT),") if l.startswith("mul,") else l
+        for l in status) + "\n")
     imported(capsys, url, [a, b])
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
     result = json.loads(out.out)
-    assert code == 1 and "0 row(s) slower beyond their noise and the threshold, 3 row(s) measured in A lost in B" in out.err
-    assert result["summary"]["lost_rows"] == 3 and result["summary"]["failing_rows"] == 3
-    assert {(u["op"], u["lost_in"]) for u in result["unpaired"]} == {("add", "B")}
-    assert all("side B's test crashed: exit -11 (SIGSEGV)" in u["why"] for u in result["unpaired"])
+    assert code == 1 and "0 row(s) slower beyond their noise and the threshold, 6 row(s) measured in A lost in B" in out.err
+    assert result["summary"]["lost_rows"] == 6 and result["summary"]["failing_rows"] == 6
+    lost = sorted((u["op"], u["shape"]) for u in result["unpaired"] if u["lost_in"] == "B")
+    assert lost == sorted([("add", s) for s in H.SHAPES] + [("mul", s) for s in H.SHAPES[1:]] + [("neg", H.SHAPES[1])])
+    assert {u["op"] for u in result["unpaired"] if not u["lost_in"]} == {"abs"}
+    assert all("side B's test crashed: exit -11 (SIGSEGV)" in u["why"] for u in result["unpaired"] if u["op"] == "add")
+    assert all("side B's test crashed" in u["why"] for u in result["unpaired"] if u["op"] == "mul"), result["unpaired"]
     code, out = history(capsys, "compare", "1", "2", "--url", url)
-    assert "Gate (--fail-on slower): 0 row(s) slower, 3 row(s) lost in B" in out.out
+    assert "Gate (--fail-on slower): 0 row(s) slower, 6 row(s) lost in B" in out.out
     # A faster-only gate does not fail on them; B's crash read the other way (A lost, B has them) is no loss.
     assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "faster")[0] == 0
     code, out = history(capsys, "compare", "2", "1", "--url", url, "--format", "json")

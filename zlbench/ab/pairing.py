@@ -174,11 +174,28 @@ def _by_key(rows: Sequence[dict]) -> Dict[Key, Dict[int, dict]]:
     return out
 
 
-def _node_statuses(rows: Sequence[dict]) -> Dict[str, str]:
-    """A side's node-level status rows (a test that crashed, timed out or failed before any shape):
-    test node -> "status: reason"."""
-    return {base_node(r["node"]): f"{r.get('status')}: {r.get('reason') or '-'}" for r in rows
-            if r.get("dtype") is None and r.get("shape") is None and r.get("node") and r.get("status") != "ok"}
+# A test's statuses that lose the rows it did not measure (skipped is not applicable, not a loss).
+LOST_STATUSES = frozenset({"failed", "crashed", "timeout", "poisoned", "fatal"})
+
+
+def _node_statuses(rows: Sequence[dict], extra: Optional[Mapping[str, Tuple[str, str]]] = None) -> Dict[str, Tuple[str, str]]:
+    """A side's tests that did not end ok: test node -> (status, reason), from its node-level status
+    rows (a test that crashed, timed out or failed before any shape) and `extra` (its ops_status:
+    a test that crashed after some shapes has rows, and no such row)."""
+    out = dict(extra or {})
+    out.update({base_node(r["node"]): (str(r.get("status")), r.get("reason") or "-") for r in rows
+                if r.get("dtype") is None and r.get("shape") is None and r.get("node") and r.get("status") != "ok"})
+    return out
+
+
+def _lost_side(ra: Mapping[int, dict], rb: Mapping[int, dict], field_name: str) -> Optional[str]:
+    """The side that lost a row the other measured: no usable round on it, each of its rows failed
+    (a shape whose check failed, a case a crash or a timeout cut), while the other side measured it."""
+    for side, mine, other in (("B", rb, ra), ("A", ra, rb)):
+        if mine and any(_usable(r, field_name) for r in other.values()) and \
+                all(r.get("status") in LOST_STATUSES for r in mine.values()):
+            return side
+    return None
 
 
 def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
@@ -216,13 +233,16 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
     return p
 
 
-def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency") -> Pairing:
+def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency",
+         statuses: Sequence[Optional[Mapping[str, Tuple[str, str]]]] = (None, None)) -> Pairing:
+    """statuses: each side's tests that did not end ok (test node -> (status, reason)), where its
+    ops_status is known: rows a test lost after measuring others are then said lost too."""
     # A side that names no test (a FlagGems result log) against one that does: its rows adopt the
     # other side's tests where nothing else could be theirs; the other keys are left unpaired.
     log = reconcile_sides(rows_a, rows_b)
     rows_a, rows_b = ([adopt_node(r, log.nodes) for r in rows] for rows in (rows_a, rows_b))
     by_a, by_b = _by_key(rows_a), _by_key(rows_b)
-    status_a, status_b = _node_statuses(rows_a), _node_statuses(rows_b)
+    status_a, status_b = _node_statuses(rows_a, statuses[0]), _node_statuses(rows_b, statuses[1])
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     lost: Dict[Key, str] = {}
@@ -236,8 +256,9 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             # where the other side ran the test and it ended with no rows (crashed, timed out), say so
             ended = (status_b if ra else status_a).get(base_node(key[3])) if key[3] else None
             unpaired.append((key, "only on side " + ("A" if ra else "B")
-                             + (f" (side {'B' if ra else 'A'}'s test {ended[:160]})" if ended else "")))
-            if ended:
+                             + (f" (side {'B' if ra else 'A'}'s test {f'{ended[0]}: {ended[1]}'[:160]})"
+                                if ended else "")))
+            if ended and ended[0] in LOST_STATUSES:
                 lost[key] = "B" if ra else "A"
             continue
         p = _pair_rounds(key, ra, rb, field_name)
@@ -245,4 +266,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             paired.append(p)
         else:
             unpaired.append((key, "; ".join(p.dropped) or "no usable round"))
+            side = _lost_side(ra, rb, field_name)
+            if side:
+                lost[key] = side
     return Pairing(paired, unpaired, log.nodes, lost)

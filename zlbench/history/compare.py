@@ -39,7 +39,7 @@ from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair,
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
-from zlbench.history.query import (VERSION_FIELDS, changed_versions, fetch_rows, intervals_by_run, iter_rows,
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, failed_tests, fetch_rows, intervals_by_run, iter_rows,
                                    list_runs, medians_by_run, row_key)
 
 MIN_HISTORY = 3
@@ -116,8 +116,9 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
                       {(row_key(r), r["run_id"]) for r in keyed if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])})
     noise_of = _HistoryNoise(store, run_b, window, {k: n for k, n in single_nodes(rows).items() if n})
     table, tested, unpaired = [], [], []
+    failed = [failed_tests(store, run["run_id"]) for run in (run_a, run_b)]
     for side in sorted(by_side):
-        pairing = pair(*by_side[side], "latency")
+        pairing = pair(*by_side[side], "latency", statuses=(failed[0].get(side), failed[1].get(side)))
         for p in pairing.rows:
             t, cis = facts.row(p, side)
             tested += _judge_row(t, p, cis, noise_of, threshold)

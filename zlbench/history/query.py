@@ -104,6 +104,18 @@ def fetch_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]
         return [dict(zip(fields, r)) for r in conn.execute(q)]  # zip: 3x faster than Row._mapping
 
 
+def failed_tests(store: Store, run_id: int) -> Dict[str, Dict[str, Tuple[str, str]]]:
+    """A run's tests that did not end ok, from its ops_status: side -> test node -> (status, reason)."""
+    q = select(S.statuses.c.side, S.statuses.c.test_node, S.statuses.c.status, S.statuses.c.reason).where(
+        S.statuses.c.run_id == run_id, S.statuses.c.status != "ok")
+    out: Dict[str, Dict[str, Tuple[str, str]]] = defaultdict(dict)
+    with store.begin("reading statuses") as conn:
+        for side, node, status, reason in conn.execute(q):
+            if node:
+                out[str(side or "main")][node.split("[")[0]] = (str(status), reason or "-")
+    return out
+
+
 def iter_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
               fields: Sequence[str] = ROW_FIELDS) -> Iterator[dict]:
     """fetch_rows, one row at a time: a series of 100 runs of 10,000 rows never sits in memory as
