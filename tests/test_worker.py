@@ -32,8 +32,11 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     assert st["capture_abort"]["status"] == "ok" and st["capture_abort"]["rows"] == "2", st["capture_abort"]
     retries = [json.loads(e) for p in (res.run_dir / "units").glob("*/events.jsonl")
                for e in p.read_text().splitlines() if '"retry"' in e]
-    assert [(r["node"].rpartition("::")[2], r["capture_crash"]) for r in retries] == [("test_perf_capture_abort", True)]
-    assert "SIGABRT" in retries[0]["reason"] and "Fatal Python error: Aborted" in retries[0]["reason"]
+    assert sorted((r["node"].rpartition("::")[2], r["capture_crash"]) for r in retries) == [
+        ("test_perf_capture_abort", True), ("test_perf_capture_abort_late", True)]
+    assert all("SIGABRT" in r["reason"] and "Fatal Python error: Aborted" in r["reason"] for r in retries)
+    # ... also where it is the second case of a test whose first case had ended ok: both measured
+    assert st["capture_abort_late"]["status"] == "ok" and st["capture_abort_late"]["rows"] == "4", st["capture_abort_late"]
     assert st["broken"]["status"] == "failed" and "collection error" in st["broken"]["reason"]
     assert "this_module_does_not_exist" in st["broken"]["reason"]
     # FlagGems refusing a test whose dtypes lack one the run asks for: not applicable, not failed.
@@ -48,7 +51,12 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     assert hang_rows and hang_rows[0]["status"] == "timeout"  # a status, never a missing row
     ends = [json.loads(e)["node"] for p in (res.run_dir / "units").glob("*/events.jsonl")
             for e in p.read_text().splitlines() if '"end"' in e]
-    assert len(ends) == len(set(ends))  # every node (every case of it) ended once, wherever it ran
+    # every node (every case of it) ended once, wherever it ran; but a test sent back by a retry
+    # runs whole again, so its first case ends twice
+    once = [e for e in ends if "capture_abort_late" not in e]
+    assert len(once) == len(set(once)) and sorted(e for e in ends if "capture_abort_late" in e) == [
+        "benchmark/test_faults.py::test_perf_capture_abort_late[torch.float16]"] * 2 + [
+        "benchmark/test_faults.py::test_perf_capture_abort_late[torch.float32]"]
     with open(res.run_dir / "ops_status.csv") as f:
         assert len({e.split("[")[0] for e in ends}) == len({r["test_node"] for r in csv.DictReader(f)})
     # Two tests of one op timing the same shapes: rows of their own (test_process_sampling: A/B too).
@@ -60,8 +68,8 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     # Each crash cost one fresh process, not a retry loop.
     launches = sum(1 for l in (res.run_dir / "units").glob("*/events.jsonl")
                    for e in l.read_text().splitlines() if '"launch"' in e)
-    # first (refused whole: a named file fails to import) + rest + after crash, segv, capture_abort, hang
-    assert launches == 6
+    # first (refused whole: a named file fails to import) + rest + after crash, segv, 2 capture aborts, hang
+    assert launches == 7
 
 
 def test_crash_retries_rerun_a_crashed_node_once(run_zlbench, faulty_corpus):
@@ -88,3 +96,19 @@ def test_the_benchmark_process_leaves_with_pytests_exit_status(run_zlbench, faul
     exited = [json.loads(l) for l in (unit / "events.jsonl").read_text().splitlines() if '"exited"' in l]
     assert [e["returncode"] for e in exited] == [code]
     assert ("1 passed" if code == 0 else "1 failed") in (unit / "pytest.log").read_text()
+
+
+def test_a_capture_that_killed_a_process_is_not_tried_again_in_the_runs_later_processes(run_zlbench, faulty_corpus):
+    """timer.processes=3: three passes over the node. The first pass' process died capturing it and
+    was retried; the later passes read that retry (any unit of the side) and time it directly at
+    once, instead of aborting once each."""
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", "ops=[capture_abort,good]",
+                      "timer.processes=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    st = status_by_op(res.run_dir)
+    assert st["capture_abort"]["status"] == "ok" and st["good"]["status"] == "ok"
+    retries = [e for p in (res.run_dir / "units").glob("*/events.jsonl")
+               for e in p.read_text().splitlines() if '"retry"' in e]
+    assert len(retries) == 1, retries
+    rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
+    assert {r["processes"] for r in rows if r["op"] == "capture_abort"} == {3}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from zlbench.results.events import CONFIG_ENV, EventWriter
@@ -47,18 +48,41 @@ _capture_crashes: Dict[str, Dict[str, str]] = {}  # events path -> base node -> 
 
 
 def capture_crash(node: Optional[str]) -> Optional[str]:
-    """Why `node`'s graph capture is not to be tried in this process: an earlier process of this unit
-    died capturing it (its worker's `retry` event with `capture_crash`), else None. Read once per
-    events file: a process is started after the retry its worker wrote."""
+    """Why `node`'s graph capture is not to be tried in this process: a process of this unit's side
+    died capturing it (a worker's `retry` event with `capture_crash`, in any unit of the side: a
+    plain run's later passes and an A/B's later rounds need not abort once each), else None. Read
+    once per events file, at its first capture: after the retries of the passes and rounds before."""
     path = config().get("events")
     if not path or not node:
         return None
     if path not in _capture_crashes:
-        from zlbench.results.events import base_node, read_events
-
-        _capture_crashes[path] = {base_node(e["node"]): str(e.get("reason") or "") for e in read_events(path)
-                                  if e.get("event") == "retry" and e.get("capture_crash") and e.get("node")}
+        _capture_crashes[path] = _side_capture_crashes(Path(path))
     return _capture_crashes[path].get(node.split("[")[0])
+
+
+def _side_capture_crashes(events: Path) -> Dict[str, str]:
+    """base node -> why, from the capture-crash retries in the events of every unit of this one's
+    side (units/<side>.r<round>.d<device>.s<shard>/events.jsonl), or of this file alone."""
+    unit = events.parent
+    side = unit.name.rsplit(".", 3)[0]
+    files = [events]
+    if unit.parent.name == "units":
+        files = [d / events.name for d in sorted(unit.parent.iterdir()) if d.name.rsplit(".", 3)[0] == side]
+    found: Dict[str, str] = {}
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                lines = [line for line in fh if b'"capture_crash"' in line]  # a cheap sieve before parsing
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("event") == "retry" and e.get("capture_crash") and e.get("node"):
+                found[str(e["node"]).split("[")[0]] = str(e.get("reason") or "")
+    return found
 
 
 def redirect(events: str, unit: str) -> None:

@@ -110,10 +110,12 @@ def is_final_end(e: dict) -> bool:
 
 def final_ends(events: Iterable[dict]) -> Dict[str, dict]:
     """base node id -> its last final end (placeholders never count: resume measures those). A node
-    whose latest end is a placeholder is not done, even where an earlier item of it ended: a run cut
-    between the cases of a parametrized test ([float16] measured, [float32] cut) measures the whole
-    test again on resume."""
-    ends = [e for e in events if e.get("event") == "end"]
+    whose latest end is a placeholder (or a retry) is not done, even where an earlier item of it ended:
+    a run cut between the cases of a parametrized test ([float16] measured, [float32] cut) measures
+    the whole test again on resume."""
+    ends = [e for e in events if e.get("event") in ("end", "retry")]
+    # A retry reopens its test: a later case crashed after earlier ones ended ok, and the whole
+    # test runs again (its earlier cases' ends say nothing of the case that crashed).
     latest = {base_node(e["node"]): e for e in ends}
     return {base_node(e["node"]): e for e in ends
             if is_final_end(e) and is_final_end(latest[base_node(e["node"])])}
