@@ -230,6 +230,12 @@ def test_a_crash_log_tail_reads_a_fault_handlers_dump_of_its_own_launch(tmp_path
     log.write_text("\n".join(dump) + "\n")
     assert log_tail(log) == ("Fatal Python error: Aborted | in torch/_ops.py:1269 __call__ < benchmark/base.py:288 "
                              "<lambda> < triton/testing.py:111 do_bench_cudagraph < timers/graph.py:45 batch")
+    # Other threads' frames come first in the dump: the tail reads the thread that died.
+    log.write_text("\n".join(dump[:3] + ["", "Thread 0x00007f0000000001 (most recent call first):",
+                                         '  File "/usr/lib/python3.12/threading.py", line 359 in wait',
+                                         '  File "/venv/site-packages/tqdm/_monitor.py", line 60 in run', ""]
+                             + dump[4:]) + "\n")
+    assert log_tail(log).startswith("Fatal Python error: Aborted | in torch/_ops.py:1269 __call__ < ")
     # The next launch of the unit ended otherwise: its own last lines, not the earlier dump.
     log.write_text("\n".join(dump + ["", "==== zlbench: launching pytest over 8 node(s)", "..",
                                      "RuntimeError: CUDA error: an illegal memory access"]) + "\n")

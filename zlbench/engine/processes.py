@@ -164,7 +164,15 @@ def log_tail(path: Path, n: int = 6) -> str:
         return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
     before = [l.strip() for l in lines[max(0, fatal - 3):fatal]
               if l.strip() and not l.startswith("====") and l.strip(".") and "most recent call" not in l]
-    frames = [_frame(l) for l in lines[fatal + 1:fatal + 40] if l.strip().startswith("File ")][:4]
+    # the thread that died: the handler lists other threads' frames first
+    current = next((i for i in range(fatal + 1, min(len(lines), fatal + 400))
+                    if lines[i].lstrip().startswith("Current thread")), fatal)
+    frames = []
+    for line in lines[current + 1:current + 40]:
+        if not line.strip().startswith("File "):
+            break
+        frames.append(_frame(line))
+    frames = frames[:4]
     parts = before[-1:] + [lines[fatal][lines[fatal].index("Fatal Python error:"):].strip()]
     return " | ".join(parts + (["in " + " < ".join(frames)] if frames else []))[:600]
 

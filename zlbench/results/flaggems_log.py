@@ -116,8 +116,8 @@ def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]
     if len(sides) > 1:
         raise UsageError(
             f"{path} holds the records of both sides of an A/B ({', '.join(sides)}): read as one run, "
-            "a side would be paired with itself. Fix: pass the A/B's run dir (`zlbench summary RUN_DIR`), "
-            "or one side's log (run.<side>.log) to compare it with another run.")
+            "a side would be paired with itself. Fix: pass the A/B's run dir instead (`zlbench summary RUN_DIR`, "
+            "`zlbench history import RUN_DIR`), or one side's log, run.<side>.log.")
     rows = [row.to_dict() for rec in records
             for row in Row.from_record(rec, node=rec["node"] if isinstance(rec.get("node"), str) else None)]
     if not rows:
