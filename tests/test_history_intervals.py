@@ -142,7 +142,8 @@ def test_a_gate_that_paired_nothing_does_not_pass(tmp_path, url, capsys):
     assert "share no row both measured" in out.err and "Fix: compare runs of the same ops" in out.err
     assert "unpaired" in out.out and "exp" in out.out and "add" in out.out
     assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")[0] == 0
-    # the same ops, every row of B failed: nothing was compared either, and the report says why
+    # the same ops, every row of B failed: nothing was compared, but B lost every row A measured,
+    # which fails the gate (exit 1, not 2), and the report says why
     dirs = []
     for i, status in enumerate(("ok", "failed")):
         rows = [H.row("exp", shape, 0.01, 0.01, status=status) for shape in H.SHAPES]
@@ -150,8 +151,11 @@ def test_a_gate_that_paired_nothing_does_not_pass(tmp_path, url, capsys):
                                                                created=f"2026-11-1{i}T02:00:00+0000", ops=["exp"]), rows))
     imported(capsys, url, dirs)
     code, out = history(capsys, "compare", "3", "4", "--url", url, "--format", "json")
+    assert code == 1 and "3 row(s) measured in A lost in B" in out.err, out.err
+    assert {(u["why"], u["lost_in"]) for u in json.loads(out.out)["unpaired"]} == {("round 0: side B failed", "B")}
+    # ... and the other way round (A's rows failed, B measured them) nothing was judged: exit 2
+    code, out = history(capsys, "compare", "4", "3", "--url", url, "--format", "json")
     assert code == 2 and "ops_status.csv says why" in out.err
-    assert {u["why"] for u in json.loads(out.out)["unpaired"]} == {"round 0: side B failed"}
 
 
 def test_a_repeat_within_its_intervals_is_not_flagged(tmp_path, url, capsys):
