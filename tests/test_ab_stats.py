@@ -312,3 +312,17 @@ def test_an_axis_whose_only_live_op_lost_its_rows_on_a_side_is_not_called_dead()
     dead = compare(a, b, "x=0", "x=1", artifacts_a={"dead_op": ["k:h1"], "live_op": ["k:h2"]},
                    artifacts_b={"dead_op": ["k:h1"], "live_op": ["k:h2"]})
     assert dead["summary"]["liveness"] == "not live"
+
+
+def test_the_overall_interval_resamples_tests_not_rows():
+    """A test's rows share its processes: one test of 20 rows at +5% and three of one row near 0.
+    Resampled as rows, the overall change looked settled (+3.5..+5%); as tests, it is not."""
+    from zlbench.ab.stats import overall
+
+    ratios = [1.05] * 20 + [0.99, 1.0, 1.01]
+    tests = ["x"] * 20 + ["y", "z", "w"]
+    by_rows, by_tests = overall(ratios), overall(ratios, clusters=tests)
+    assert by_rows["geomean"] == by_tests["geomean"] == pytest.approx(1.0433, abs=1e-4)
+    assert by_rows["lo"] > 1.03 and by_tests["lo"] < 1.0 < by_tests["hi"], (by_rows, by_tests)
+    # fewer than three tests: no interval to speak of
+    assert overall(ratios[:21], clusters=tests[:21])["lo"] is None

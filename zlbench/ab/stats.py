@@ -2,10 +2,10 @@
 
 Per row: d_r = ln(B_r / A_r); estimate exp(mean d) with a paired t interval; p-values adjusted
 with Benjamini-Hochberg across live rows; a verdict. Overall: geometric mean of live rows' ratios
-with a bootstrap CI over rows. Why rounds: a test on one timing call's samples gave ~96% false
-positives in an A/A (the samples share the call's process, placement and clocks); the per-round
-paired test gives ~5%, and with fresh processes every round (ab.respawn_every=1) it covers what a
-process draws too (benchmarks/gpu/RESULTS.md, tenth and eleventh sessions).
+with a bootstrap CI over their tests (a test's rows share its processes). Why rounds: a test on one
+timing call's samples gave ~96% false positives in an A/A (the samples share the call's process,
+placement and clocks); the per-round paired test gives ~5%, and with fresh processes every round
+(ab.respawn_every=1) it covers what a process draws too (benchmarks/gpu/RESULTS.md, tenth and eleventh sessions).
 
 Sequential runs (rounds stopped once a row's verdict is settled, ab.min_rounds..ab.rounds): pass
 min_rounds/max_rounds to analyse()/decide() and each row is judged by the rule that stopped it
@@ -15,7 +15,7 @@ then BH); a row with fewer than min_rounds rounds is "inconclusive (cut)"."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Hashable, List, Optional, Sequence
 
 import numpy as np
 from scipy import stats
@@ -89,15 +89,25 @@ def _sequential_looks(stats_rows: List[RowStat], threshold: float, min_rounds: i
         s.lo, s.hi, s.sd, s.p, s.mde, s.q = r.lo, r.hi, r.sd, r.p, r.mde, None
 
 
-def overall(ratios: Sequence[float], seed: int = 0) -> Dict[str, Optional[float]]:
-    """Geometric mean of row ratios with a percentile bootstrap CI over rows."""
-    logs = np.log(np.asarray([r for r in ratios if r and r > 0], float))
-    if len(logs) == 0:
+def overall(ratios: Sequence[float], seed: int = 0,
+            clusters: Optional[Sequence[Hashable]] = None) -> Dict[str, Optional[float]]:
+    """Geometric mean of row ratios with a percentile bootstrap CI. clusters: each row's test (its
+    node): the rows of one test share its processes' draws (autotune picks, input placement), so
+    tests, not rows, are resampled; without them each row is its own. Fewer than 3: no interval."""
+    keys = list(clusters) if clusters is not None else list(range(len(ratios)))
+    kept = [(math.log(r), k) for r, k in zip(ratios, keys) if r and r > 0]
+    if not kept:
         return {"geomean": None, "lo": None, "hi": None, "rows": 0}
+    logs = np.asarray([x for x, _ in kept], float)
     gm = float(np.exp(logs.mean()))
-    if len(logs) < 3 or np.all(logs == logs[0]):
+    groups: Dict[Hashable, List[float]] = {}
+    for x, k in kept:
+        groups.setdefault(k, []).append(x)
+    if len(groups) < 3 or np.all(logs == logs[0]):
         return {"geomean": gm, "lo": None, "hi": None, "rows": int(len(logs))}
-    res = stats.bootstrap((logs,), np.mean, n_resamples=2000, method="percentile",
-                          random_state=np.random.default_rng(seed))
-    return {"geomean": gm, "lo": float(np.exp(res.confidence_interval.low)),
-            "hi": float(np.exp(res.confidence_interval.high)), "rows": int(len(logs))}
+    sums = np.asarray([sum(v) for v in groups.values()])
+    counts = np.asarray([len(v) for v in groups.values()], float)
+    pick = np.random.default_rng(seed).integers(0, len(groups), size=(2000, len(groups)))
+    means = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return {"geomean": gm, "lo": float(np.exp(lo)), "hi": float(np.exp(hi)), "rows": int(len(logs))}

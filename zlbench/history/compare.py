@@ -193,7 +193,7 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "without_intervals": {"A": sum(1 for t in table if t["noise"] == "none" and t["a_lo"] is None),
                               "B": sum(1 for t in table if t["noise"] == "none" and t["b_lo"] is None)},
         "process_unstable_rows": sum(1 for t in table if t["process_unstable"]),
-        "overall": stats.overall([t["ratio"] for t in table]),
+        "overall": stats.overall([t["ratio"] for t in table], clusters=[(t["node"] or t["op"], t["side"]) for t in table]),
         "changed_versions": changed_versions(run_a, run_b),
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
@@ -279,7 +279,7 @@ def _result_lines(s: Mapping) -> List[str]:
     o = s["overall"]
     known = sum(v for k, v in s["noise_sources"].items() if k != "none")
     if o["geomean"] is not None:
-        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
+        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling tests)" if o["lo"] is not None else ""
         out.append(f"- Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                    "(geometric mean; negative = B faster)"
                    + ("; not a verdict: no row has a noise estimate." if not known else "."))

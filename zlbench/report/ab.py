@@ -182,7 +182,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
-        "overall": stats.overall([t["ratio"] for t in considered]),
+        "overall": stats.overall([t["ratio"] for t in considered], clusters=[t["node"] or t["op"] for t in considered]),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
@@ -227,7 +227,7 @@ def headline(summary: Mapping) -> List[str]:
     lines.append(_liveness_line(summary))
     o = summary["overall"]
     if o["geomean"] is not None:
-        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])})" if o["lo"] is not None else ""
+        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling tests)" if o["lo"] is not None else ""
         lines.append(f"Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                      "(geometric mean; negative = B faster).")
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"
