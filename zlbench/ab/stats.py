@@ -5,7 +5,8 @@ with Benjamini-Hochberg across live rows; a verdict. Overall: geometric mean of 
 with a bootstrap CI over their tests (a test's rows share its processes). Why rounds: a test on one
 timing call's samples gave ~96% false positives in an A/A (the samples share the call's process,
 placement and clocks); the per-round paired test gives ~5%, and with fresh processes every round
-(ab.respawn_every=1) it covers what a process draws too (benchmarks/gpu/RESULTS.md, tenth and eleventh sessions).
+(ab.respawn_every=1) it covers what a process draws too (benchmarks/gpu/RESULTS.md, tenth and
+eleventh sessions).
 
 Sequential runs (rounds stopped once a row's verdict is settled, ab.min_rounds..ab.rounds): pass
 min_rounds/max_rounds to analyse()/decide() and each row is judged by the rule that stopped it

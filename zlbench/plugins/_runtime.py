@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from zlbench.results.events import CONFIG_ENV, EventWriter
+from zlbench.results.events import CONFIG_ENV, EventWriter, base_node, is_capture_crash_retry, parse_lines
 
 _config: Optional[Dict[str, Any]] = None
 _events = None
@@ -57,7 +57,7 @@ def capture_crash(node: Optional[str]) -> Optional[str]:
         return None
     if path not in _capture_crashes:
         _capture_crashes[path] = _side_capture_crashes(Path(path))
-    return _capture_crashes[path].get(node.split("[")[0])
+    return _capture_crashes[path].get(base_node(node))
 
 
 def _side_capture_crashes(events: Path) -> Dict[str, str]:
@@ -72,16 +72,11 @@ def _side_capture_crashes(events: Path) -> Dict[str, str]:
     for f in files:
         try:
             with open(f, "rb") as fh:
-                lines = [line for line in fh if b'"capture_crash"' in line]  # a cheap sieve before parsing
+                chunk = b"".join(line for line in fh if b'"capture_crash"' in line)  # a cheap sieve before parsing
         except OSError:
             continue
-        for line in lines:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("event") == "retry" and e.get("capture_crash") and e.get("node"):
-                found[str(e["node"]).split("[")[0]] = str(e.get("reason") or "")
+        found.update({base_node(e["node"]): str(e.get("reason") or "") for e in parse_lines(chunk)
+                      if is_capture_crash_retry(e)})
     return found
 
 

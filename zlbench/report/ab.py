@@ -182,7 +182,8 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
-        "overall": stats.overall([t["ratio"] for t in considered], clusters=[t["node"] or t["op"] for t in considered]),
+        "overall": stats.overall([t["ratio"] for t in considered],
+                                 clusters=[t["node"] or t["op"] for t in considered]),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }

@@ -150,10 +150,14 @@ def died_capturing(events: Sequence[dict], node: str) -> bool:
     return last == "capture"
 
 
+def is_capture_crash_retry(e: dict) -> bool:
+    """A worker's `retry` of a node whose capture killed its process."""
+    return e.get("event") == "retry" and bool(e.get("capture_crash")) and bool(e.get("node"))
+
+
 def capture_crash_retry(events: Iterable[dict], node: str) -> Optional[dict]:
     """The `retry` event that sent `node` back after its capture killed the process, if any."""
-    return next((e for e in events if e.get("event") == "retry" and e.get("capture_crash")
-                 and base_node(e.get("node") or "") == node), None)
+    return next((e for e in events if is_capture_crash_retry(e) and base_node(e["node"]) == node), None)
 
 
 def in_flight(events: Sequence[dict]) -> Optional[dict]:
