@@ -40,9 +40,10 @@ def walls(path: Optional[Path]) -> Dict[str, float]:
     out = {}
     if path and path.is_file():
         for line in path.read_text().splitlines():
+            # ab_scale.sh writes "step seconds"; issue23_ab.sh "step wall=seconds s rc=N".
             parts = line.split()
             if len(parts) >= 2:
-                out[parts[0]] = float(parts[1])
+                out[parts[0]] = float(parts[1].removeprefix("wall="))
     return out
 
 
