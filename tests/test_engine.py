@@ -95,6 +95,23 @@ def test_resume_refuses_another_caliber(tmp_path):
     assert res.returncode == 2 and "another caliber" in res.stderr and "timer" in res.stderr
 
 
+def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
+    run = tmp_path / "run"
+    assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
+    made_with = (run / ".hydra" / "overrides.yaml").read_text()
+    # A bare resume= (another caliber: its selection is all of the corpus) is refused ...
+    res = zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", f"resume={run}", cwd=tmp_path)
+    assert res.returncode == 2 and "another caliber" in res.stderr, res.stderr[-2000:]
+    # ... and names the command that resumes it, read from what it left untouched.
+    assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
+    assert "wait_0*" in res.stderr and "progress=plain timer.processes=1 resume=" in res.stderr
+    # A resume with them runs (nothing left to do) and still leaves the run's own record alone.
+    res = zlbench(*ARGS, f"resume={run}", "progress=none", cwd=tmp_path, env={"WAIT_S": "0"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
+    assert "progress=none" in (run / ".hydra.resume" / "overrides.yaml").read_text()
+
+
 def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
     run, tickets = tmp_path / "run", tmp_path / "tickets"
     proc = start_run(run, env={"TICKETS": str(tickets), "HOLD_FROM": "2"})  # the third node waits in flight

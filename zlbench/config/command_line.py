@@ -63,6 +63,8 @@ def _backend(name: str, value: str) -> str:
 # env var -> (config keys it sets, override builder). The first key is the one a CLI override
 # must name to win; selection env vars all yield to any selection given on the command line.
 SELECTION = ("ops", "op_file", "test_node")
+# Where Hydra writes its files for a resume (config, overrides), beside the run's own .hydra/.
+RESUME_HYDRA_DIR = ".hydra.resume"
 ENV_MIGRATION: Dict[str, Tuple[Tuple[str, ...], Callable[[str, str], str]]] = {
     "ZL_BACKEND": (("backend",), lambda n, v: f"backend={_backend(n, v)}"),
     "ZL_ENABLE_CUDAGRAPH": (("timer",), lambda n, v: "timer=graph" if _bool(n, v) else "timer=direct"),
@@ -282,6 +284,11 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")
+    if resume and "hydra.output_subdir" not in cli_keys:
+        # Hydra's files of the resume go beside the run's own: .hydra/overrides.yaml keeps the
+        # overrides the run was made with, which a refused resume must not overwrite (they are
+        # what the next attempt needs).
+        overrides.append(f"hydra.output_subdir={RESUME_HYDRA_DIR}")
     provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides),
                   "env_ignored": ignored}
     # Env-derived overrides first: a later override of the same key (from the CLI) would win anyway.

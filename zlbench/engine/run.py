@@ -126,7 +126,8 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                       and old.get(k) != identity.get(k))
         raise UsageError(
             f"{run_dir} holds a run of another caliber (differs in: {', '.join(diff) or 'unknown'}); "
-            "resuming it would mix measurements. Fix: resume with the same config, or start a new run dir."
+            "resuming it would mix measurements. Fix: resume with the overrides it was made with "
+            f"({resume_command(run_dir)}), or start a new run dir."
         )
     return True
 
@@ -369,6 +370,6 @@ def remove_empty_run_dir(run_dir: Path) -> None:
     .hydra/ before zlbench could check anything."""
     if not run_dir.is_dir():
         return
-    leftovers = [p for p in run_dir.iterdir() if p.name != ".hydra" and p.suffix != ".log"]
+    leftovers = [p for p in run_dir.iterdir() if not p.name.startswith(".hydra") and p.suffix != ".log"]
     if not leftovers:
         shutil.rmtree(run_dir, ignore_errors=True)
