@@ -72,6 +72,16 @@ def test_switches_read_inside_compiled_libraries_and_named_ones_enter_the_hash(t
     assert with_shell["identity_hash"] == identity_of(cfg(ab=ab), tmp_path)["identity_hash"]
 
 
+def test_a_shipped_axis_switch_set_in_the_shell_is_recorded(tmp_path):
+    # The demo's switch (conf/ab/demo_fused_softmax.yaml) exported for a plain run: it changes
+    # what gems_softmax computes, so two runs with and without it are two calibers (a resume of
+    # one without it is refused, and history can name the change).
+    base = identity_of(cfg(), tmp_path)
+    fused = identity_of(cfg(), tmp_path, {"DEMO_GEMS_FUSED_SOFTMAX": "1"})
+    assert fused["switch_env"] == {"DEMO_GEMS_FUSED_SOFTMAX": "1"}
+    assert fused["identity_hash"] != base["identity_hash"]
+
+
 def test_a_commit_comes_only_from_a_folder_that_is_its_own_git_top_level(tmp_path):
     import subprocess
 

@@ -44,6 +44,19 @@ def conf_dir() -> Path:
     return package.parent / "conf"
 
 
+def shipped_axis_vars() -> List[str]:
+    """The variable of every A/B axis zlbench ships (conf/ab/*.yaml `var`): switches known to change
+    a number, so a run made with one set in the shell records it in its identity."""
+    import yaml
+
+    names = set()
+    for path in sorted((conf_dir() / "ab").glob("*.yaml")):
+        var = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("var")
+        if isinstance(var, str) and var:
+            names.add(var)
+    return sorted(names)
+
+
 def timer_settings(timer: Dict[str, Any], resolved: str) -> Dict[str, Any]:
     """timer=auto resolved to `resolved` (graph on CUDA): exactly what timer=<resolved> does. Each
     setting still at its default (not overridden on the command line) takes what

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 from zlbench import __version__
 from zlbench._version_info import dist_version, git_commit, package_commit
 from zlbench.backends import DeviceBackend
+from zlbench.config.schema import shipped_axis_vars
 from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
 from zlbench.results.identity_layout import hashed_layout
@@ -36,10 +37,10 @@ COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TR
 
 
 def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterable[str] = ()) -> Dict[str, str]:
-    """The set variables that can change a number: by prefix, the backend's list, and named ones
-    (identity.env, the A/B axis' variables)."""
+    """The set variables that can change a number: by prefix, the backend's list, the switches of
+    the shipped A/B axes, and named ones (identity.env, the A/B axis' variables)."""
     prefixes = tuple(backend.switch_env_prefixes)
-    listed = set(backend.identity_env) | set(named)
+    listed = set(backend.identity_env) | set(shipped_axis_vars()) | set(named)
     return {k: v for k, v in sorted(environ.items())
             if k in listed or COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
 
