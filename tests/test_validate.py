@@ -161,6 +161,15 @@ def test_values_that_select_nothing_valid_are_refused(override, needles):
         assert needle in str(e.value)
 
 
+@pytest.mark.parametrize("schedule", ["node", "round"])
+def test_an_interleaved_ab_of_one_round_is_refused_before_it_runs(schedule):
+    # It used to measure its round, then stop on an internal error (a paired interval needs two).
+    with pytest.raises(UsageError) as e:
+        validate_config(resolved("ab=demo_fused_softmax", "ab.rounds=1", f"ab.schedule={schedule}"))
+    assert "ab.rounds=1" in str(e.value) and "Fix: ab.rounds=2 or more" in str(e.value)
+    validate_config(resolved("ab=demo_fused_softmax", "ab.rounds=1", "ab.side=on"))  # one side's pass
+
+
 def test_valid_dtypes_pass():
     validate_config(resolved("dtypes=[float16,float32,bfloat16,int16,int32,bool,complex64]"))
 

@@ -177,13 +177,25 @@ def devices_problem(resolved: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+def ab_rounds_problem(resolved: Mapping[str, Any]) -> Optional[str]:
+    """An interleaved A/B (both sides, one run) judges each row on a paired interval over its rounds,
+    which needs two of them; one side's pass (ab.side) may run one."""
+    ab = resolved.get("ab") or {}
+    rounds = ab.get("rounds")
+    if ab.get("name", "none") != "none" and not ab.get("side") and isinstance(rounds, int) and rounds < 2:
+        return (f"ab.rounds={rounds}: an A/B judges each row on a paired interval over its rounds, which needs "
+                "at least 2. Fix: ab.rounds=2 or more (default 10), or ab.side=off / ab.side=on to run one "
+                "side's pass.")
+    return None
+
+
 def config_notes(resolved: Mapping[str, Any]) -> List[str]:
     """Settings that run but may not do what they seem to: said when the run starts."""
     ab = resolved.get("ab") or {}
     rounds, least = ab.get("rounds"), ab.get("min_rounds")
     schedule = getattr(ab.get("schedule"), "value", ab.get("schedule"))  # an enum where Hydra composed it
     interleaved = ab.get("name", "none") != "none" and not ab.get("side") and schedule == "node"
-    if interleaved and isinstance(rounds, int) and isinstance(least, int) and rounds < least:
+    if interleaved and isinstance(rounds, int) and isinstance(least, int) and 2 <= rounds < least:
         return [f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
                 f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
                 f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so."]
@@ -194,6 +206,7 @@ def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
-    problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved)) if p]
+    problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved), ab_rounds_problem(resolved))
+                 if p]
     if problems:
         raise UsageError("\n".join(problems))
