@@ -304,3 +304,14 @@ def test_a_ctrl_c_in_a_verb_exits_130_in_one_line(tmp_path):
         if getattr(reading, "fd", None) is not None:
             os.close(reading.fd)
     assert proc.returncode == 130 and err == "zlbench: summary interrupted\n", err[-2000:]
+
+
+def test_launcher_slurm_where_there_is_no_slurm_is_a_usage_error(tmp_path):
+    # It was an internal error ("Could not detect srun") after the run dir was made.
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    res = zlbench("launcher=slurm", "ops=[exp]", "progress=none", cwd=tmp_path,
+                  env={"PATH": os.pathsep.join([str(empty), os.path.dirname(sys.executable)])})
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "launcher=slurm: no Slurm here (sbatch is not on PATH)" in res.stderr and "Fix:" in res.stderr
+    assert "Traceback" not in res.stderr and files_under(tmp_path) == ["bin"]  # no run dir, no zl_runs/

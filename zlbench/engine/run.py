@@ -190,6 +190,9 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         remove_empty_run_dir(run_dir)
         return Exit.OK
+    from zlbench.engine.launchers import get_launcher
+
+    get_launcher(resolved["launcher"]).check()
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunDirLock(run_dir):
         resuming = check_resume(run_dir, identity)

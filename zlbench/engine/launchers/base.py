@@ -39,6 +39,10 @@ class Launcher(ABC):
         """Whether the orchestrator waits for the jobs (false: submit and return)."""
         return True
 
+    def check(self) -> None:
+        """Raise UsageError where this launcher cannot run on this machine (before the run dir is
+        written)."""
+
     @abstractmethod
     def submit(self, ctx: LaunchContext) -> None:
         ...

@@ -15,8 +15,9 @@ from typing import Any, Dict, List, Mapping, Optional
 import submitit
 
 from zlbench.engine.jobs import run_queue
-from zlbench.engine.plain_worker import Terminated
 from zlbench.engine.launchers.base import LaunchContext, Launcher
+from zlbench.engine.plain_worker import Terminated
+from zlbench.errors import UsageError
 
 # Longer than any sane Slurm KillWait (default 30 s).
 KILL_WAIT_S = 300
@@ -101,6 +102,12 @@ class SlurmLauncher(Launcher):
     @property
     def waits(self) -> bool:
         return bool(self.conf.get("wait", True))
+
+    def check(self) -> None:
+        if shutil.which("sbatch") is None:
+            raise UsageError("launcher=slurm: no Slurm here (sbatch is not on PATH), so nothing could be "
+                             "submitted. Fix: run from a Slurm login node, or launcher=local to run on this "
+                             "machine's devices.")
 
     def submit(self, ctx: LaunchContext) -> None:
         launcher = self.conf
