@@ -70,7 +70,7 @@ def test_batch_summary_reads_a_run_dir(shared_run):
 
 @pytest.mark.parametrize("args,needle", [
     (["backend=tpu"], "unknown backend 'tpu'"),
-    (["timer=bogus"], "Could not find 'timer/bogus'"),
+    (["timer=bogus"], "timer=bogus: no such timer option"),
     (["timer.repeat=abc"], "timer.repeat"),
     (["timer=graph"], "timer=graph needs graph capture"),
     (["ops=[expp]"], "Close matches: exp"),

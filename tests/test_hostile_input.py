@@ -64,6 +64,9 @@ def files_under(path):
     (["cost_from=/nonexistent/run"], "zlbench: error: cost_from=/nonexistent/run holds no ops_status.csv (not a "
      "zlbench run dir with its tables): no wall times to balance the shards by."),
     (["resume=/etc/passwd"], "zlbench: error: resume=/etc/passwd is a file, not a run dir. Fix: resume=/etc"),
+    # An option no config group has: Hydra's block of its own ("Could not find 'timer/bar'"), no fix.
+    (["timer=bar"], "zlbench: error: timer=bar: no such timer option. Fix: timer=<one of auto, direct, graph, host>."),
+    (["ab=baz"], "zlbench: error: ab=baz: no such ab option. Fix: ab=<one of demo_fused_softmax, env,"),
     # A/B settings without an axis: the plain run ignored them, silently.
     (["ab.rounds=5"], "zlbench: error: ab.rounds= is an A/B setting, but no A/B axis is chosen (ab=none): a plain "
      "run would ignore it. Fix: add ab=<axis>"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.backends import canonical_name
@@ -173,6 +174,36 @@ def _missing_entries(overrides: Sequence[str], launchers: Sequence[str]) -> List
             del rest[i]
 
 
+def _config_dirs(flags: Sequence[str]) -> List[Path]:
+    """conf/ and the folders --config-dir / -cd add (a user's own axes: DIR/ab/NAME.yaml)."""
+    dirs = [conf_dir()]
+    for i, flag in enumerate(flags):
+        if flag in ("--config-dir", "-cd") and i + 1 < len(flags):
+            dirs.append(Path(os.path.expanduser(flags[i + 1])))
+        elif flag.startswith("--config-dir="):
+            dirs.append(Path(os.path.expanduser(flag.split("=", 1)[1])))
+    return dirs
+
+
+def _group_option_problems(overrides: Sequence[str], flags: Sequence[str]) -> List[str]:
+    """`timer=bar`: an option no config group has (Hydra answers with a block of its own and no fix).
+    backend= is checked by its own names (aliases: NVIDIA, MTHREADS, ...)."""
+    dirs = _config_dirs(flags)
+    groups = {p.name for p in conf_dir().iterdir() if p.is_dir()} - {"backend"}
+    problems = []
+    for arg in overrides:
+        group = override_key(arg)
+        if group not in groups or arg.startswith(("~", "+")):
+            continue
+        options = sorted({f.stem for d in dirs for f in (d / group).glob("*.yaml")})
+        unknown = [v for v in _values(arg) if isinstance(v, str) and v not in options]
+        if unknown:
+            problems.append(f"{group}={unknown[0]}: no such {group} option. Fix: {group}=<one of {', '.join(options)}>"
+                            + (" (any variable: ab=env ab.var=NAME; your own axis: DIR/ab/NAME.yaml with "
+                               "--config-dir DIR)." if group == "ab" else "."))
+    return problems
+
+
 def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
     """Refuse, before Hydra composes anything, what Hydra would take or answer with the wrong advice:
     unknown keys at any level (Hydra suggests `+key=`, which would then run), both gpus= and
@@ -276,6 +307,8 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     overrides = [expand_home(_normalize_backend(a)) for a in argv if not is_flag(a)]
     overrides = _free_entries_added(overrides)
     cli_keys = {override_key(a) for a in overrides}
+    if (problems := _group_option_problems(overrides, flags)):
+        raise UsageError("\n".join(problems))
     _check_overrides(overrides, cli_keys)
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
