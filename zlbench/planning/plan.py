@@ -135,7 +135,8 @@ def sides_of(ab: Mapping[str, Any]) -> List[Side]:
     if ab.get("side"):
         match = [s for s in sides if s.name == ab["side"]]
         if not match:
-            raise UsageError(f"ab.side={ab['side']} is not one of {names}.")
+            raise UsageError(f"ab.side={ab['side']} is not one of {names}. Fix: ab.side={names[0]} or ab.side={names[1]} "
+                             "(one side's pass), or drop ab.side to run both sides interleaved.")
         return match
     return sides
 
