@@ -59,18 +59,34 @@ def _at_least(least: float, kind=int):
 
 
 def _folder(text: str) -> Path:
-    """An argparse type for --out: a folder (made if missing), never an existing file."""
+    """An argparse type for --out: a folder (made if missing), never an existing file nor below one."""
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; --out takes a folder (made if missing)")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} cannot be made: {parent} is a file, not a folder. Fix: pass a "
+                                         "folder that exists or can be made there")
     return path
+
+
+def _made(out: Path) -> Path:
+    """The --out folder, made with its parents; one that cannot be made (no right to, a file system
+    that takes no folders such as /proc) is a usage error naming it and why."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        where = next((p for p in out.absolute().parents if p.exists()), out.absolute().anchor)
+        raise UsageError(f"--out {out}: cannot make that folder in {where} ({e.strerror or e}). Fix: pass --out a "
+                         "folder you can write to (made if missing).")
+    return out
 
 
 def _emit(text: str, out: Optional[Path], name: str) -> None:
     if out is None:
         sys.stdout.write(text)
         return
-    out.mkdir(parents=True, exist_ok=True)
+    _made(out)
     (out / name).write_text(text, encoding="utf-8")
     print(f"[zlbench] wrote {out / name}", file=sys.stderr)
 
@@ -81,7 +97,7 @@ def cmd_import(args) -> int:
 
     url = (find_store(args.url, create=True)[0] if args.url
            else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
-    records = []
+    records, skipped = [], {}  # skipped: a log's index in records -> its malformed lines (--skip-bad-lines)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
             records.append(run_dir_record(path))
@@ -92,12 +108,15 @@ def cmd_import(args) -> int:
                                  "run dirs, a folder of them (zl_runs), or FlagGems result_*.log files.")
             records += [run_dir_record(p) for p in found]
         else:
+            skipped[len(records)] = [] if args.skip_bad_lines else None
             records.append(log_record(path, backend=args.backend, device_name=args.device,
-                                      corpus_commit=args.corpus_commit))
+                                      corpus_commit=args.corpus_commit, skipped=skipped[len(records)]))
     with Store(url) as store:
-        for rec in records:
+        for i, rec in enumerate(records):
             outcome = write_record(store, rec)
-            print(f"{outcome}: {rec['run']['path']} ({len(rec['rows'])} rows)")
+            bad = skipped.get(i)
+            print(f"{outcome}: {rec['run']['path']} ({len(rec['rows'])} rows"
+                  + (f"; skipped {len(bad)} malformed line(s): {', '.join(map(str, bad))}" if bad else "") + ")")
         print(f"[zlbench] store {store.shown}: {len(records)} run(s)", file=sys.stderr)
     return 0
 
@@ -151,7 +170,7 @@ def cmd_compare(args) -> int:
         result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window,
                                 fail_on=args.fail_on)
     if args.out:
-        for p in C.write(result, args.out, args.all):
+        for p in C.write(result, _made(args.out), args.all):
             print(f"[zlbench] wrote {p}", file=sys.stderr)
     render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
     sys.stdout.write(render[args.format](result))
@@ -206,7 +225,7 @@ def cmd_html(args) -> int:
     from zlbench.history.site import build_site
 
     with _open(args) as store:
-        index = build_site(store, args.out, k=args.k, threshold=args.threshold)
+        index = build_site(store, _made(args.out), k=args.k, threshold=args.threshold)
     print(f"[zlbench] site: {index} (open it from file://, no network needed)", file=sys.stderr)
     return 0
 
@@ -239,6 +258,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--backend", help="for FlagGems logs: the backend they were measured on")
     sp.add_argument("--device", help="for FlagGems logs: the device name")
     sp.add_argument("--corpus-commit", help="for FlagGems logs: the FlagGems commit")
+    sp.add_argument("--skip-bad-lines", action="store_true",
+                    help="for FlagGems logs: skip malformed record lines (counted) instead of refusing the log")
 
     sp = verb("list", "the runs in the store, oldest first", cmd_list)
     filters(sp)

@@ -46,7 +46,13 @@ MIN_HISTORY = 3
 WINDOW = 20
 FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
           "p", "q", "mde_pct", "a_lo", "a_hi", "b_lo", "b_hi", "process_unstable", "noise", "fallback", "verdict"]
-CHANGED = ("faster", "slower", "changed below threshold", "unstable")
+CHANGED = ("faster", "slower", "changed below threshold")
+# Rows whose noise is too large to judge (ab/verdict.py: sd of ln(B/A) over rounds > UNSTABLE_SD):
+# listed on their own, never among the changed rows, whatever their change.
+UNSTABLE = "unstable"
+UNSTABLE_NOTE = (f"Unstable: the row's rounds (or earlier runs) disagree too much to judge a change (sd of ln(B/A) "
+                 f"above {stats.UNSTABLE_SD:g}); its change and CI are no verdict. Rerun it (more rounds, a quieter "
+                 "machine) before reading it.")
 # --fail-on choices under which a row A measured and B lost (its test crashed, timed out or failed
 # in B) fails the gate: a kernel that stopped working is no better than a slower one.
 LOST_FAILS = ("slower", "changed")
@@ -250,15 +256,21 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
     out += _caliber_lines(s)
     out += _result_lines(s)
     out += _unpaired_lines(result)
+    listed = (*CHANGED, UNSTABLE)
     if not all_rows:
-        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in CHANGED)} other row(s) not flagged "
+        out.append(f"- {sum(1 for t in result['rows'] if t['verdict'] not in listed)} other row(s) not flagged "
                    "(their verdicts above; --all lists them, and so do compare.csv and compare.json under --out).")
     changed = [_row_cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
-    rest = [_row_cells(t) for t in result["rows"] if t["verdict"] not in CHANGED] if all_rows else []
+    unstable = [_row_cells(t) for t in result["rows"] if t["verdict"] == UNSTABLE]
+    rest = [_row_cells(t) for t in result["rows"] if t["verdict"] not in listed] if all_rows else []
+    headers = ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise", "verdict"]
     # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
-    return fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, rest,
-                        ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise",
-                         "verdict"], limit, "compare.csv")
+    text = fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, [] if unstable else rest,
+                        headers, limit, "compare.csv")
+    if unstable:
+        text = fit_markdown(text, f"## Unstable rows ({len(unstable)})\n\n{UNSTABLE_NOTE}", unstable, rest, headers,
+                            limit, "compare.csv")
+    return text
 
 
 def _caliber_lines(s: Mapping) -> List[str]:

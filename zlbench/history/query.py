@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import defaultdict
 from datetime import datetime
@@ -57,16 +58,24 @@ def list_runs(store: Store, backend: Optional[str] = None, device: Optional[str]
 def resolve_run(store: Store, ref: str) -> dict:
     """A run by id (`12`), run dir path, or a prefix of its key (identity hash)."""
     ref = str(ref)
+    is_path = not ref.isdigit() and Path(ref).exists()
+    if not is_path and ("/" in ref or os.sep in ref):  # a run key holds no '/': a path that is not there
+        raise UsageError(f"{ref}: no such run dir or file. Fix: pass an existing run dir (or a result log imported "
+                         "before), a run id or run key prefix (`python -m zlbench.history list` shows them).")
     with store.begin("finding a run") as conn:
         if ref.isdigit():
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_id == int(ref))).all()
-        elif Path(ref).exists():
+        elif is_path:
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.path == str(Path(ref).resolve()))).all()
         else:
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key.startswith(ref))).all()
+    if not rows and is_path:
+        raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench.history "
+                         f"import {ref}`.")
     if not rows:
-        raise UsageError(f"no run {ref!r} in the store {store.shown}. Fix: `python -m zlbench.history list` shows "
-                         "run ids; a run dir not yet recorded can be added with `history import RUN_DIR`.")
+        raise UsageError(f"no run {ref!r} in the store {store.shown}: no run id, run key prefix, nor run dir or file "
+                         "of that name. Fix: `python -m zlbench.history list` shows run ids; a run dir not yet "
+                         "recorded can be added with `history import RUN_DIR`.")
     if len(rows) > 1:
         ids = ", ".join(str(r.run_id) for r in rows[:10])
         raise UsageError(f"{ref!r} names {len(rows)} runs (ids {ids}). Fix: give a run id or a longer key prefix.")
@@ -102,6 +111,13 @@ def fetch_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]
         q = q.where(S.rows.c.op.in_(list(ops)))
     with store.begin("reading rows") as conn:
         return [dict(zip(fields, r)) for r in conn.execute(q)]  # zip: 3x faster than Row._mapping
+
+
+def ops_of(store: Store, run_ids: Sequence[int]) -> List[str]:
+    """The operators the runs' rows name, sorted."""
+    q = select(S.rows.c.op).where(S.rows.c.run_id.in_(list(run_ids))).distinct()
+    with store.begin("reading operators") as conn:
+        return sorted(str(op) for (op,) in conn.execute(q) if op is not None)
 
 
 def failed_tests(store: Store, run_id: int) -> Dict[str, Dict[str, Tuple[str, str]]]:

@@ -33,7 +33,8 @@ from zlbench.results.schema import NO_WORK_MS, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import VERSION_FIELDS, changed_versions, intervals_by_run, iter_rows, list_runs, medians_by_run
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, intervals_by_run, iter_rows, list_runs,
+                                   medians_by_run, ops_of)
 
 K = 3
 THRESHOLD = 0.05
@@ -129,6 +130,8 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
         raise UsageError(f"no runs in the store {store.shown} match. Fix: `history list` shows runs and calibers.")
     series_runs, others = _one_caliber(runs)
     index = {r["run_id"]: i for i, r in enumerate(series_runs)}
+    if ops:
+        _check_ops(store, ops, series_runs, others)
     fields = ("run_id", "op", "dtype", "shape", "node", "side", "latency", "latency_base", "status", "markers")
     lat = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency")
     base = medians_by_run(iter_rows(store, list(index), ops=ops, fields=fields), "latency_base")
@@ -153,6 +156,18 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
               for key in lat]
     name_shared_keys(found + series, ("op", "dtype", "shape", "side"))
     return _result(series_runs, found, others, k, threshold, z)
+
+
+def _check_ops(store: Store, ops: List[str], series_runs: List[dict], others: List[dict]) -> None:
+    """--op names operators the series measured: one it never did is a usage error, not 'no step'."""
+    have = ops_of(store, [r["run_id"] for r in series_runs])
+    missing = [op for op in ops if op not in have]
+    if missing:
+        shown = ", ".join(have[:12]) + (f" (and {len(have) - 12} more)" if len(have) > 12 else "")
+        raise UsageError(f"--op {', '.join(missing)}: no row of the {len(series_runs)} run(s) of caliber "
+                         f"{series_runs[0]['caliber'][:12]} in the store {store.shown} has that op; their ops: "
+                         f"{shown or 'none'}. Fix: pass one of those"
+                         + (" or choose another caliber with --caliber (`history list`)" if others else "") + ".")
 
 
 def _one_caliber(runs: List[dict]) -> Tuple[List[dict], List[dict]]:

@@ -220,16 +220,17 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
 
 
 def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[str] = None,
-               corpus_commit: Optional[str] = None) -> Dict[str, Any]:
+               corpus_commit: Optional[str] = None, skipped: Optional[List[int]] = None) -> Dict[str, Any]:
     """A FlagGems `--record log` result file. It carries no identity: its series (caliber) is the
-    log's file name (FlagGems names it after its argv) on the given backend and device."""
+    log's file name (FlagGems names it after its argv) on the given backend and device. `skipped`:
+    a list, to pass over malformed record lines (their numbers added to it); None refuses them."""
     from zlbench.results.flaggems_log import rows_from_log
 
     path = Path(path).resolve()
     if not path.is_file():
         raise UsageError(f"{path} does not exist. Fix: pass a run dir or a FlagGems result_*.log.")
     data = path.read_bytes()
-    rows = rows_from_log(path)
+    rows = rows_from_log(path, skipped)
     caliber = hashlib.sha256(json.dumps(["flaggems-log", backend, device_name, path.name]).encode()).hexdigest()
     status: Dict[str, dict] = {}
     for r in rows:

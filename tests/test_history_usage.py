@@ -1,0 +1,98 @@
+"""The history verbs' usage errors and report sections a tester hit: each is one line naming the
+problem and the fix, exit 2, never a traceback. Synthetic run dirs (tests/history_runs.py), in process."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from zlbench.history.__main__ import main as history_main
+
+from . import history_runs as H
+
+RECORD = ('[INFO] {"op_name": "exp", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": '
+          '[{"legacy_shape": [%d, %d], "shape_detail": [[%d, %d]], "latency_base": 0.01, "latency": 0.02, '
+          '"speedup": 0.5}]}\n')
+
+
+def history(capsys, *args):
+    code = history_main([str(a) for a in args])
+    return code, capsys.readouterr()
+
+
+@pytest.fixture
+def url(tmp_path):
+    (tmp_path / "store").mkdir()
+    return f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+
+
+@pytest.fixture
+def two_runs(tmp_path, url, capsys):
+    code, out = history(capsys, "import", *H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.1}], interval=0.03),
+                        "--url", url)
+    assert code == 0, out.err
+    return url
+
+
+def test_import_skips_the_bad_lines_of_a_log_when_asked(tmp_path, url, capsys):
+    """The error names --skip-bad-lines; `import` had no such option (argparse refused it)."""
+    log = tmp_path / "result_x.log"
+    log.write_text(RECORD % (64, 64, 64, 64) + '[INFO] {"op_name": broken\n' + RECORD % (256, 256, 256, 256))
+    code, out = history(capsys, "import", log, "--url", url)
+    assert code == 2 and f"{log}:2: malformed result record" in out.err and "--skip-bad-lines" in out.err
+    code, out = history(capsys, "import", log, "--url", url, "--skip-bad-lines")
+    assert code == 0, out.err
+    assert f"recorded: {log} (2 rows; skipped 1 malformed line(s): 2)" in out.out
+
+
+def test_out_below_a_file_or_where_no_folder_can_be_made_is_a_usage_error(tmp_path, two_runs, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(SystemExit) as e:  # argparse's own usage error: exit 2
+        history_main(["compare", "1", "2", "--url", two_runs, "--out", str(afile / "sub")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"{afile / 'sub'} cannot be made: {afile} is a file, not a folder" in err
+    if os.path.isdir("/proc"):  # a file system that takes no new folders
+        for verb in (["compare", "1", "2"], ["regressions"]):
+            code, out = history(capsys, *verb, "--url", two_runs, "--out", "/proc/x/sub")
+            assert code == 2 and "--out /proc/x/sub: cannot make that folder in /proc" in out.err, out.err
+            assert "Fix:" in out.err and not out.out
+
+
+def test_compare_of_a_path_that_does_not_exist_says_so(tmp_path, two_runs, capsys):
+    for ref in ("runs/base", str(tmp_path / "nope")):
+        code, out = history(capsys, "compare", "1", ref, "--url", two_runs)
+        assert code == 2 and f"{ref}: no such run dir or file" in out.err and "in the store" not in out.err, out.err
+    # a run dir that exists but was never imported: import it
+    code, out = history(capsys, "compare", "1", tmp_path, "--url", two_runs)
+    assert code == 2 and f"{tmp_path} is not in the store" in out.err and "history import" in out.err
+    assert history(capsys, "compare", "1", "2", "--url", two_runs, "--format", "json")[0] == 1  # ids still resolve
+
+
+def test_regressions_of_an_op_the_store_lacks_is_a_usage_error(tmp_path, url, capsys):
+    """It printed 'No persistent step' and exited 0: a typo passed as a clean bill."""
+    dirs = H.series(tmp_path, [{"exp": 1.0, "add": 2.0}] * 6, noise=0.002)
+    assert history(capsys, "import", *dirs, "--url", url)[0] == 0
+    code, out = history(capsys, "regressions", "--url", url, "--op", "exp", "--op", "nosuch")
+    assert code == 2 and "--op nosuch: no row of the 6 run(s)" in out.err and "their ops: add, exp" in out.err, out.err
+    code, out = history(capsys, "regressions", "--url", url, "--op", "exp")
+    assert code == 0 and "No persistent step" in out.out, out.err
+
+
+def test_unstable_rows_are_listed_apart_from_the_changed_ones(tmp_path, url, capsys):
+    """Rows whose rounds disagree far beyond any threshold (CI -76%..+273%) are 'unstable': no verdict,
+    so not under Changed rows; a section of their own says what unstable means."""
+    dirs = H.series(tmp_path, [{"exp": 1.0, "add": 1.0}, {"exp": 1.0, "add": 0.5}], noise=0.6, rounds=4, seed=1)
+    assert history(capsys, "import", *dirs, "--url", url)[0] == 0
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    assert {r["verdict"] for r in json.loads(out.out)["rows"]} == {"unstable"}
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert code == 0, out.err
+    changed, _, unstable = out.out.partition("## Unstable rows (6)")
+    assert "## Changed rows (0)\n\nNone." in changed and "unstable" not in changed.split("## Changed rows")[1]
+    assert "rounds (or earlier runs) disagree too much to judge a change" in unstable
+    assert unstable.count("| unstable ") == 6
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--all")  # --all: still in their section
+    assert "## Unstable rows (6)" in out.out and "## Changed rows (0)" in out.out
