@@ -175,7 +175,7 @@ def _by_key(rows: Sequence[dict]) -> Dict[Key, Dict[int, dict]]:
 
 
 # A test's statuses that lose the rows it did not measure (skipped is not applicable, not a loss).
-LOST_STATUSES = frozenset({"failed", "crashed", "timeout", "poisoned", "fatal"})
+LOST_STATUSES = frozenset({"failed", "crashed", "timeout", "poisoned", "fatal", "interrupted"})
 
 
 def _node_statuses(rows: Sequence[dict], extra: Optional[Mapping[str, Tuple[str, str]]] = None) -> Dict[str, Tuple[str, str]]:

@@ -18,7 +18,7 @@ from zlbench.report.summary import contention_warning, render_summary
 log = logging.getLogger("zlbench")
 
 # A node's runs that measured nothing through its own or its process' fault (not a cut run's).
-FAILED_STATUSES = ("failed", "crashed", "timeout", "poisoned", "fatal")
+FAILED_STATUSES = ("failed", "crashed", "timeout", "poisoned", "fatal", "interrupted")
 # fail_on where a run dir's config does not say (conf/config.yaml's default is the same).
 DEFAULT_FAIL_ON = FAILED_STATUSES
 

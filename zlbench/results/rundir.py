@@ -190,12 +190,14 @@ def write_placeholders(run_dir: Path, missing: Mapping[str, List[str]], why: str
     """Resumable ends for nodes whose job ended from outside: reported, never dropped, and measured
     by resume=RUN_DIR (they were not at fault). `why`: what ended the jobs, when known."""
     reason = _NOT_MEASURED_BECAUSE.format(why) if why else NOT_RUN
+    # A Ctrl-C or SIGTERM of the run is no fault of the node's: said as such, not as a crash.
+    status = "interrupted" if why == "interrupted" else "crashed"
     for unit_id, nodes in missing.items():
         path = ev.events_path(run_dir, unit_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         known = ev.placeholders(ev.read_events(path))
         for n in nodes:
             if n not in known:
-                ev.append(path, "end", node=n, status="crashed", resumable=True, reason=reason)
+                ev.append(path, "end", node=n, status=status, resumable=True, reason=reason)
 
 

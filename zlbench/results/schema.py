@@ -8,7 +8,8 @@ OPS_STATUS_FIELDS = [
     "op", "test_node", "side", "status", "rows", "backend", "device", "timer", "wall_s", "reason",
     "host", "job_id",
 ]
-STATUSES = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal")
+# interrupted: a node left unmeasured by a Ctrl-C or SIGTERM of the run (resumable, not at fault).
+STATUSES = ("ok", "failed", "skipped", "crashed", "timeout", "poisoned", "fatal", "interrupted")
 # Markers every timing path and report agrees on (rows carry them; pytest failures name them).
 MARKER_FALLBACK = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 MARKER_POISONED = "BENCHMARK_CAPTURE_POISONED"
@@ -35,7 +36,7 @@ BUILTIN_MARKS = frozenset({
     "tryfirst", "trylast",
 })
 # Worst first: a node measured over several rounds reports its worst status.
-SEVERITY = {s: i for i, s in enumerate(("fatal", "poisoned", "crashed", "timeout", "failed", "skipped", "ok"))}
+SEVERITY = {s: i for i, s in enumerate(("fatal", "poisoned", "crashed", "timeout", "failed", "interrupted", "skipped", "ok"))}
 
 
 def short_dtype(dtype: Optional[str]) -> str:
