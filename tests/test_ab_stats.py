@@ -335,3 +335,17 @@ def test_the_overall_interval_resamples_tests_not_rows():
     assert by_rows["lo"] > 1.03 and by_tests["lo"] < 1.0 < by_tests["hi"], (by_rows, by_tests)
     # fewer than three tests: no interval to speak of
     assert overall(ratios[:21], clusters=tests[:21])["lo"] is None
+
+
+def test_a_cut_runs_first_line_says_what_the_cut_voided():
+    from zlbench.report.ab import cut_line
+
+    planned = {"min": 4, "max": 10}
+    line = lambda **c: cut_line({"cut": {"rows": 3, "rounds_done": [5, 6], "below_min": 0, **c},  # noqa: E731
+                                 "rounds_planned": planned})
+    assert "each reached the minimum, so its verdict stands" in line()
+    assert "2 of them, below the minimum, read 'inconclusive (cut)'" in line(below_min=2)
+    # Interrupted in round 1: no row got a round; they are unpaired, not 'inconclusive (cut)'.
+    text = line(rounds_done=[0, 0], no_round=3)
+    assert "got 0 of the 4 to 10 rounds" in text and "3 got no round on both sides" in text
+    assert "reached the minimum" not in text

@@ -138,7 +138,8 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optiona
         return None
     return {"rows": sum(1 for t in table if t["stop"] == "cut") + len(unpaired) * bool(cut),
             "rounds_done": [min(cut_rounds), max(cut_rounds)],
-            "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)")}
+            "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)"),
+            "no_round": len(unpaired) * bool(cut)}
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
@@ -256,12 +257,13 @@ def headline(summary: Mapping) -> List[str]:
 def _liveness_line(summary: Mapping) -> str:
     if summary.get("aa"):
         return ("A/A: both sides ran the same value, so their kernels are identical by construction; "
-                "every row is measured and any verdict other than 'no difference' is a false positive.")
+                "every row is measured, and a row flagged (faster, slower or changed below threshold) is a false "
+                "positive; an inconclusive or unstable row flags nothing, it only had too few or too noisy rounds.")
     if summary["liveness"] == "not live":
         unknown = summary.get("unknown_liveness_rows") or 0
         return ("**AXIS NOT LIVE**: both sides compiled byte-identical kernels for every row with "
-                "artifacts; the switch did not reach the compiler. The numbers below are an A/A "
-                "noise check, not an effect." +
+                "artifacts; the switch did not reach the compiler, so no row is compared (their interval, "
+                "where a row has one, is an A/A noise check, not an effect)." +
                 (f" {unknown} row(s) had no kernels to compare (liveness unknown)." if unknown else ""))
     if summary["liveness"] == "unknown":
         return ("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
@@ -300,8 +302,12 @@ def cut_line(summary: Mapping) -> str:
     done = c["rounds_done"][0] if c["rounds_done"][0] == c["rounds_done"][1] else "{}..{}".format(*c["rounds_done"])
     plan = (f"{planned['min']} to {planned['max']}" if planned.get("min") != planned.get("max")
             else str(planned.get("max", "?")))
+    below = "; ".join(filter(None, [
+        f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
+        f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
+    ])) or "each reached the minimum, so its verdict stands on the rounds it got"
     return (f"**Run cut short**: {c['rows']} row(s) got {done} of the {plan} rounds planned before the run ended; "
-            f"{c['below_min']} of them below the minimum are 'inconclusive (cut)'. Resume the run dir to finish them.")
+            f"{below}. Resume the run dir to finish them.")
 
 
 def _fmt_pct(ratio: Optional[float]) -> str:
