@@ -15,7 +15,10 @@ def test_progress_counts_done_failures_and_what_each_device_runs(tmp_path):
         (tmp_path / "units" / uid / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
     state = RunState(tmp_path, units)
     done, statuses, running = state.poll()
-    assert (done, state.total) == (2, 3)
+    assert (done, state.total, state.counted) == (2, 3, "nodes")
+    # Three processes of a plain run (rounds 0-2): each node is counted once a process.
+    per_process = [{**u, "unit_id": f"main.r{r}.d{u['device']}.s0", "round": r} for u in units for r in range(3)]
+    assert (RunState(tmp_path, per_process).total, RunState(tmp_path, per_process).counted) == (9, "node runs")
     assert _failures(statuses) == "crashed=1"
     assert running == {0: "main r0: b"}
 

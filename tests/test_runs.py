@@ -243,8 +243,8 @@ def test_a_run_dir_holds_what_it_says_and_no_clutter(shared_run):
     assert not (d / "submitit" / "%j").exists()
     results_line = next(l for l in res.stderr.splitlines() if "results in" in l)
     assert "speedup.png" in results_line and (d / "speedup.png").is_file()
-    progress = [l for l in res.stderr.splitlines() if l.startswith("[zlbench] ") and " nodes | " in l]
-    assert len(progress) == len(set(progress))  # the last progress line is not printed twice
+    progress = [l for l in res.stderr.splitlines() if l.startswith("[zlbench] ") and " | failures: " in l]
+    assert progress and len(progress) == len(set(progress))  # the last progress line is not printed twice
 
 
 def test_devices_in_use_by_another_run_are_refused(tmp_path):

@@ -23,6 +23,9 @@ class RunState:
         self.run_dir = run_dir
         self.units = units
         self.total = sum(len(u["nodes"]) for u in units)
+        # A plain run measures each node in several processes, an A/B on two sides a round: what
+        # is counted is a node's run, one per process or side and round.
+        self.counted = "nodes" if len({(u["side"], u["round"]) for u in units}) <= 1 else "node runs"
         self.started = time.time()
         self.initial_done: Optional[int] = None
 
@@ -82,7 +85,7 @@ def _watch_plain(state: RunState, finished: Callable[[], bool], wait: Callable[[
         is_done = finished()
         done, statuses, running = state.poll()
         now = time.time()
-        line = (f"[zlbench] {done}/{state.total} nodes | failures: {_failures(statuses)} | "
+        line = (f"[zlbench] {done}/{state.total} {state.counted} | failures: {_failures(statuses)} | "
                 f"ETA {state.eta(done)} | " + "; ".join(f"dev {d}: {w}" for d, w in sorted(running.items())))
         if (done, tuple(sorted(statuses.items()))) != last or now - last_print > 30 or (is_done and line != last_line):
             log.info(line)
@@ -99,7 +102,7 @@ def _watch_live(state: RunState, finished: Callable[[], bool], wait: Callable[[f
 
     def render():
         done, statuses, running = state.poll()
-        table = Table(title=f"zlbench  {done}/{state.total} nodes   ETA {state.eta(done)}")
+        table = Table(title=f"zlbench  {done}/{state.total} {state.counted}   ETA {state.eta(done)}")
         table.add_column("device")
         table.add_column("running")
         for d, w in sorted(running.items()):
