@@ -396,6 +396,9 @@ def test_vendor_table(tmp_path, store_url, capsys):
     assert first["vendors"]["musa (MTT S4000)"]["speedup"] == pytest.approx(0.005, rel=0.05)
     code, out = history("vendors", "--url", store_url, capsys=capsys)
     assert "cuda (NVIDIA H200) speedup" in out.out and "musa (MTT S4000) ms" in out.out
+    # An op no vendor's run has: said, not an empty table.
+    code, out = history("vendors", "--url", store_url, "--op", "nosuch", capsys=capsys)
+    assert code == 2 and "--op nosuch: no row of the 2 run(s)" in out.err and "their ops: exp" in out.err
 
 
 def test_vendor_table_keeps_tests_apart_and_leaves_empty_replays_out(tmp_path, store_url, capsys):

@@ -15,7 +15,7 @@ from zlbench.results.schema import did_no_device_work, kernel_speedup, short_dty
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import fetch_rows, list_runs, usable
+from zlbench.history.query import fetch_rows, list_runs, ops_of, usable
 
 
 def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[List[str]] = None) -> Dict:
@@ -24,6 +24,13 @@ def vendors(store: Store, corpus_commit: Optional[str] = None, ops: Optional[Lis
     latest = _latest_per_column(runs, commit)
     columns = sorted(latest)
     by_run = {latest[c]["run_id"]: c for c in columns}
+    if ops:
+        have = ops_of(store, list(by_run))
+        missing = [op for op in ops if op not in have]
+        if missing:
+            raise UsageError(f"--op {', '.join(missing)}: no row of the {len(by_run)} run(s) at corpus commit "
+                             f"{str(commit)[:12]} has that op; their ops: {', '.join(have[:12]) or 'none'}"
+                             + (f" (and {len(have) - 12} more)" if len(have) > 12 else "") + ". Fix: pass one of those.")
     rows = fetch_rows(store, list(by_run), ops=ops)
     # Tests of one op may time one shape: an entry per test. A FlagGems log's row names no test: it
     # joins the one test the runs that name theirs time its key with; where several do, which one it
