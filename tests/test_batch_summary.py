@@ -94,3 +94,93 @@ def test_rounds_dropped_inside_a_row_are_listed(sweep, tmp_path):
                                      "node": "benchmark/test_switch_perf.py::test_perf_dead_op", "rounds_kept": 1,
                                      "dropped": ["round 1: side B crashed worker killed"]}]
     assert {r["shape"]: r["rounds"] for r in ab["rows"]} == {"[[64]]": 1, "[[256]]": 2}
+
+
+# -- refusals, and what a run.log read back says --------------------------------------------------
+@pytest.fixture(scope="module")
+def ab_run(tmp_path_factory):
+    """One A/B run dir holding both sides (the fixture corpus' live_op; the CPU times it as the
+    corpus does: its rows are corpus-timed)."""
+    root = tmp_path_factory.mktemp("ab")
+    res = zlbench(*AXIS, "ab.rounds=2", "ab.min_rounds=2", "ops=[live_op]", "progress=none",
+                  f"hydra.run.dir={root / 'ab'}", cwd=root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root / "ab"
+
+
+def test_an_ab_run_dir_is_refused_as_one_side_and_a_run_against_itself(sweep, ab_run, tmp_path):
+    a, _ = sweep
+    # Its rows hold both sides: paired by round alone, each round's later side overwrote the other.
+    for pair in ((ab_run, a), (a, ab_run)):
+        out = summary(pair[0], "--ab", pair[1], "--out", tmp_path / "cmp")
+        assert out.returncode == 2, out.stdout[-2000:]
+        assert out.stderr.startswith(f"zlbench: error: {ab_run} holds the rows of both sides of an A/B (off, on)")
+        assert "its own ab.md holds the interleaved A/B" in out.stderr
+        assert f"{ab_run / 'run.off.log'} or {ab_run / 'run.on.log'}" in out.stderr
+        assert "Traceback" not in out.stderr and not (tmp_path / "cmp").exists()
+    # A side's log is what the refusal names: it pairs.
+    out = summary(ab_run / "run.off.log", "--ab", ab_run / "run.on.log")
+    assert out.returncode == 0 and "Both sides come from one run" in out.stdout, out.stderr
+    # The same run twice, as a dir or a file, as history compare refuses it.
+    for same in ((a, a), (a, f"{a}/"), (a / "run.log", a / "run.log")):
+        out = summary(same[0], "--ab", same[1], "--out", tmp_path / "cmp")
+        assert out.returncode == 2 and "compares a run with itself" in out.stderr, (same, out.stderr)
+        assert "Traceback" not in out.stderr and not (tmp_path / "cmp").exists()
+
+
+def test_out_that_is_a_file_is_refused_before_anything_is_read(sweep, tmp_path):
+    a, b = sweep
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    for out_dir in (taken, taken / "cmp"):
+        out = summary(a, "--ab", b, "--allow-dead", "--out", out_dir)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr == f"zlbench: error: --out takes a folder; {taken} is a file. Fix: pass a folder for " \
+                             "ab.md, ab.csv, ab.json and ab.png (a new one is made), or move that file away.\n"
+        assert out.stdout == "" and taken.read_text() == "mine\n"
+
+
+@pytest.fixture(scope="module")
+def unstable_run(tmp_path_factory):
+    """A plain run of the demo corpus over 2 processes whose events are set to known latencies, one
+    row's second process 10x the first's (BENCHMARK_PROCESS_UNSTABLE), then collected again."""
+    root = tmp_path_factory.mktemp("plain")
+    res = zlbench("ops=[exp]", "dtypes=[float32]", "timer.processes=2", "progress=none", "store.url=none",
+                  f"hydra.run.dir={root / 'run'}", cwd=root, defaults=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for path in (root / "run" / "units").glob("*/events.jsonl"):
+        process = int(path.parent.name.split(".")[1][1:])  # main.r<process>.d0.s0
+        events = [json.loads(line) for line in path.read_text().splitlines()]
+        for e in events:
+            for i, entry in enumerate(e["payload"]["result"] if e.get("event") == "record" else []):
+                entry["latency_base"] = 0.05 * (i + 1) * (1 + 0.01 * process)
+                entry["latency"] = 0.1 * (i + 1) * (1 + 0.01 * process) * (10 if i == 0 and process == 1 else 1)
+        path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    res = zlbench("collect", root / "run", cwd=root, defaults=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root / "run"
+
+
+def test_a_plain_run_log_reads_back_its_timer_and_what_its_processes_read(unstable_run, tmp_path):
+    clause = "widest: exp float32 [[64,64]]: processes read 0.1, 1.01 ms"
+    assert clause in (unstable_run / "summary.md").read_text()
+    for path in (unstable_run, unstable_run / "run.log"):
+        out = summary(path)
+        assert out.returncode == 0, out.stderr
+        assert clause in out.stdout and "None" not in out.stdout, out.stdout
+        row = next(line for line in out.stdout.splitlines() if line.startswith("| exp "))
+        assert row.endswith("| host    |"), row  # not the run.log records' mode, "zlbench"
+    # A log that does not say what its processes read (an earlier zlbench's): the row is named alone.
+    older = tmp_path / "result_older.log"
+    older.write_text((unstable_run / "run.log").read_text().replace('"marker_reason": "processes read', '"was": "'))
+    out = summary(older)
+    assert out.returncode == 0 and "widest: exp float32 [[64,64]]\n" in out.stdout, out.stdout
+    assert "None" not in out.stdout
+
+
+def test_corpus_timed_rows_name_the_corpus_as_their_timer(ab_run):
+    md = (ab_run / "summary.md").read_text()
+    assert "None" not in md, md
+    for side in ("off", "on"):
+        row = next(line for line in md.splitlines() if line.startswith(f"| live_op | {side} "))
+        assert row.endswith("| corpus  |"), row

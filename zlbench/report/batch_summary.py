@@ -184,11 +184,45 @@ def dropped_markdown(dropped: Sequence[Mapping]) -> str:
         headers=["Operator", "dtype", "shape", "rounds kept", "dropped"], tablefmt="github") + "\n")
 
 
+def check_out(out: Path) -> None:
+    """--out is a folder, made where missing: a file there, or where a folder above it should be, is refused
+    before anything is read or written."""
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(f"--out takes a folder; {p} is a file. Fix: pass a folder for ab.md, ab.csv, "
+                                 "ab.json and ab.png (a new one is made), or move that file away.")
+            return
+
+
+def check_pair(path_a: Path, path_b: Path) -> None:
+    """Two different runs: the same one twice would compare a run with itself."""
+    if path_a.exists() and path_b.exists() and path_a.samefile(path_b):
+        raise UsageError(f"--ab {path_b} names {path_a} again: that compares a run with itself. Fix: pass two "
+                         f"different runs or logs (`zlbench summary {path_a}` summarizes one).")
+
+
+def one_side(rows: Sequence[dict], path: Path) -> None:
+    """An A/B run dir's rows hold both sides: read as one run, rows are paired by round alone, so a
+    round's later side would overwrite the other and a side would be paired with itself."""
+    sides = sorted({str(r.get("side") or "main") for r in rows})
+    if len(sides) > 1:
+        logs = " or ".join(str(path / f"run.{s}.log") for s in sides)
+        raise UsageError(f"{path} holds the rows of both sides of an A/B ({', '.join(sides)}): read as one run, a side "
+                         f"would be paired with itself. Fix: its own ab.md holds the interleaved A/B; to compare one "
+                         f"side with another run, pass that side's log, {logs}.")
+
+
 def compare_two(args) -> int:
     from zlbench.report.ab import compare, render_markdown, write
 
+    if args.out is not None:
+        check_out(args.out)
+    check_pair(args.path, args.ab)
     rows_a, _, name_a = load(args.path, args.skip_bad_lines)
     rows_b, _, name_b = load(args.ab, args.skip_bad_lines)
+    one_side(rows_a, args.path)
+    one_side(rows_b, args.ab)
     a, b = Source(args.path), Source(args.ab)
     label_a, label_b = a.label(name_a), b.label(name_b)
     caveats, info = [], {"interleaved": None}

@@ -48,7 +48,7 @@ def _table_line(op: str, side: str, dtype: str, rs: List[dict]) -> List[str]:
     speedups = [s for s in map(kernel_speedup, rs) if s]
     no_work = sum(1 for r in rs if did_no_device_work(r) or did_no_device_work(r, "latency_base"))
     fallback = sum(1 for r in rs if MARKER_FALLBACK in (r.get("markers") or []))
-    timers = sorted({str(r.get("timer_used")) for r in rs})
+    timers = sorted({_timer(r) for r in rs})
     rounds = len({r.get("round") for r in rs})
     return [
         # a shape of each test: tests of one op in one file (FlagGems' einsum) may time the same shapes
@@ -60,6 +60,14 @@ def _table_line(op: str, side: str, dtype: str, rs: List[dict]) -> List[str]:
         ",".join(timers) + "".join(f" ({n} {what})" for n, what in ((fallback, "fallback"), (no_work, "no device work"))
                                    if n),
     ]
+
+
+def _timer(r: dict) -> str:
+    """What timed the row: a corpus-timed row has no zlbench timer (read back from a log, its record's
+    mode stands in for one)."""
+    if MARKER_NOT_ZLBENCH_TIMER in (r.get("markers") or []):
+        return "corpus"
+    return str(r.get("timer_used") or "-")
 
 
 # A CPU thread that loses its core waits out a scheduler slice (1-10 ms; 4 ms seen on a busy 2-core
@@ -237,14 +245,15 @@ def _unstable_line(unstable: List[dict]) -> str:
     return (f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond rows of "
             "their size and timer (on a GPU an autotune pick or input placement drawn per process; on a busy CPU a "
             "slowed process); widest: "
-            + "; ".join(f"{_row_name(r)}: {_what_processes_read(r)}" for r in widest))
+            + "; ".join(_row_name(r) + (f": {_what_processes_read(r)}" if r.get("marker_reason") else "")
+                        for r in widest))
 
 
 def _what_processes_read(r: dict) -> str:
     """The values its processes read, without the rest of its marker reason (a refused capture's
     error runs over several lines)."""
-    parts = [p for p in (r.get("marker_reason") or "").split("; ") if "processes read" in p]
-    return "; ".join(parts) or str(r.get("marker_reason"))
+    parts = [p for p in r["marker_reason"].split("; ") if "processes read" in p]
+    return "; ".join(parts) or r["marker_reason"]
 
 
 def _row_name(r: dict) -> str:

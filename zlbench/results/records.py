@@ -51,8 +51,11 @@ def _from_result(cls, record: Mapping[str, Any], result: Mapping[str, Any],
     record read from a result log: then what the log says). Columns of source RESULT come from the
     result entry under their own name, those of source FACTS from the timing call's facts."""
     if timing is None:
-        timing = {"timer_used": result.get("timer_used") or record.get("mode"),
-                  "markers": result.get("markers")}
+        # A FlagGems log's mode (kernel, cudagraph, ...) is its timer; a zlbench side log names each
+        # entry's (an earlier one none: its mode, "zlbench", names no timer).
+        mode = record.get("mode") if record.get("mode") != "zlbench" else None
+        timing = {"timer_used": result.get("timer_used") or mode, "timer_used_base": result.get("timer_used_base"),
+                  "markers": result.get("markers"), "marker_reason": result.get("marker_reason")}
     return cls(
         op=record.get("op_name"), dtype=record.get("dtype"), shape=shape_key(result.get("shape_detail")),
         **{name: result.get(name) for name in RESULT_FIELDS},

@@ -289,6 +289,9 @@ def side_log(rows: List[dict], level: Optional[str] = None) -> str:
                            "speedup": base / latency if base else None, "rounds": len(rs),
                            # read back (zlbench summary LOG --ab LOG), a row keeps how it was timed
                            "markers": sorted({m for r in rs for m in (r.get("markers") or [])}),
+                           # ... what timed it (else the record's mode is read as its timer) and why it is marked
+                           **{k: _joined(rs, k, sep) for k, sep in (("timer_used", "+"), ("timer_used_base", "+"),
+                                                                    ("marker_reason", "; "))},
                            **({"processes": rs[0]["processes"], "latency_ci": rs[0].get("latency_ci")}
                               if len(rs) == 1 and rs[0].get("processes") else {})})
         # op_name, dtype, mode, level and result: what FlagGems' tools (summary_for_plot.py) read of a record
@@ -296,6 +299,11 @@ def side_log(rows: List[dict], level: Optional[str] = None) -> str:
                                              **({"level": level} if level else {}), "result": result,
                                              **({"node": node} if node else {})}))
     return "\n".join(lines) + "\n"
+
+
+def _joined(rows: List[dict], key: str, sep: str) -> Optional[str]:
+    """The rows' distinct values of key, joined (None where none has one)."""
+    return sep.join(sorted({str(r[key]) for r in rows if r.get(key)})) or None
 
 
 def _geomean(values: List[float]) -> float:
