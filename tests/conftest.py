@@ -149,3 +149,10 @@ def none_left(run_dir, timeout=120):
 def held(tickets, n=1):
     """At least n nodes of the wait corpus wait in flight for the test (its TICKETS / HOLD_FROM)."""
     return wait_for(lambda: len(list(Path(tickets).glob("held.*"))) >= n)
+
+
+@pytest.fixture
+def url(tmp_path):
+    """An empty SQLite results store's URL (the history tests' store)."""
+    (tmp_path / "store").mkdir()
+    return f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"

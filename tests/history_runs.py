@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
+from zlbench.history.__main__ import main as history_main
 from zlbench.planning.identity import identity_hash
 from zlbench.results.records import ROW_FIELDS
 from zlbench.results.schema import OPS_STATUS_FIELDS
@@ -118,3 +119,9 @@ def series(root: Path, latencies: Iterable[Mapping[str, float]], backend: str = 
                                     ci=ci))
         dirs.append(write_run(root / "zl_runs" / f"2026-11-{i + 1:02d}" / "02-00-00", ident, rows))
     return dirs
+
+
+def history(capsys, *args):
+    """`python -m zlbench history ARGS` in process: (exit code, captured out and err)."""
+    code = history_main([str(a) for a in args])
+    return code, capsys.readouterr()

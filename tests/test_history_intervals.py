@@ -12,22 +12,11 @@ import sys
 
 import pytest
 
-from zlbench.history.__main__ import main as history_main
 from zlbench.ab.intervals import interval_stat, interval_verdict, moved
 
 from . import history_runs as H
+from .history_runs import history
 from .conftest import FIXTURES, zlbench
-
-
-def history(capsys, *args):
-    code = history_main([str(a) for a in args])
-    return code, capsys.readouterr()
-
-
-@pytest.fixture
-def url(tmp_path):
-    (tmp_path / "store").mkdir()
-    return f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
 
 
 def imported(capsys, url, dirs):

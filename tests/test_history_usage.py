@@ -11,21 +11,11 @@ import pytest
 from zlbench.history.__main__ import main as history_main
 
 from . import history_runs as H
+from .history_runs import history
 
 RECORD = ('[INFO] {"op_name": "exp", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": '
           '[{"legacy_shape": [%d, %d], "shape_detail": [[%d, %d]], "latency_base": 0.01, "latency": 0.02, '
           '"speedup": 0.5}]}\n')
-
-
-def history(capsys, *args):
-    code = history_main([str(a) for a in args])
-    return code, capsys.readouterr()
-
-
-@pytest.fixture
-def url(tmp_path):
-    (tmp_path / "store").mkdir()
-    return f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
 
 
 @pytest.fixture
