@@ -172,6 +172,11 @@ def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resum
     banner = next(x for x in (run / "summary.md").read_text().splitlines() if x.startswith("> **Run cut short"))
     assert "Run cut short** (interrupted)" in banner and "of 2 node-side pair(s) not measured in every round (" \
         in banner and "in fewer: the A/B section says how many each row got)" in banner, banner
+    # ops_status.csv: the cut pairs were interrupted, not crashed, and their earlier rounds' rows are kept.
+    with open(run / "ops_status.csv") as f:
+        cut = [r for r in csv.DictReader(f) if r["status"] != "ok"]
+    assert cut and all(r["status"] == "interrupted" and int(r["rows"]) > 0 and r["reason"].startswith(
+        "measured in 3 round(s) (their rows kept); not measured (interrupted)") for r in cut), cut
     # A resume (another time limit is not another caliber) runs what the cut left, to the maximum.
     done = run_zlbench(*args, f"resume={run}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -140,8 +140,9 @@ class _Collector:
         rows_per = Counter(key for key, *_ in {
             ((ev.base_node(r["node"] or ""), r["side"]), r.get("op"), r.get("dtype"), r.get("shape"),
              None if per_process else r.get("round"), None if per_process else id(r)) for r in self.rows})
-        measured_in: Dict[Tuple[str, str], set] = {}  # a plain run's node -> the processes with rows of it
-        for r in self.rows if per_process else ():
+        # node -> the processes (a plain run) or A/B rounds with rows of it
+        measured_in: Dict[Tuple[str, str], set] = {}
+        for r in self.rows:
             if r.get("latency"):
                 measured_in.setdefault((ev.base_node(r["node"] or ""), r["side"]), set()).add(r.get("round"))
         node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
@@ -151,6 +152,9 @@ class _Collector:
             got = len(measured_in.get(key, ()))
             if st["status"] != "ok" and 0 < got < processes:  # its status and reason are the others'
                 st["reason"] = f"measured in {got} of {processes} processes; not in the others: {st['reason']}"
+            elif st["status"] != "ok" and got and not per_process and int(self.plan.get("rounds") or 1) > 1:
+                # An A/B node that failed or was cut in some rounds: its rows of the others are kept.
+                st["reason"] = f"measured in {got} round(s) (their rows kept); {st['reason']}"
             if st["rows"] == 0:
                 self.rows.append(Row(op=st["op"], status=st["status"], reason=st["reason"], side=st["side"],
                                      node=key[0], device=st["device"], timer_used=None).to_dict())
