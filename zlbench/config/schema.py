@@ -124,6 +124,16 @@ class TimerConf:
     # with a process-level interval (zlbench/results/process_stats.py). 1: one process, no interval.
     processes: int = setting(3, ge=1, le=50, why="benchmark processes per node in a plain run; 1: no "
                              "process-level interval")
+    # Where a node's processes disagree, more of them: after the timer.processes passes, a node
+    # with a row of at least 20 us whose interval is wider than target_width (hi - lo over the
+    # latency) is measured in more processes, up to max_processes in all, so that time goes where
+    # the variance is (benchmarks/gpu/RESULTS.md, twentieth session). null: twice timer.processes
+    # on an accelerator, timer.processes (none more) on the CPU, whose spread is mostly the load of
+    # its shared cores. Needs timer.processes >= 2 and a launcher that waits for its jobs.
+    max_processes: Optional[int] = setting(None, ge=1, le=100, null="twice timer.processes on an accelerator, "
+                                           "none more on the CPU")
+    target_width: float = setting(0.02, gt=0, noun="a fraction of the latency",
+                                  why="a node whose rows >= 20 us have wider intervals gets more processes")
     # Each process tunes afresh (its own FlagGems tuning cache, Triton's on-disk autotuning cache
     # off: TRITON_CACHE_AUTOTUNING=0); true: they share both (the first to tune a kernel pins its
     # picks for the others), which hides autotune luck from the interval. planning/plan.py.

@@ -24,6 +24,7 @@ from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity, identity_hash
 from zlbench.engine.locks import RunDirLock, check_devices_free
+from zlbench.engine.more_processes import more_wanted
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
@@ -135,6 +136,7 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
 def plan_record(plan: Plan) -> Dict[str, Any]:
     return {
         "backend": plan.backend, "timer": plan.timer, "rounds": plan.rounds, "processes": plan.processes,
+        "max_processes": plan.max_processes,
         "devices": [d.as_dict() for d in plan.devices],
         "nodes": [{"nodeid": n.nodeid, "op": n.op, "file": n.file} for n in plan.nodes],
         "sides": [{"name": s.name, "env": s.env} for s in plan.sides],
@@ -160,9 +162,9 @@ def print_plan(plan: Plan, identity: Mapping[str, Any]) -> None:
         print(f"note: {note}")
 
 
-def queues_of(plan: Plan) -> Dict[int, List[dict]]:
+def queues_of(units: List[WorkUnit]) -> Dict[int, List[dict]]:
     queues: Dict[int, List[dict]] = {}
-    for u in plan.units:
+    for u in units:
         queues.setdefault(u.device, []).append(u.to_dict())
     return queues
 
@@ -210,6 +212,8 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         rounds = f" rounds={plan.rounds} per side" if len(plan.sides) > 1 or plan.rounds > 1 else ""
         if plan.processes:
             rounds = f" processes={plan.processes} per node"
+            if (plan.max_processes or 0) > plan.processes:
+                rounds += f" (up to {plan.max_processes} where they disagree)"
         schedule = plan.schedule
         if schedule:
             rounds = (f" rounds: {schedule['min_rounds']} to {plan.rounds} per side (node by node, "
@@ -233,23 +237,26 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     keys = [k for k in backend.visibility([0]) if k.endswith("_DEVICES") or k.endswith("_SLOT")]
     # Interrupts stay handled until the tables are written: a second Ctrl-C exits at once.
     with Interrupts(launcher) as interrupts:
-        with interrupts.deferred():
-            launcher.submit(LaunchContext(run_dir, queues_of(plan), deadline, visibility_snapshot(), keys,
-                                          backend.name != "cpu"))
-        if not launcher.waits and interrupts.signum is None:
-            log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
-                     f"`zlbench collect {run_dir}`")
-            return Exit.OK
-        log.debug("[zlbench] phase: jobs submitted")
-        warm = threading.Thread(target=import_for_finish,
-                                args=(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
-                                name="zlbench-import", daemon=True)
-        warm.start()
-        state = RunState(run_dir, [u.to_dict() for u in plan.units])
-        watch(state, lambda: launcher.done() or interrupts.given_up(), resolved.get("progress", "auto"),
-              launcher.wait)
-        log.debug("[zlbench] phase: jobs ended")
-        warm.join()  # never two threads importing one module
+        units, warm = plan.units, None
+        while units:  # the planned passes, then (a plain run) more processes where they disagree
+            with interrupts.deferred():
+                launcher.submit(LaunchContext(run_dir, queues_of(units), deadline, visibility_snapshot(), keys,
+                                              backend.name != "cpu"))
+            if not launcher.waits and interrupts.signum is None:
+                log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
+                         f"`zlbench collect {run_dir}`")
+                return Exit.OK
+            log.debug("[zlbench] phase: jobs submitted")
+            if warm is None:
+                warm = threading.Thread(target=import_for_finish,
+                                        args=(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
+                                        name="zlbench-import", daemon=True)
+                warm.start()
+            watch(RunState(run_dir, [u.to_dict() for u in units]), lambda: launcher.done() or interrupts.given_up(),
+                  resolved.get("progress", "auto"), launcher.wait)
+            log.debug("[zlbench] phase: jobs ended")
+            warm.join()  # never two threads importing one module
+            units = more_processes(run_dir, plan, resolved["timer"], deadline) if interrupts.signum is None else []
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
         # Recording the run, interrupts stay handled: a second Ctrl-C exits at once, as it says
         # (now that the tables follow the jobs' end at once, it may well come in here).
@@ -258,6 +265,20 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
         record_or_warn(run_dir, resolved["store"]["url"])
         log.debug("[zlbench] phase: stored")
     return Exit.INTERRUPTED if interrupts.signum else code
+
+
+def more_processes(run_dir: Path, plan: Plan, timer: Mapping[str, Any], deadline: Optional[float]) -> List[WorkUnit]:
+    """A plain run's later passes for the nodes whose processes disagree (engine/more_processes.py);
+    they join plan.json, so a resume runs what is left of them."""
+    wanted, last, line = more_wanted(run_dir, plan, timer, deadline)
+    if line:
+        log.info(line)
+    if not wanted:
+        return []
+    more = plan.more_passes(wanted, plan.processes, last)
+    plan.units = plan.units + more
+    write_plan(run_dir, plan_record(plan))
+    return more
 
 
 def import_for_finish(ab: bool, store_url, run_dir: Path) -> None:

@@ -11,7 +11,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.backends import DeviceBackend, DeviceInfo
 from zlbench.planning.corpus import Corpus, TestNode, check_shape_file
@@ -44,6 +44,10 @@ class Plan:
     notes: List[str] = field(default_factory=list)  # said when the run starts
     # A plain run: the benchmark processes every node is measured in (its rounds); None in an A/B.
     processes: Optional[int] = None
+    # A plain run: up to how many processes a node whose processes disagree gets (timer.max_processes
+    # resolved; = processes: none more), and how its later passes are planned (more_passes).
+    max_processes: Optional[int] = None
+    more_passes: Optional[Callable[[Sequence[str], int, int], List[WorkUnit]]] = None
     # A node-level A/B (zlbench/engine/device_ab.py): sides, min_rounds, respawn_every, threshold,
     # aa, devices; at most `rounds` rounds. None: each unit runs in a process of its own (a plain
     # run, or ab.schedule=round). Written once in plan.json, beside the units.
@@ -226,10 +230,24 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     shard = 0 if schedule else int(cfg["launcher"].get("shard_size") or 0)
     plain = is_plain(cfg)
     units = abba_units(make_unit, sides, rounds, devices, assignment, shard, rotate=plain)
-    if cfg["launcher"].get("steal", True):
+    steal = bool(cfg["launcher"].get("steal", True))
+    if steal:
         share_work(units, run_dir, plain, bool(schedule) and len(devices) > 1)
+
+    def more_passes(wanted: Sequence[str], first: int, last: int) -> List[WorkUnit]:
+        """Passes first..last-1 over the nodes `wanted` only (a plain run's later processes for the
+        nodes whose processes disagree), planned as the first passes were."""
+        picked = [n for n in nodes if n.nodeid in set(wanted)]
+        more = abba_units(make_unit, sides, last, devices, balance(picked, devices, costs or {}), shard,
+                          rotate=True, first=first)
+        if steal:
+            share_work(more, run_dir, True, False)
+        return more
+
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes,
-                processes=rounds if plain else None, schedule=schedule)
+                processes=rounds if plain else None, schedule=schedule,
+                max_processes=max_processes_of(cfg, backend) if plain else None,
+                more_passes=more_passes if plain else None)
 
 
 def share_work(units: Sequence[WorkUnit], run_dir: Path, plain: bool, node_level_ab: bool) -> None:
@@ -256,6 +274,19 @@ def passes_of(cfg: Mapping[str, Any]) -> int:
     if is_plain(cfg):
         return int(cfg["timer"].get("processes") or 1)
     return int((cfg.get("ab") or {}).get("rounds", 1))
+
+
+def max_processes_of(cfg: Mapping[str, Any], backend: DeviceBackend) -> int:
+    """Up to how many processes a plain run's node gets where its processes disagree
+    (timer.max_processes; null: twice timer.processes on an accelerator, no more on the CPU).
+    One process has no interval to judge by: no more."""
+    processes = passes_of(cfg)
+    wanted = cfg["timer"].get("max_processes")
+    if processes < 2:
+        return processes
+    if wanted is None:
+        return processes if backend.name == "cpu" else 2 * processes
+    return max(processes, int(wanted))
 
 
 def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:
@@ -286,13 +317,14 @@ def multi_file_notes(corpus: Corpus, ops: Sequence[str], nodes: Sequence[TestNod
 
 
 def abba_units(make_unit, sides: Sequence[Side], rounds: int, devices: Sequence[DeviceInfo],
-               assignment: Mapping[int, List[TestNode]], shard: int, rotate: bool = False) -> List[WorkUnit]:
+               assignment: Mapping[int, List[TestNode]], shard: int, rotate: bool = False,
+               first: int = 0) -> List[WorkUnit]:
     """ABBA across rounds (A,B then B,A), every side of a device's nodes on that device, node
     order shuffled per round (seeded, reproducible); shards of at most `shard` nodes (0: one).
     rotate (a plain run's passes): pass r gives device i the nodes planned for device i + r, so a
-    node's processes are spread over the devices."""
+    node's processes are spread over the devices. first: the rounds before it are planned already."""
     units: List[WorkUnit] = []
-    for r in range(rounds):
+    for r in range(first, rounds):
         order = sides if r % 2 == 0 else list(reversed(sides))
         for i, dev in enumerate(devices):
             planned = devices[(i + r) % len(devices)] if rotate else dev

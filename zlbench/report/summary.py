@@ -232,6 +232,10 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
              f"p90 {_pct(widths[math.ceil(0.9 * len(widths)) - 1][0])}, widest {_pct(widths[-1][0])} "
              f"({_row_name(widths[-1][1])})"]
+    more = {r.get("node") for r in measured if planned and r["processes"] > planned}
+    if more:
+        lines.append(f"- {len(more)} node(s) got more processes than the {planned} planned: a row of theirs of 20 us "
+                     f"or more was wider than timer.target_width after {planned} (time goes where the variance is)")
     if unstable:
         lines.append(_unstable_line(unstable))
     return lines + [""]

@@ -121,6 +121,30 @@ def final_ends(events: Iterable[dict]) -> Dict[str, dict]:
             if is_final_end(e) and is_final_end(latest[base_node(e["node"])])}
 
 
+def node_seconds(events: Iterable[dict]) -> Dict[str, float]:
+    """base node id -> seconds from its start to its end in one process' events (the wall it took)."""
+    started: Dict[str, float] = {}
+    took: Dict[str, float] = {}
+    for e in events:
+        node = base_node(e.get("node") or "")
+        if e.get("event") == "start":
+            started.setdefault(node, e["t"])
+        elif e.get("event") == "end" and node in started:
+            took[node] = e["t"] - started[node]
+    return took
+
+
+def startup_seconds(events: Iterable[dict]) -> Optional[float]:
+    """Seconds from a process' launch to its gate (imports, collection); None if it got no gate."""
+    launch = gate = None
+    for e in events:
+        if e.get("event") == "launch" and launch is None:
+            launch = e["t"]
+        elif e.get("event") == "gate" and gate is None:
+            gate = e.get("reached") or e["t"]
+    return gate - launch if launch is not None and gate is not None else None
+
+
 def stopped(events: Iterable[dict]) -> Dict[str, dict]:
     """base node id -> the A/B scheduler's decision not to run it in this unit (not live, settled):
     done, not unfinished, and not a status of the node."""

@@ -14,6 +14,9 @@ REMOVED_TIMER_DEFAULTS = {
     "stop": "fixed", "target_rel": 0.005, "min_samples": 10, "max_samples": 1000, "max_time_ms": 1000.0,
     "throttle_threshold": 0.75, "throttle_retries": 3, "throttle_pause_ms": 20.0, "clock_reader": "none",
 }
+# Timer settings added since, at their defaults: a run made before them reads as made at them, so it
+# still resumes and stays in its history series (its rows say how many processes measured them).
+ADDED_TIMER_DEFAULTS = {"max_processes": None, "target_width": 0.02}
 _UNREAD = "the first of these that works in the benchmark process (each process says which)"
 _NOT_SCREENED = "; samples are not screened for clocks"
 # The identity's "clocks" entry each backend wrote before clock screening was deleted.
@@ -40,8 +43,9 @@ def hashed_layout(identity: Mapping) -> dict:
     config, timer = identity.get("config"), identity.get("timer")
     if not isinstance(config, Mapping) or not isinstance(timer, Mapping):
         return dict(identity)  # not a run's identity
-    timer = {**REMOVED_TIMER_DEFAULTS, **timer}  # an earlier run's own values (stop=adaptive) stay
-    config = {**config, "timer": {**REMOVED_TIMER_DEFAULTS, **config.get("timer", timer)},
+    filled = {**REMOVED_TIMER_DEFAULTS, **ADDED_TIMER_DEFAULTS}
+    timer = {**filled, **timer}  # an earlier run's own values (stop=adaptive) stay
+    config = {**config, "timer": {**filled, **config.get("timer", timer)},
               "autotune": config.get("autotune", str(identity.get("autotune")) == "1")}
     backend = identity.get("backend")
     name = backend.get("name") if isinstance(backend, Mapping) else backend

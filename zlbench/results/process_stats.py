@@ -41,6 +41,10 @@ MIN_ROWS = 3  # rows the run's pool needs where it has fewer nodes than that
 # Var(median of n normal draws) / Var(one draw), small n exactly; large n ~ pi / (2 n).
 _MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868, 6: 0.2309, 7: 0.2104}
 KEY = ("node", "op", "dtype", "shape", "side")
+# Rows below this size (ms) keep the interval they have, however wide: a few-us row's processes
+# differ by several % (launch timing, autotune picks) that more processes narrow slowly (issue 23
+# accepts such rows wide), and they are in most op files, whose wall more processes would double.
+TOP_UP_MIN_MS = 0.02
 
 
 def median_var_factor(n: int) -> float:
@@ -87,7 +91,8 @@ class _Spread:
         return typical, (d * nodes if by_nodes else sum(dfs))
 
     def interval(self, key: tuple, processes: int) -> Tuple[Optional[List[float]], bool]:
-        """(the 95% prediction interval for another run's median over `processes` processes,
+        """(the 95% prediction interval for another run's median over `processes` processes (or
+        as many as this row has),
         whether the row's processes disagree beyond its stratum's)."""
         from scipy import stats
 
@@ -107,8 +112,32 @@ class _Spread:
             var, df = pooled[0], PRIOR_DF
         else:
             return None, False
-        half = stats.t.ppf(0.5 + LEVEL / 2, df) * math.sqrt(var * (median_var_factor(n) + median_var_factor(processes)))
+        # Another run's median is over as many processes as this row's (a node that got more
+        # processes here, for disagreeing ones, gets them there too), at least the planned ones.
+        other = max(n, processes)
+        half = stats.t.ppf(0.5 + LEVEL / 2, df) * math.sqrt(var * (median_var_factor(n) + median_var_factor(other)))
         return [math.exp(center - half), math.exp(center + half)], unstable
+
+
+def relative_width(row: Mapping) -> Optional[float]:
+    """(hi - lo) / latency of a row's process-level interval; None where it has none."""
+    ci, latency = row.get("latency_ci"), row.get("latency")
+    return (ci[1] - ci[0]) / latency if ci and latency else None
+
+
+def wide_nodes(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP_UP_MIN_MS) -> Dict[str, Mapping]:
+    """node -> its widest row, for the nodes with a measured row of at least `min_ms` whose
+    interval is wider than `target_width` (aggregated rows, as aggregate() makes them): where more
+    processes narrow what a run reports (timer.max_processes)."""
+    out: Dict[str, Mapping] = {}
+    for r in rows:
+        width = relative_width(r)
+        if r.get("status") != "ok" or width is None or r["latency"] < min_ms or width <= target_width:
+            continue
+        node = r.get("node") or ""
+        if node not in out or width > relative_width(out[node]):
+            out[node] = r
+    return out
 
 
 def _key(row: Mapping) -> tuple:

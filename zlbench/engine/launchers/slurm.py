@@ -136,4 +136,4 @@ class SlurmLauncher(Launcher):
         n = len(order)
         jobs = executor.map_array(SlurmQueue(), [ctx.queues[d] for d in order], [str(ctx.run_dir)] * n,
                                   [ctx.deadline] * n, [ctx.restore_env] * n, [ctx.visibility_keys] * n)
-        self.jobs = [_SlurmJob(j) for j in jobs]
+        self.jobs += [_SlurmJob(j) for j in jobs]  # a plain run's later passes come as another array

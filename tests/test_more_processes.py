@@ -1,0 +1,107 @@
+"""Time goes where the variance is: after a plain run's timer.processes passes, a node whose
+processes disagree (a row >= 20 us with an interval wider than timer.target_width) is measured in
+more processes, up to timer.max_processes; the others are not (engine/run.py more_processes)."""
+
+import csv
+import json
+import random
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from zlbench.engine.more_processes import more_wanted, pass_seconds
+from zlbench.planning.plan import max_processes_of
+from zlbench.results.process_stats import aggregate, relative_width, wide_nodes
+
+from .test_process_sampling import proc_rows, quiet_run
+from .test_timing_rows import ON_TIMING_CORPUS
+
+# steady and bimodal read alike in every process; luck draws a slow pick in odd passes (noisy draws
+# its calls from one random sequence whose length depends on the timing: it may read apart).
+OPS = ("timer=direct", "ops=[steady,bimodal,luck]", "store.url=none", "timer.processes=3",
+       "timer.target_width=0.3")
+# Timed at real-time priority where the tests may (root): a busy machine then cannot slow one
+# process of a steady op by a third and make it read as a node whose processes disagree.
+QUIET = {"ZL_FIXTURE_REALTIME": "1"}
+
+
+def _rows(run_dir):
+    return [json.loads(x) for x in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+def _plan(run_dir):
+    return json.loads((run_dir / "plan.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_node_whose_processes_disagree_gets_more_processes_and_the_others_do_not(run_zlbench):
+    res = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=5", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = res.stdout + res.stderr
+    assert "processes=3 per node (up to 5 where they disagree)" in log, log[-3000:]
+    assert "1 node(s) whose processes disagree get 2 more process(es) each" in log and "luck" in log, log[-3000:]
+    assert log.count("whose processes disagree") == 1, log[-3000:]  # chosen once, not pass after pass
+    plan = _plan(res.run_dir)
+    later = [u for u in plan["units"] if u["round"] >= 3]
+    assert sorted({u["round"] for u in later}) == [3, 4] and plan["max_processes"] == 5
+    assert {n for u in later for n in u["nodes"]} == {"benchmark/test_timing.py::test_perf_luck"}
+    rows = _rows(res.run_dir)
+    counts = {r["op"]: r["processes"] for r in rows}
+    assert counts == {"steady": 3, "bimodal": 3, "luck": 5}, counts
+    luck = [r for r in rows if r["op"] == "luck"]
+    # Its five processes read 1.0x (passes 0, 2, 4) and 1.5x (1, 3): the median is the fast pick.
+    assert all(r["latency"] < 0.25 and r["latency_ci"][1] > 0.25 for r in luck), luck
+    with open(res.run_dir / "ops_status.csv") as f:
+        assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(counts, "ok")
+    summary = (res.run_dir / "summary.md").read_text()
+    assert "5: 2 row(s), 3: 4 row(s)" in summary and "1 node(s) got more processes than the 3 planned" in summary, summary
+
+    # A resume of the finished run measures nothing again, and no node gets more a second time.
+    again = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=5", f"resume={res.run_dir}", env=QUIET)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "more process(es)" not in again.stdout + again.stderr
+    assert len(_plan(res.run_dir)["units"]) == len(plan["units"])
+    assert {r["op"]: r["processes"] for r in _rows(res.run_dir)} == counts
+
+
+@pytest.mark.slow
+def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_would_choose(run_zlbench):
+    res = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=3", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert all(u["round"] < 3 for u in _plan(res.run_dir)["units"])
+    assert {r["processes"] for r in _rows(res.run_dir)} == {3}
+
+    # What a cap of 6 would have chosen: luck, 3 more passes; under a run limit only those that fit
+    # (a pass: a process' start-up plus the node's quickest pass), none where one does not.
+    plan = SimpleNamespace(processes=3, max_processes=6, more_passes=object(), devices=[0],
+                           units=[SimpleNamespace(**u) for u in _plan(res.run_dir)["units"]])
+    luck = "benchmark/test_timing.py::test_perf_luck"
+    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3}, None)
+    assert (wanted, last) == ([luck], 6) and "1 node(s) whose processes disagree get 3 more" in line, line
+    per_pass = pass_seconds(res.run_dir, plan, [luck])
+    assert 0.2 < per_pass < pass_seconds(res.run_dir, plan, [luck, "benchmark/test_timing.py::test_perf_steady"])
+    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3}, time.time() + 2.5 * per_pass)
+    assert (wanted, last) == ([luck], 5) and "2 more process(es) each, as many as fit" in line, line
+    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3}, time.time() + 0.5 * per_pass)
+    assert wanted == [] and "would not end before launcher.run_timeout_s" in line, line
+
+
+def test_wide_nodes_are_those_with_a_row_of_20_us_or_more_wider_than_the_target():
+    """Quiet 50 us rows (processes 0.2% apart) give narrow intervals; a 50 us row whose processes
+    disagree by 50% is wide; so is a 10 us one, below the size that gets more processes."""
+    rows = aggregate(quiet_run(random.Random(3), sd=0.002) + proc_rows([0.050, 0.075, 0.051], op="pick")
+                     + proc_rows([0.010, 0.015, 0.0101], op="small"), 3)
+    widths = {r["op"]: relative_width(r) for r in rows}
+    assert max(w for op, w in widths.items() if op.startswith("op")) < 0.02 < widths["small"], widths
+    wide = wide_nodes(rows, 0.02)
+    assert set(wide) == {"n::pick"} and wide["n::pick"]["op"] == "pick"
+    assert wide_nodes(rows, 10.0) == {}
+
+
+@pytest.mark.parametrize("wanted,processes,backend,expected", [
+    (None, 3, "cuda", 6), (None, 3, "cpu", 3), (5, 3, "cpu", 5), (2, 3, "cuda", 3), (None, 1, "cuda", 1),
+    (8, 1, "cuda", 1)])
+def test_max_processes_resolves_per_backend(wanted, processes, backend, expected):
+    cfg = {"ab": {"name": "none"}, "timer": {"processes": processes, "max_processes": wanted}}
+    assert max_processes_of(cfg, type("B", (), {"name": backend})()) == expected

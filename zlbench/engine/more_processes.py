@@ -1,0 +1,66 @@
+"""Time goes where the variance is: after a plain run's timer.processes passes, the nodes whose
+processes disagree (a row >= 20 us whose interval is wider than timer.target_width) get more passes,
+up to timer.max_processes in all; the others are not measured again. They are chosen once, when the
+planned passes have ended (the intervals of the others move a little as the more processes come in,
+through the pooled spread of rows of their size: chasing that would plan pass after pass); a resumed
+run that has them gets no more. Under launcher.run_timeout_s only the passes that fit are planned:
+more processes never turn a finished run into a cut one."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from zlbench.results.events import base_node, events_path, node_seconds, read_events, startup_seconds
+
+
+def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
+                deadline: Optional[float]) -> Tuple[List[str], int, str]:
+    """(the nodes that get more passes, the pass to stop before, the line to log) for a plan's
+    finished passes (plan: its processes, max_processes, more_passes, units, devices)."""
+    from zlbench.results.process_stats import relative_width, wide_nodes
+    from zlbench.results.tables import collect
+
+    first, last = plan.processes or 1, plan.max_processes or 0
+    if last <= first or plan.more_passes is None or (deadline is not None and time.time() >= deadline):
+        return [], first, ""
+    if any(u.round >= first for u in plan.units):  # planned once per run (a resumed run has them)
+        return [], first, ""
+    target = float(timer.get("target_width") or 0.02)
+    wide: Dict[str, dict] = {}
+    for node, row in wide_nodes(collect(run_dir)[0], target).items():
+        wide.setdefault(base_node(node), row)
+    if not wide:
+        return [], first, ""
+    fits = ""
+    if deadline is not None:
+        per_pass = pass_seconds(run_dir, plan, list(wide))
+        fit = int((deadline - time.time()) // per_pass) if per_pass > 0 else last - first
+        if fit < 1:
+            return [], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more processes: "
+                               f"one more pass (about {per_pass:.0f} s) would not end before launcher.run_timeout_s")
+        if first + fit < last:
+            fits = f", as many as fit before launcher.run_timeout_s of {last - first}"
+        last = min(last, first + fit)
+    widest = sorted(wide.values(), key=relative_width, reverse=True)[:3]
+    return sorted(wide), last, (
+        f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
+        f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
+        + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")")
+
+
+def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> float:
+    """About how long one more pass over `nodes` takes: a process' start-up plus each node's
+    quickest pass so far (the first compiles and tunes), the nodes spread over the devices."""
+    quickest: Dict[str, float] = {}
+    startups = []
+    for u in plan.units:
+        events = read_events(events_path(run_dir, u.unit_id))
+        for node, took in node_seconds(events).items():
+            quickest[node] = min(took, quickest.get(node, took))
+        startups.append(startup_seconds(events))
+    startups = [s for s in startups if s is not None]
+    startup = statistics.median(startups) if startups else 0.0
+    return startup + sum(quickest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))
