@@ -8,6 +8,8 @@
 #   plainoff  the same with launcher.prestart=false (each pass' process starts when the one before ends)
 #   plainshare  the same with timer.share_tuning=true (the processes share FlagGems' and Triton's picks)
 #   plain2  a second plain run on $OPS4 (with plain: two runs of one caliber)
+#   plain3  a third plain run on $OPS4
+#   plainmax3  the same with timer.max_processes=3 (no node gets more processes: before the twentieth session)
 #   plainnofuse  a plain run on $OPS4 with TRITON_DEFAULT_FP_FUSION=0 in the environment (a live change)
 #   cmp     `zlbench summary` of plain against plain2 (expect no verdict) and against plainnofuse
 #           (expect the fused ops' rows flagged): two plain runs judged on their rows' intervals
@@ -43,6 +45,8 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   plainoff) zl "plainoff$TAG" "$OPS4" "$LIMIT" launcher.prestart=false;;
   plainshare) zl "plainshare$TAG" "$OPS4" "$LIMIT" timer.share_tuning=true;;
   plain2) zl "plain2$TAG" "$OPS4" "$LIMIT";;
+  plain3) zl "plain3$TAG" "$OPS4" "$LIMIT";;
+  plainmax3) zl "plainmax3$TAG" "$OPS4" "$LIMIT" timer.max_processes=3;;
   plainnofuse) TRITON_DEFAULT_FP_FUSION=0 zl "plainnofuse$TAG" "$OPS4" "$LIMIT";;
   cmp) for b in plain2 plainnofuse; do
          python3 -m zlbench summary "$WORK/plain$TAG" --ab "$WORK/$b$TAG" --out "$WORK/cmp$TAG/$b"; echo "rc=$?"
