@@ -97,6 +97,13 @@ def test_wide_nodes_are_those_with_a_row_of_20_us_or_more_wider_than_the_target(
     wide = wide_nodes(rows, 0.02)
     assert set(wide) == {"n::pick"} and wide["n::pick"]["op"] == "pick"
     assert wide_nodes(rows, 10.0) == {}
+    # A test's cases run in one process: its widest case stands for the test.
+    a, b = proc_rows([0.050, 0.060, 0.051], op="case"), proc_rows([0.050, 0.075, 0.051], op="case", shape="[[8]]")
+    for node, case in (("t::x[a]", a), ("t::x[b]", b)):
+        for r in case:
+            r["node"] = node
+    cases = aggregate(quiet_run(random.Random(3), sd=0.002) + a + b, 3)
+    assert set(wide_nodes(cases, 0.02)) == {"t::x"} and wide_nodes(cases, 0.02)["t::x"]["node"] == "t::x[b]"
 
 
 @pytest.mark.parametrize("wanted,processes,backend,expected", [

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.results.events import base_node, events_path, node_seconds, read_events, startup_seconds
+from zlbench.results.events import events_path, node_seconds, read_events, startup_seconds
 
 
 def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
@@ -29,9 +29,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
     if any(u.round >= first for u in plan.units):  # planned once per run (a resumed run has them)
         return [], first, ""
     target = float(timer.get("target_width") or 0.02)
-    wide: Dict[str, dict] = {}
-    for node, row in wide_nodes(collect(run_dir)[0], target).items():
-        wide.setdefault(base_node(node), row)
+    wide = wide_nodes(collect(run_dir)[0], target)
     if not wide:
         return [], first, ""
     fits = ""

@@ -29,6 +29,7 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zlbench.results.events import base_node
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, did_no_device_work
 
 PRIOR_DF = 4
@@ -126,15 +127,16 @@ def relative_width(row: Mapping) -> Optional[float]:
 
 
 def wide_nodes(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP_UP_MIN_MS) -> Dict[str, Mapping]:
-    """node -> its widest row, for the nodes with a measured row of at least `min_ms` whose
-    interval is wider than `target_width` (aggregated rows, as aggregate() makes them): where more
-    processes narrow what a run reports (timer.max_processes)."""
+    """test node (its base id: a process runs all its cases) -> its widest row, for the nodes with
+    a measured row of at least `min_ms` whose interval is wider than `target_width` (aggregated
+    rows, as aggregate() makes them): where more processes narrow what a run reports
+    (timer.max_processes)."""
     out: Dict[str, Mapping] = {}
     for r in rows:
         width = relative_width(r)
         if r.get("status") != "ok" or width is None or r["latency"] < min_ms or width <= target_width:
             continue
-        node = r.get("node") or ""
+        node = base_node(r.get("node") or "")
         if node not in out or width > relative_width(out[node]):
             out[node] = r
     return out

@@ -145,9 +145,9 @@ class _Collector:
         for r in self.rows:
             if r.get("latency"):
                 measured_in.setdefault((ev.base_node(r["node"] or ""), r["side"]), set()).add(r.get("round"))
-        # node -> the processes planned for it (a node whose processes disagreed got more)
+        # a plain run's node -> the processes planned for it (a node whose processes disagreed got more)
         planned_in: Dict[Tuple[str, str], set] = {}
-        for u in self.plan.get("units", []):
+        for u in self.plan.get("units", []) if per_process else ():
             for n in u.get("nodes", []):
                 planned_in.setdefault((n, u["side"]), set()).add(u["round"])
         node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
@@ -155,7 +155,7 @@ class _Collector:
             st.update(op=st["op"] or node_ops.get(key[0], key[0]), rows=rows_per.get(key, 0),
                       backend=self.plan["backend"], timer=self.plan["timer"])
             got = len(measured_in.get(key, ()))
-            planned = max(processes, len(planned_in.get(key, ()))) if per_process else processes
+            planned = max(processes, len(planned_in.get(key, ())))
             if st["status"] != "ok" and 0 < got < planned:  # its status and reason are the others'
                 st["reason"] = f"measured in {got} of {planned} processes; not in the others: {st['reason']}"
             elif st["status"] != "ok" and got and not per_process and int(self.plan.get("rounds") or 1) > 1:
