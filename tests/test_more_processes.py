@@ -52,10 +52,19 @@ def test_the_node_whose_processes_disagree_gets_more_processes_and_the_others_do
     luck = [r for r in rows if r["op"] == "luck"]
     # Its five processes read 1.0x (passes 0, 2, 4) and 1.5x (1, 3): the median is the fast pick.
     assert all(r["latency"] < 0.25 and r["latency_ci"][1] > 0.25 for r in luck), luck
+    # The more processes time the op only (corpus.baseline_off_args): its baseline is the planned three's.
+    by_pass = {}
+    for r in map(json.loads, (res.run_dir / "process_rows.jsonl").read_text().splitlines()):
+        if r["op"] == "luck":
+            by_pass.setdefault(r["round"], []).append(r.get("latency_base"))
+    assert sorted(by_pass) == [0, 1, 2, 3, 4], by_pass
+    assert all(b for p in (0, 1, 2) for b in by_pass[p]) and not any(b for p in (3, 4) for b in by_pass[p]), by_pass
+    assert all(r["timing_base"]["processes"] == 3 and r["latency_base"] > 0.15 and r["speedup"] > 0 for r in luck), luck
     with open(res.run_dir / "ops_status.csv") as f:
         assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(counts, "ok")
     summary = (res.run_dir / "summary.md").read_text()
     assert "5: 2 row(s), 3: 4 row(s)" in summary and "1 node(s) got more processes than the 3 planned" in summary, summary
+    assert "the more processes timed the op only, the baseline is the planned 3'" in summary, summary
 
     # A resume of the finished run measures nothing again, and no node gets more a second time.
     again = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=5", f"resume={res.run_dir}", env=QUIET)
@@ -112,3 +121,19 @@ def test_wide_nodes_are_those_with_a_row_of_20_us_or_more_wider_than_the_target(
 def test_max_processes_resolves_per_backend(wanted, processes, backend, expected):
     cfg = {"ab": {"name": "none"}, "timer": {"processes": processes, "max_processes": wanted}}
     assert max_processes_of(cfg, type("B", (), {"name": backend})()) == expected
+
+
+def test_a_row_whose_median_process_timed_no_baseline_keeps_the_baseline_and_throughputs_of_the_others():
+    """More processes time the alternative only (no baseline, no throughputs of their own): the row's
+    baseline is the median of the planned processes', its throughputs scale from one that has them."""
+    rs = proc_rows([0.050, 0.056, 0.054, 0.052, 0.0521], op="pick", base=[0.1, 0.102, 0.101, None, None])
+    for r in rs:
+        r["timing_base"] = {"stop_reason": "fixed"} if r["latency_base"] else None
+        if r["round"] >= 3:
+            r["gbps"] = None
+    row = next(r for r in aggregate(quiet_run(random.Random(3), sd=0.002) + rs, 3) if r["op"] == "pick")
+    assert row["latency"] == 0.0521 and row["processes"] == 5  # the median is a process without a baseline
+    assert row["latency_base"] == 0.101 and row["timing_base"]["processes"] == 3
+    assert row["timing_base"]["stop_reason"] == "fixed" and row["timing_base"]["latency_ci"]
+    assert row["speedup"] == pytest.approx(0.101 / 0.0521)
+    assert row["gbps"] == pytest.approx(100.0 / 0.0521)  # gbps = 100 / latency in proc_rows

@@ -368,6 +368,10 @@ class _UnitFactory:
         argv = list(self.argv)
         if r and not is_plain(cfg) and len(self.cfg["ab"].get("sides") or []) == 2 and not cfg["ab"].get("side"):
             argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]  # the A/B compares the alternative
+        elif is_plain(cfg) and r >= passes_of(cfg):
+            # A plain run's more processes narrow the alternative's interval; the baseline (torch: its
+            # processes agree within 0.1-0.6%) has its interval from the planned ones.
+            argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]
         return WorkUnit(
             unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=argv,
             env=env, corpus_root=str(self.corpus.root),

@@ -187,22 +187,31 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
 def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: int) -> dict:
     latencies = sorted(r["latency"] for r in rs)
     median = statistics.median(latencies)
-    rep = min(rs, key=lambda r: (abs(math.log(r["latency"] / median)), r.get("round") or 0))
+
+    def nearest(field: str = "latency") -> dict:
+        """The process nearest the median among those that measured `field` (a plain run's more
+        processes time the alternative only: no baseline, no throughputs of FlagGems' own)."""
+        having = [r for r in rs if r.get(field)] or rs
+        return min(having, key=lambda r: (abs(math.log(r["latency"] / median)), r.get("round") or 0))
+
+    rep = nearest()
     row = {**rep, "round": None, "unit": None, "latency": median, "processes": len(rs)}
     row["latency_ci"], unstable = spread.interval(key, processes) if key in spread.logs else (None, False)
     reasons = []
     if unstable:
         reasons.append(f"processes read {', '.join(f'{v:.4g}' for v in latencies)} ms")
     for field in ("gbps", "tflops"):  # throughputs scale inversely with the latency
-        if rep.get(field):
-            row[field] = rep[field] * rep["latency"] / median
+        src = nearest(field)
+        if src.get(field):
+            row[field] = src[field] * src["latency"] / median
     bases = sorted(r["latency_base"] for r in rs if r.get("latency_base"))
     if bases:
         row["latency_base"] = statistics.median(bases)
         ci_base, unstable_base = base.interval(key, processes) if key in base.logs else (None, False)
-        row["timing_base"] = {**(rep.get("timing_base") or {}), "latency_ci": ci_base, "processes": len(bases)}
-        if rep.get("gbps_base") and rep.get("latency_base"):
-            row["gbps_base"] = rep["gbps_base"] * rep["latency_base"] / row["latency_base"]
+        src = nearest("latency_base")
+        row["timing_base"] = {**(src.get("timing_base") or {}), "latency_ci": ci_base, "processes": len(bases)}
+        if src.get("gbps_base"):
+            row["gbps_base"] = src["gbps_base"] * src["latency_base"] / row["latency_base"]
         row["speedup"] = row["latency_base"] / median
         if unstable_base:
             reasons.append(f"baseline processes read {', '.join(f'{v:.4g}' for v in bases)} ms")
