@@ -8,7 +8,8 @@ every node in K processes (timer.processes); each row here reports
 - `latency`: the median over its processes (and `latency_base` the same for the baseline);
 - `processes`: how many processes measured it;
 - `latency_ci` = [lo, hi] ms: a 95% prediction interval for the value another run of the same
-  caliber (K processes again) would report. A new run's value outside it moved beyond what process
+  caliber (K processes again) would report: the processes' spread, and a small run-level share
+  (RUN_SD) that what a run's processes share keeps out of their spread. A new run's value outside it moved beyond what process
   luck explains; `timing_base.latency_ci` is the baseline's.
 
 With K = 2 or 3 a row's own spread has 1 or 2 degrees of freedom, too few for an interval alone. So
@@ -42,6 +43,12 @@ MIN_ROWS = 3  # rows the run's pool needs where it has fewer nodes than that
 # Var(median of n normal draws) / Var(one draw), small n exactly; large n ~ pi / (2 n).
 _MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868, 6: 0.2309, 7: 0.2104}
 KEY = ("node", "op", "dtype", "shape", "side")
+# What one run's processes share and another run's do not (the machine's state over the minutes
+# a run takes: clocks, temperature, neighbours): sd of ln(latency) of a row's run-level effect.
+# Processes of one run cannot show it; two runs differ by it (H200, benchmarks/gpu/RESULTS.md,
+# twenty-first session: 0.07-0.13% on rows >= 100 us whose processes agree within 0.15-0.25%;
+# without it a 1 ms row's interval missed the next run's value 1 time in 8).
+RUN_SD = 0.001
 # Rows below this size (ms) keep the interval they have, however wide: a few-us row's processes
 # differ by several % (launch timing, autotune picks) that more processes narrow slowly (issue 23
 # accepts such rows wide), and they are in most op files, whose wall more processes would double.
@@ -116,7 +123,9 @@ class _Spread:
         # Another run's median is over as many processes as this row's (a node that got more
         # processes here, for disagreeing ones, gets them there too), at least the planned ones.
         other = max(n, processes)
-        half = stats.t.ppf(0.5 + LEVEL / 2, df) * math.sqrt(var * (median_var_factor(n) + median_var_factor(other)))
+        processes_part = stats.t.ppf(0.5 + LEVEL / 2, df) ** 2 * var * (median_var_factor(n) + median_var_factor(other))
+        runs_part = 2 * (stats.norm.ppf(0.5 + LEVEL / 2) * RUN_SD) ** 2  # this run's effect and the other's
+        half = math.sqrt(processes_part + runs_part)
         return [math.exp(center - half), math.exp(center + half)], unstable
 
 
