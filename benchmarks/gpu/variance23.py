@@ -4,6 +4,7 @@ at given settings gives: interval coverage, widths, run-to-run precision, wall.
     python3 benchmarks/gpu/variance23.py components RUN_DIR [RUN_DIR ...]   # runs of one setting each
     python3 benchmarks/gpu/variance23.py runs RUN_A RUN_B [RUN_C ...]       # runs of the same setting
     python3 benchmarks/gpu/variance23.py timeline RUN_DIR [RUN_DIR ...]     # where a pass' wall goes
+    python3 benchmarks/gpu/variance23.py runlevel RUN_A RUN_B [RUN_C ...]   # what a run's processes share
 
 `components`: per run dir (one setting: replay budget, fresh or shared tuning), the between-process
 sd of ln(latency) per row (from process_rows.jsonl), by row size, FlagGems and torch rows apart; the
@@ -18,6 +19,10 @@ apart), run-to-run |ln ratio| (p50/p90/max; rows >= 5 us; all FlagGems rows) and
 imports, collection), the wait at the gate (a process started ahead: launcher.prestart), measuring
 (gate to session end: its nodes), teardown (session end to exit); and the run's wall, first launch
 to last exit.
+`runlevel`: runs of the same setting: per row >= 100 us measured in 3 or more processes in every run,
+the variance of the runs' medians less what the processes' spread inside each run explains
+(their variance times Var(median of K) / Var(one)); the mean and median of that excess over rows,
+as an sd (a run-level share: process_stats.RUN_SD), and the rows with the largest.
 Prints Markdown; --json writes the numbers.
 """
 
@@ -243,9 +248,42 @@ def timeline(runs, as_json):
         Path(as_json).write_text(json.dumps(out, indent=1))
 
 
+def runlevel(runs, as_json, min_ms=0.1):
+    """What the processes of one run share and another run's do not (see the module doc)."""
+    per_row = defaultdict(list)
+    for run in runs:
+        logs = defaultdict(list)
+        for r in _rows(run / "process_rows.jsonl"):
+            if r.get("status") == "ok" and r.get("latency"):
+                logs[_key(r)].append(math.log(r["latency"]))
+        for k, ys in logs.items():
+            per_row[k].append(ys)
+    excess = []
+    for k, by_run in per_row.items():
+        if len(by_run) != len(runs) or min(map(len, by_run)) < 3 or math.exp(statistics.median(by_run[0])) < min_ms:
+            continue
+        between = statistics.variance([statistics.median(ys) for ys in by_run])
+        within = statistics.mean(statistics.variance(ys) * median_var_factor(len(ys)) for ys in by_run)
+        excess.append((between - within, k, math.sqrt(between), math.sqrt(statistics.mean(
+            statistics.variance(ys) for ys in by_run))))
+    if not excess:
+        print("no row >= %g ms in 3 or more processes in every run" % min_ms)
+        return
+    values = [e[0] for e in excess]
+    out = {"rows": len(excess), "run_sd_from_mean": math.sqrt(max(0.0, statistics.mean(values))),
+           "run_sd_from_median": math.sqrt(max(0.0, statistics.median(values)))}
+    print(f"{len(excess)} rows >= {min_ms * 1000:g} us over {len(runs)} runs: run-level sd "
+          f"{_pct(out['run_sd_from_mean'])} (mean excess), {_pct(out['run_sd_from_median'])} (median excess)\n")
+    print("| row | sd of the runs' medians | sd of the processes in a run |\n|---|---|---|")
+    for e in sorted(excess, key=lambda e: e[0], reverse=True)[:8]:
+        print(f"| {e[1][1]} {e[1][3]} | {_pct(e[2])} | {_pct(e[3])} |")
+    if as_json:
+        Path(as_json).write_text(json.dumps(out, indent=1))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("components", "runs", "timeline"))
+    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel"))
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
@@ -263,7 +301,8 @@ def main():
         process_stats.PRIOR_DF = args.prior_df
     if args.what == "runs":
         return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of)
-    {"components": components, "runs": runs_report, "timeline": timeline}[args.what](args.run_dirs, args.json)
+    {"components": components, "runs": runs_report, "timeline": timeline, "runlevel": runlevel}[args.what](
+        args.run_dirs, args.json)
 
 
 if __name__ == "__main__":
