@@ -464,3 +464,17 @@ def test_an_ab_times_the_baseline_in_round_one_only(run_zlbench):
     plan = json.loads((res.run_dir / "plan.json").read_text())
     assert all(("--metrics" in u["argv"]) == (u["round"] > 0) for u in plan["units"])
     assert "baseline was timed in round 1 only" in (res.run_dir / "ab.md").read_text()
+
+
+def test_processes_that_agree_exactly_still_leave_room_for_another_runs_share():
+    """A run's processes share what another run does not (process_stats.RUN_SD): rows whose
+    processes read alike to 0.01% get an interval of about +-0.28%, not a point; a row whose
+    processes spread keeps the width its spread gives (the run-level share adds in quadrature)."""
+    from zlbench.results.process_stats import RUN_SD
+
+    rows = aggregate(quiet_run(random.Random(5), sd=0.0001), 3)
+    widths = [_width(r) for r in rows]
+    floor = 2 * 1.96 * math.sqrt(2) * RUN_SD
+    assert all(floor * 0.98 < w < floor * 1.1 for w in widths), (floor, widths)
+    spread = aggregate(quiet_run(random.Random(5), sd=0.02), 3)
+    assert min(_width(r) for r in spread) > 3 * floor
