@@ -116,16 +116,21 @@ def test_each_setting_is_stored_once_and_the_caliber_of_earlier_identities_is_ke
 
 
 def test_an_identity_written_before_max_processes_reads_as_made_at_its_defaults(tmp_path):
-    """timer.max_processes and timer.target_width came later: a run made before reads as made at
-    their defaults (it resumes, its series goes on); one made at other values is another caliber."""
+    """timer.max_processes, timer.target_width and timer.more_budget came later: a run made before
+    reads as made at their defaults (it resumes, its series goes on); one made at other values is
+    another caliber."""
     from zlbench.planning.identity import identity_hash
     from zlbench.store.ingest import caliber_of
 
-    ident = identity_of(cfg(timer={"processes": 3, "max_processes": None, "target_width": 0.02}), tmp_path)
-    before = {**ident, "timer": {k: v for k, v in ident["timer"].items() if k not in ("max_processes", "target_width")}}
+    added = ("max_processes", "target_width", "more_budget")
+    ident = identity_of(cfg(timer={"processes": 3, "max_processes": None, "target_width": 0.02, "more_budget": 0.5}),
+                        tmp_path)
+    before = {**ident, "timer": {k: v for k, v in ident["timer"].items() if k not in added}}
     assert identity_hash(before) == ident["identity_hash"] and caliber_of(before) == caliber_of(ident)
     other = identity_of(cfg(timer={"processes": 3, "max_processes": 3, "target_width": 0.02}), tmp_path)
     assert other["identity_hash"] != ident["identity_hash"]
+    thrifty = identity_of(cfg(timer={"processes": 3, "more_budget": 0.2}), tmp_path)
+    assert thrifty["identity_hash"] != ident["identity_hash"]
 
 
 def test_the_shells_value_of_a_variable_every_process_gets_from_the_plan_is_not_recorded(tmp_path):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from zlbench.engine.more_processes import more_wanted, pass_seconds
+from zlbench.engine.more_processes import more_wanted, pass_seconds, planned_seconds
 from zlbench.planning.plan import max_processes_of
 from zlbench.results.process_stats import aggregate, relative_width, wide_nodes
 
@@ -19,8 +19,9 @@ from .test_timing_rows import ON_TIMING_CORPUS
 
 # steady and bimodal read alike in every process; luck draws a slow pick in odd passes (noisy draws
 # its calls from one random sequence whose length depends on the timing: it may read apart).
+# timer.more_budget: a CPU pass is mostly its process' start-up; the budget is tested on its own below.
 OPS = ("timer=direct", "ops=[steady,bimodal,luck]", "store.url=none", "timer.processes=3",
-       "timer.target_width=0.3")
+       "timer.target_width=0.3", "timer.more_budget=100")
 # Timed at real-time priority where the tests may (root): a busy machine then cannot slow one
 # process of a steady op by a third and make it read as a node whose processes disagree.
 QUIET = {"ZL_FIXTURE_REALTIME": "1"}
@@ -82,18 +83,29 @@ def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_wo
     assert {r["processes"] for r in _rows(res.run_dir)} == {3}
 
     # What a cap of 6 would have chosen: luck, 3 more passes; under a run limit only those that fit
-    # (a pass: a process' start-up plus the node's quickest pass), none where one does not.
+    # (a pass: a process' start-up plus the node's quickest pass), none where one does not; and no
+    # more than timer.more_budget of the planned passes' wall allows.
     plan = SimpleNamespace(processes=3, max_processes=6, more_passes=object(), devices=[0],
                            units=[SimpleNamespace(**u) for u in _plan(res.run_dir)["units"]])
     luck = "benchmark/test_timing.py::test_perf_luck"
-    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3}, None)
+    roomy = {"target_width": 0.3, "more_budget": 100}
+    wanted, last, line = more_wanted(res.run_dir, plan, roomy, None)
     assert (wanted, last) == ([luck], 6) and "1 node(s) whose processes disagree get 3 more" in line, line
     per_pass = pass_seconds(res.run_dir, plan, [luck])
     assert 0.2 < per_pass < pass_seconds(res.run_dir, plan, [luck, "benchmark/test_timing.py::test_perf_steady"])
-    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3}, time.time() + 2.5 * per_pass)
-    assert (wanted, last) == ([luck], 5) and "2 more process(es) each, as many as fit" in line, line
-    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3}, time.time() + 0.5 * per_pass)
-    assert wanted == [] and "would not end before launcher.run_timeout_s" in line, line
+    wanted, last, line = more_wanted(res.run_dir, plan, roomy, time.time() + 2.5 * per_pass)
+    assert (wanted, last) == ([luck], 5) and "2 more process(es) each, as many as fit before launcher.run_timeout_s" \
+        in line, line
+    wanted, last, line = more_wanted(res.run_dir, plan, roomy, time.time() + 0.5 * per_pass)
+    assert wanted == [] and "would not fit before launcher.run_timeout_s" in line, line
+    planned = planned_seconds(res.run_dir, plan)
+    assert planned > 3 * per_pass * 0.5  # three passes, their start-ups not hidden on the CPU
+    one_pass = {"target_width": 0.3, "more_budget": 1.5 * per_pass / planned}
+    wanted, last, line = more_wanted(res.run_dir, plan, one_pass, None)
+    assert (wanted, last) == ([luck], 4) and "as many as fit in timer.more_budget" in line, line
+    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3, "more_budget": 0.5 * per_pass / planned},
+                                     time.time() + 100 * per_pass)
+    assert wanted == [] and "would not fit in timer.more_budget" in line, line
 
 
 def test_wide_nodes_are_those_with_a_row_of_20_us_or_more_wider_than_the_target():

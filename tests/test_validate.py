@@ -48,6 +48,7 @@ def test_shipped_defaults_and_range_edges_pass(overrides):
     ("timer.rep_ms=-10", ["timer.rep_ms=-10", "> 0, or null"]),
     ("timer.max_processes=0", ["timer.max_processes=0", "from 1 to 100, or null", "Fix: timer.max_processes=null"]),
     ("timer.target_width=0", ["timer.target_width=0", "> 0", "Fix: timer.target_width=0.02"]),
+    ("timer.more_budget=-1", ["timer.more_budget=-1", "> 0", "Fix: timer.more_budget=0.5"]),
     ("ab.threshold=0", ["ab.threshold=0", "between 0 and 1"]),
     ("ab.threshold=1.5", ["ab.threshold=1.5", "between 0 and 1"]),
     ("fail_on=[failed,oops]", ["fail_on=['failed', 'oops']", "A/B verdicts", "Fix: fail_on=["]),

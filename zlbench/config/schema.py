@@ -134,6 +134,11 @@ class TimerConf:
                                            "none more on the CPU")
     target_width: float = setting(0.02, gt=0, noun="a fraction of the latency",
                                   why="a node whose rows >= 20 us have wider intervals gets more processes")
+    # The more processes add at most this share of the wall the planned passes took: a pass costs
+    # a process' start-up (7-11 s with torch and FlagGems) however few its nodes, so on quick files
+    # three more passes cost as much as the planned run (RESULTS.md, twenty-first session).
+    more_budget: float = setting(0.5, gt=0, noun="a fraction of the planned passes' wall",
+                                 why="more processes add at most this share of the planned passes' wall")
     # Each process tunes afresh (its own FlagGems tuning cache, Triton's on-disk autotuning cache
     # off: TRITON_CACHE_AUTOTUNING=0); true: they share both (the first to tune a kernel pins its
     # picks for the others), which hides autotune luck from the interval. planning/plan.py.

@@ -3,8 +3,9 @@ processes disagree (a row >= 20 us whose interval is wider than timer.target_wid
 up to timer.max_processes in all; the others are not measured again. They are chosen once, when the
 planned passes have ended (the intervals of the others move a little as the more processes come in,
 through the pooled spread of rows of their size: chasing that would plan pass after pass); a resumed
-run that has them gets no more. Under launcher.run_timeout_s only the passes that fit are planned:
-more processes never turn a finished run into a cut one."""
+run that has them gets no more. They add at most timer.more_budget of the wall the planned passes
+took (a pass costs a process' start-up however few its nodes), and under launcher.run_timeout_s
+only the passes that fit are planned: more processes never turn a finished run into a cut one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.results.events import events_path, node_seconds, read_events, startup_seconds
+from zlbench.results.events import events_path, node_seconds, read_events, span, startup_seconds
 
 
 def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
@@ -32,21 +33,32 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
     wide = wide_nodes(collect(run_dir)[0], target)
     if not wide:
         return [], first, ""
+    per_pass = pass_seconds(run_dir, plan, list(wide))
+    share, planned = float(timer.get("more_budget") or 0.5), planned_seconds(run_dir, plan)
+    limits = [(int(share * planned // per_pass), f"in timer.more_budget ({share:g} of the planned passes' "
+                                                   f"{planned:.0f} s)")] if per_pass > 0 else []
+    if deadline is not None and per_pass > 0:
+        limits.append((int((deadline - time.time()) // per_pass), "before launcher.run_timeout_s"))
     fits = ""
-    if deadline is not None:
-        per_pass = pass_seconds(run_dir, plan, list(wide))
-        fit = int((deadline - time.time()) // per_pass) if per_pass > 0 else last - first
+    for fit, limit in sorted(limits):
         if fit < 1:
             return [], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more processes: "
-                               f"one more pass (about {per_pass:.0f} s) would not end before launcher.run_timeout_s")
+                               f"one more pass (about {per_pass:.0f} s) would not fit {limit}")
         if first + fit < last:
-            fits = f", as many as fit before launcher.run_timeout_s of {last - first}"
-        last = min(last, first + fit)
+            fits = f", as many as fit {limit} of {last - first}"
+            last = first + fit
+        break
     widest = sorted(wide.values(), key=relative_width, reverse=True)[:3]
     return sorted(wide), last, (
         f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
         f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
         + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")")
+
+
+def planned_seconds(run_dir: Path, plan) -> float:
+    """The wall the planned passes took: their first launch to their last exit."""
+    spans = [s for s in (span(read_events(events_path(run_dir, u.unit_id))) for u in plan.units) if s]
+    return max(e for _, e in spans) - min(b for b, _ in spans) if spans else 0.0
 
 
 def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> float:

@@ -145,6 +145,14 @@ def startup_seconds(events: Iterable[dict]) -> Optional[float]:
     return gate - launch if launch is not None and gate is not None else None
 
 
+def span(events: Iterable[dict]) -> Optional[Tuple[float, float]]:
+    """(first launch, last exit) of a unit's processes; None if none launched and exited."""
+    events = list(events)
+    launches = [e["t"] for e in events if e.get("event") == "launch"]
+    exits = [e["t"] for e in events if e.get("event") == "exited"] if launches else []
+    return (min(launches), max(exits)) if exits else None
+
+
 def stopped(events: Iterable[dict]) -> Dict[str, dict]:
     """base node id -> the A/B scheduler's decision not to run it in this unit (not live, settled):
     done, not unfinished, and not a status of the node."""

@@ -16,7 +16,7 @@ REMOVED_TIMER_DEFAULTS = {
 }
 # Timer settings added since, at their defaults: a run made before them reads as made at them, so it
 # still resumes and stays in its history series (its rows say how many processes measured them).
-ADDED_TIMER_DEFAULTS = {"max_processes": None, "target_width": 0.02}
+ADDED_TIMER_DEFAULTS = {"max_processes": None, "target_width": 0.02, "more_budget": 0.5}
 _UNREAD = "the first of these that works in the benchmark process (each process says which)"
 _NOT_SCREENED = "; samples are not screened for clocks"
 # The identity's "clocks" entry each backend wrote before clock screening was deleted.
