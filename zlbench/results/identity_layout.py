@@ -14,8 +14,10 @@ REMOVED_TIMER_DEFAULTS = {
     "stop": "fixed", "target_rel": 0.005, "min_samples": 10, "max_samples": 1000, "max_time_ms": 1000.0,
     "throttle_threshold": 0.75, "throttle_retries": 3, "throttle_pause_ms": 20.0, "clock_reader": "none",
 }
-# Timer settings added since, at their defaults: a run made before them reads as made at them, so it
-# still resumes and stays in its history series (its rows say how many processes measured them).
+# Timer settings added since, and their defaults: at them a setting is left out of the layout, so a
+# run made before it hashes as it did then (stores hold calibers hashed so) and a run made at them
+# now is of its caliber: it resumes and its history series goes on (its rows say how many
+# processes measured them). At another value the setting is part of the caliber.
 ADDED_TIMER_DEFAULTS = {"max_processes": None, "target_width": 0.02, "more_budget": 0.5}
 _UNREAD = "the first of these that works in the benchmark process (each process says which)"
 _NOT_SCREENED = "; samples are not screened for clocks"
@@ -38,16 +40,21 @@ def hashed_layout(identity: Mapping) -> dict:
     were deleted (stores hold calibers hashed so). That layout also held the timer and autotune
     under "config" (the timer as at the top, autotune as its bool), the deleted timer settings (a
     run now behaves as their defaults did) and the backend's clock reading. Whatever of it an
-    identity lacks is filled in, so a run made before still resumes and the runs before and after
-    form one history series."""
+    identity lacks is filled in, and the settings added since are left out where they are at their
+    defaults, so a run made before still resumes and the runs before and after form one history
+    series."""
     config, timer = identity.get("config"), identity.get("timer")
     if not isinstance(config, Mapping) or not isinstance(timer, Mapping):
         return dict(identity)  # not a run's identity
-    filled = {**REMOVED_TIMER_DEFAULTS, **ADDED_TIMER_DEFAULTS}
-    timer = {**filled, **timer}  # an earlier run's own values (stop=adaptive) stay
-    config = {**config, "timer": {**filled, **config.get("timer", timer)},
+    timer = _as_before({**REMOVED_TIMER_DEFAULTS, **timer})  # an earlier run's own values (stop=adaptive) stay
+    config = {**config, "timer": _as_before({**REMOVED_TIMER_DEFAULTS, **config.get("timer", timer)}),
               "autotune": config.get("autotune", str(identity.get("autotune")) == "1")}
     backend = identity.get("backend")
     name = backend.get("name") if isinstance(backend, Mapping) else backend
     clocks = {"clocks": REMOVED_CLOCKS[name]} if name in REMOVED_CLOCKS and "clocks" not in identity else {}
     return {**identity, **clocks, "timer": timer, "config": config}
+
+
+def _as_before(timer: Mapping) -> dict:
+    """The timer settings less those added since that are at their defaults."""
+    return {k: v for k, v in timer.items() if k not in ADDED_TIMER_DEFAULTS or v != ADDED_TIMER_DEFAULTS[k]}
