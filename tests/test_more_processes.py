@@ -4,6 +4,7 @@ more processes, up to timer.max_processes; the others are not (engine/run.py mor
 
 import csv
 import json
+import math
 import random
 import time
 from types import SimpleNamespace
@@ -137,15 +138,45 @@ def test_max_processes_resolves_per_backend(wanted, processes, backend, expected
 
 def test_a_row_whose_median_process_timed_no_baseline_keeps_the_baseline_and_throughputs_of_the_others():
     """More processes time the alternative only (no baseline, no throughputs of their own): the row's
-    baseline is the median of the planned processes', its throughputs scale from one that has them."""
-    rs = proc_rows([0.050, 0.056, 0.054, 0.052, 0.0521], op="pick", base=[0.1, 0.102, 0.101, None, None])
-    for r in rs:
-        r["timing_base"] = {"stop_reason": "fixed"} if r["latency_base"] else None
-        if r["round"] >= 3:
-            r["gbps"] = None
-    row = next(r for r in aggregate(quiet_run(random.Random(3), sd=0.002) + rs, 3) if r["op"] == "pick")
+    baseline is the median of the planned processes', its timer and throughputs come from one that
+    has them, and its interval is what the planned processes alone give (the same stratum)."""
+    def with_timers(rows):
+        for r in rows:
+            r["timer_used_base"] = "graph" if r["latency_base"] else None
+            r["timing_base"] = {"stop_reason": "fixed"} if r["latency_base"] else None
+        return rows
+
+    # Quiet 50 us rows, and noisy 5 us ones that a wrong stratum would pool the baseline with.
+    noisy = [r for i in range(10) for r in proc_rows(
+        [0.005 * math.exp(random.Random(i).gauss(0, 0.03)) for _ in range(3)], op=f"us{i}",
+        base=[0.004 * math.exp(random.Random(50 + i).gauss(0, 0.03)) for _ in range(3)])]
+    quiet = with_timers(quiet_run(random.Random(3), sd=0.002) + noisy)
+    rs = with_timers(proc_rows([0.050, 0.056, 0.054, 0.052, 0.0521], op="pick", base=[0.05, 0.0501, 0.05005, None, None]))
+    for r in rs[3:]:
+        r["gbps"] = None
+    row = next(r for r in aggregate(quiet + rs, 3) if r["op"] == "pick")
     assert row["latency"] == 0.0521 and row["processes"] == 5  # the median is a process without a baseline
-    assert row["latency_base"] == 0.101 and row["timing_base"]["processes"] == 3
-    assert row["timing_base"]["stop_reason"] == "fixed" and row["timing_base"]["latency_ci"]
-    assert row["speedup"] == pytest.approx(0.101 / 0.0521)
+    assert row["latency_base"] == 0.05005 and row["timing_base"]["processes"] == 3
+    assert row["timer_used_base"] == "graph" and row["timing_base"]["stop_reason"] == "fixed"
+    assert row["speedup"] == pytest.approx(0.05005 / 0.0521)
     assert row["gbps"] == pytest.approx(100.0 / 0.0521)  # gbps = 100 / latency in proc_rows
+    planned_only = next(r for r in aggregate(quiet + rs[:3], 3) if r["op"] == "pick")
+    lo, hi = row["timing_base"]["latency_ci"]
+    assert [lo, hi] == pytest.approx(planned_only["timing_base"]["latency_ci"]) and (hi - lo) / 0.05005 < 0.03
+
+
+def test_the_planned_wall_counts_the_time_processes_lived_not_a_resumed_runs_pause(tmp_path):
+    """Two devices side by side (counted once), a unit resumed 10 h after it was cut (the pause not
+    counted): what timer.more_budget is a share of."""
+    from zlbench.results.events import events_path
+
+    def unit(uid, *spans):
+        path = events_path(tmp_path, uid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"event": e, "t": t}) + "\n"
+                                for b, f in spans for e, t in (("launch", b), ("gate", b + 1), ("exited", f))))
+        return SimpleNamespace(unit_id=uid)
+
+    plan = SimpleNamespace(units=[unit("main.r0.d0.s0", (0, 40)), unit("main.r0.d1.s0", (5, 50)),
+                                  unit("main.r1.d0.s0", (45, 60), (36060, 36090))])
+    assert planned_seconds(tmp_path, plan) == pytest.approx(60 + 30)

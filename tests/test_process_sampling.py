@@ -476,5 +476,6 @@ def test_processes_that_agree_exactly_still_leave_room_for_another_runs_share():
     widths = [_width(r) for r in rows]
     floor = 2 * 1.96 * math.sqrt(2) * RUN_SD
     assert all(floor * 0.98 < w < floor * 1.1 for w in widths), (floor, widths)
+    assert floor < 0.006  # the least timer.target_width (config/schema.py): a width more processes can reach
     spread = aggregate(quiet_run(random.Random(5), sd=0.02), 3)
     assert min(_width(r) for r in spread) > 3 * floor

@@ -132,8 +132,10 @@ class TimerConf:
     # its shared cores. Needs timer.processes >= 2 and a launcher that waits for its jobs.
     max_processes: Optional[int] = setting(None, ge=1, le=100, null="twice timer.processes on an accelerator, "
                                            "none more on the CPU")
-    target_width: float = setting(0.02, gt=0, noun="a fraction of the latency",
-                                  why="a node whose rows >= 20 us have wider intervals gets more processes")
+    # At least the narrowest interval a row can have (0.55%: the run-level share, process_stats.RUN_SD).
+    target_width: float = setting(0.02, ge=0.006, noun="a fraction of the latency",
+                                  why="a node whose rows >= 20 us have wider intervals gets more processes; "
+                                      "no interval is narrower than 0.006")
     # The more processes add at most this share of the wall the planned passes took: a pass costs
     # a process' start-up (7-11 s with torch and FlagGems) however few its nodes, so on quick files
     # three more passes cost as much as the planned run (RESULTS.md, twenty-first session).

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.results.events import events_path, node_seconds, read_events, span, startup_seconds
+from zlbench.results.events import events_path, node_seconds, process_spans, read_events, startup_seconds
 
 
 def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
@@ -56,9 +56,16 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
 
 
 def planned_seconds(run_dir: Path, plan) -> float:
-    """The wall the planned passes took: their first launch to their last exit."""
-    spans = [s for s in (span(read_events(events_path(run_dir, u.unit_id))) for u in plan.units) if s]
-    return max(e for _, e in spans) - min(b for b, _ in spans) if spans else 0.0
+    """The wall the planned passes took: the time any of their processes lived (devices side by side
+    counted once; a resumed run's pause not at all)."""
+    spans = sorted(s for u in plan.units for s in process_spans(read_events(events_path(run_dir, u.unit_id))))
+    total, end = 0.0, None
+    for begin, finish in spans:
+        if end is None or begin > end:
+            total, end = total + finish - begin, finish
+        elif finish > end:
+            total, end = total + finish - end, finish
+    return total
 
 
 def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> float:

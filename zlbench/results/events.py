@@ -145,12 +145,17 @@ def startup_seconds(events: Iterable[dict]) -> Optional[float]:
     return gate - launch if launch is not None and gate is not None else None
 
 
-def span(events: Iterable[dict]) -> Optional[Tuple[float, float]]:
-    """(first launch, last exit) of a unit's processes; None if none launched and exited."""
-    events = list(events)
-    launches = [e["t"] for e in events if e.get("event") == "launch"]
-    exits = [e["t"] for e in events if e.get("event") == "exited"] if launches else []
-    return (min(launches), max(exits)) if exits else None
+def process_spans(events: Iterable[dict]) -> List[Tuple[float, float]]:
+    """(launch, exit) of each benchmark process of a unit that exited (a resumed unit has one per
+    invocation; the time between is not in them)."""
+    spans, launched = [], None
+    for e in events:
+        if e.get("event") == "launch":
+            launched = e["t"]
+        elif e.get("event") == "exited" and launched is not None:
+            spans.append((launched, e["t"]))
+            launched = None
+    return spans
 
 
 def stopped(events: Iterable[dict]) -> Dict[str, dict]:

@@ -180,10 +180,12 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
     # noise say nothing of processes, and its rows stay out of the strata.
     spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()
                       if not any(did_no_device_work(r) for r in rs)}, _timers(measured, "timer_used"))
-    base = _Spread({k: [r["latency_base"] for r in rs if r.get("latency_base")]
-                    for k, rs in measured.items() if any(r.get("latency_base") for r in rs)
-                    and not any(did_no_device_work(r, "latency_base") for r in rs)},
-                   _timers(measured, "timer_used_base"))
+    # The baseline's values and timers are those of the processes that timed it (a plain run's more
+    # processes time the alternative only: their timer_used_base is null).
+    with_base = {k: [r for r in rs if r.get("latency_base")] for k, rs in measured.items()}
+    base = _Spread({k: [r["latency_base"] for r in rs] for k, rs in with_base.items()
+                    if rs and not any(did_no_device_work(r, "latency_base") for r in rs)},
+                   _timers(with_base, "timer_used_base"))
     out = []
     for k in order:
         if k in measured:
@@ -218,6 +220,7 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
         row["latency_base"] = statistics.median(bases)
         ci_base, unstable_base = base.interval(key, processes) if key in base.logs else (None, False)
         src = nearest("latency_base")
+        row["timer_used_base"] = src.get("timer_used_base")
         row["timing_base"] = {**(src.get("timing_base") or {}), "latency_ci": ci_base, "processes": len(bases)}
         if src.get("gbps_base"):
             row["gbps_base"] = src["gbps_base"] * src["latency_base"] / row["latency_base"]
