@@ -9,8 +9,8 @@ every node in K processes (timer.processes); each row here reports
 - `processes`: how many processes measured it;
 - `latency_ci` = [lo, hi] ms: a 95% prediction interval for the value another run of the same
   caliber (K processes again) would report: the processes' spread, and a small run-level share
-  (RUN_SD) that what a run's processes share keeps out of their spread. A new run's value outside it moved beyond what process
-  luck explains; `timing_base.latency_ci` is the baseline's.
+  (RUN_SD) that what a run's processes share keeps out of their spread. A new run's value outside
+  it moved beyond what process luck explains; `timing_base.latency_ci` is the baseline's.
 
 With K = 2 or 3 a row's own spread has 1 or 2 degrees of freedom, too few for an interval alone. So
 its variance is moderated (Smyth's limma idea, with a fixed prior weight): the row's own log-variance
