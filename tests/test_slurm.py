@@ -41,7 +41,8 @@ def statuses(run_dir):
 
 def test_a_sweep_runs_as_a_job_array(tmp_path):
     run = tmp_path / "run"
-    res = zlbench(f"hydra.run.dir={run}", *ARGS, "launcher.tasks=2", "ops=[exp,softmax,sum]",
+    # No stealing: a task Slurm starts late would find its shard taken by the other (seen under load).
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, "launcher.tasks=2", "launcher.steal=false", "ops=[exp,softmax,sum]",
                   "dtypes=[float32]", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     st = statuses(run)
