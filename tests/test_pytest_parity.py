@@ -51,3 +51,30 @@ def test_flaggems_parallel_is_refused_as_xdist_is(run_zlbench, args):
 def test_flaggems_parallel_0_is_its_serial_default(run_zlbench):
     res = run_zlbench("corpus.pytest_args=[--mode,kernel,--parallel,0]", "ops=[exp]", "dry_run=true")
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def _installed_plugin(site):
+    """A pytest plugin installed as pip would (an entry point in group pytest11) that notes each
+    benchmark process it is loaded into."""
+    site.mkdir()
+    (site / "zlprobe_plugin.py").write_text(
+        "import os\nwith open(os.environ['ZLPROBE_FILE'], 'a') as f:\n    f.write(f'{os.getpid()}\\n')\n")
+    info = site / "zlprobe-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zlprobe\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nzlprobe = zlprobe_plugin\n")
+
+
+@pytest.mark.parametrize("args, loaded", [
+    ((), False),  # not autoloaded: start-up, and nothing unasked in the process
+    (("corpus.pytest_args=[--mode,kernel,--record,log,-p,zlprobe_plugin]",), True),  # named: loaded
+    (("+corpus.env.PYTEST_DISABLE_PLUGIN_AUTOLOAD=''",), True),  # every installed plugin, as pytest does
+])
+def test_installed_pytest_plugins_load_in_benchmark_processes_only_when_named(run_zlbench, tmp_path, args, loaded):
+    _installed_plugin(tmp_path / "site")
+    probe = tmp_path / "loaded.txt"
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]", *args,
+                      env={"PYTHONPATH": str(tmp_path / "site"), "ZLPROBE_FILE": str(probe)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert statuses(res.run_dir) == {("exp", "main"): ("ok", "")}
+    assert probe.exists() == loaded

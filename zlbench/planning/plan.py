@@ -425,6 +425,11 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
              autotune_cache: Optional[str] = None) -> Dict[str, str]:
     env: Dict[str, str] = {}
     env.update({str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()})
+    # pytest loads every plugin installed beside it (hypothesis, hydra's own, ...) into every process
+    # unless told not to: 1-2 s of each process' start-up on the GPU machine (RESULTS.md), and a
+    # plugin may reorder, reseed or time out what the corpus runs. A corpus that needs one names it
+    # in corpus.pytest_args (-p NAME); corpus.env.PYTEST_DISABLE_PLUGIN_AUTOLOAD='' loads them all.
+    env.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     env.update(backend.visibility([device.index]))
     env["ZLBENCH_TORCH_DEVICE"] = backend.torch_device
     env["USE_FLAGTUNE"] = "1" if cfg.get("autotune") else "0"
