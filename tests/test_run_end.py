@@ -85,3 +85,34 @@ def test_a_run_logs_the_phases_the_benchmark_reads(tmp_path):
     phases = post_run.phases(run, t0, time.time())
     assert set(post_run.PHASES + post_run.DETAIL) <= set(phases)
     assert min(phases.values()) >= 0, phases
+
+
+def test_the_finish_imports_stop_between_modules_and_get_their_priority_back(tmp_path, monkeypatch):
+    """On cores saturated by other work the import thread at nice 19 got ~1% of a core and the run's
+    finish waited minutes for it: finish() stops it after the module in flight and raises it back."""
+    import threading
+
+    from zlbench.engine.run import WarmImports
+
+    (tmp_path / "zl_gate.py").write_text("import threading\nentered, release = threading.Event(), threading.Event()\n")
+    (tmp_path / "zl_slow.py").write_text(
+        "import os, zl_gate\nzl_gate.nice_in = os.getpriority(os.PRIO_PROCESS, 0)\nzl_gate.entered.set()\n"
+        "zl_gate.release.wait(60)\nzl_gate.nice_after = os.getpriority(os.PRIO_PROCESS, 0)\n")
+    (tmp_path / "zl_next.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import zl_gate
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    warm = WarmImports(["zl_slow", "zl_next"], yield_cpu=True)
+    assert zl_gate.entered.wait(60)
+    threading.Timer(0.3, zl_gate.release.set).start()  # after finish() has stopped and raised it
+    warm.finish()
+    assert "zl_slow" in sys.modules and "zl_next" not in sys.modules  # stopped after the one in flight
+    assert zl_gate.nice_in == 19  # while the jobs run: the lowest priority
+    try:  # may this process raise a thread's priority (root, CAP_SYS_NICE, RLIMIT_NICE)?
+        os.setpriority(os.PRIO_PROCESS, 0, base - 1)
+        os.setpriority(os.PRIO_PROCESS, 0, base)
+        allowed = True
+    except OSError:
+        allowed = False
+    assert zl_gate.nice_after == (base if allowed else zl_gate.nice_in)

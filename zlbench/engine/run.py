@@ -13,7 +13,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -248,14 +248,12 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
                 return Exit.OK
             log.debug("[zlbench] phase: jobs submitted")
             if warm is None:
-                warm = threading.Thread(target=import_for_finish,
-                                        args=(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
-                                        name="zlbench-import", daemon=True)
-                warm.start()
+                warm = WarmImports(finish_imports(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
+                                   yield_cpu=backend.name == "cpu")
             watch(RunState(run_dir, [u.to_dict() for u in units]), lambda: launcher.done() or interrupts.given_up(),
                   resolved.get("progress", "auto"), launcher.wait)
             log.debug("[zlbench] phase: jobs ended")
-            warm.join()  # never two threads importing one module
+            warm.finish()  # never two threads importing one module
             units = more_processes(run_dir, plan, resolved["timer"], deadline) if interrupts.signum is None else []
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
         # Recording the run, interrupts stay handled: a second Ctrl-C exits at once, as it says
@@ -281,17 +279,9 @@ def more_processes(run_dir: Path, plan: Plan, timer: Mapping[str, Any], deadline
     return more
 
 
-def import_for_finish(ab: bool, store_url, run_dir: Path) -> None:
-    """Import what writing the results needs (scipy, matplotlib, an A/B's statistics, the store:
-    about 1 s on a CPU) while the jobs run, where this process waits anyway, not after the last
-    node (benchmarks/post_run.md: -0.85 s after it, +0.4 s on the first process' start on 2 busy
-    cores). At the lowest CPU priority (Linux: per thread; it yields within this process' session,
-    not to the benchmark processes in theirs). Any failure is left for the real import to report."""
-    if sys.platform.startswith("linux"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except OSError:
-            pass
+def finish_imports(ab: bool, store_url, run_dir: Path) -> List[str]:
+    """What writing the results imports (scipy, matplotlib, an A/B's statistics, the store: about
+    1 s on a CPU)."""
     names = ["zlbench.report.run_report", "zlbench.report.plots", "zlbench.report.condensed", "scipy.stats"]
     if ab:
         names += ["zlbench.report.ab"]
@@ -299,11 +289,47 @@ def import_for_finish(ab: bool, store_url, run_dir: Path) -> None:
 
     if run_url(run_dir, store_url):  # the store record_or_warn will write to
         names += ["zlbench.store.db", "zlbench.store.ingest"]
-    for name in names:
-        try:
-            __import__(name)
-        except Exception:
-            pass
+    return names
+
+
+class WarmImports:
+    """Import `names` in a thread while the jobs run, where this process waits anyway, not after
+    the last node (benchmarks/post_run.md: -0.85 s after it, +0.4 s on the first process' start on 2
+    busy cores). yield_cpu (the CPU backend, whose benchmark processes measure on these cores): at
+    the lowest CPU priority (Linux: per thread). finish() stops it between modules and raises its
+    priority back where the system lets it: on cores saturated by other work a thread at nice 19 got
+    ~1% of a core, and the run's finish waited minutes for it. Any import failure is left for the
+    real import to report."""
+
+    def __init__(self, names: Sequence[str], yield_cpu: bool):
+        self.names, self.yield_cpu, self.tid = list(names), yield_cpu, None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="zlbench-import", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.tid = threading.get_native_id()
+        if self.yield_cpu and not self.stop.is_set() and sys.platform.startswith("linux"):
+            try:
+                os.setpriority(os.PRIO_PROCESS, self.tid, 19)
+            except OSError:
+                pass
+        for name in self.names:
+            if self.stop.is_set():
+                return
+            try:
+                __import__(name)
+            except Exception:
+                pass
+
+    def finish(self) -> None:
+        self.stop.set()
+        if self.yield_cpu and self.tid is not None and sys.platform.startswith("linux"):
+            try:  # the process' own priority (raising one's priority needs CAP_SYS_NICE or RLIMIT_NICE)
+                os.setpriority(os.PRIO_PROCESS, self.tid, os.getpriority(os.PRIO_PROCESS, 0))
+            except OSError:
+                pass
+        self.thread.join()
 
 
 def wind_up(run_dir: Path, launcher, interrupts: "Interrupts", fail_on) -> int:
