@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zlbench.config.schema import TimerConf
 from zlbench.results.events import events_path, node_seconds, process_spans, read_events, startup_seconds
 
 
@@ -29,12 +30,13 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
         return [], first, ""
     if any(u.round >= first for u in plan.units):  # planned once per run (a resumed run has them)
         return [], first, ""
-    target = float(timer.get("target_width") or 0.02)
+    settings = TimerConf.from_plugin(dict(timer))  # the schema's defaults where the mapping has none
+    target = settings.target_width
     wide = wide_nodes(collect(run_dir)[0], target)
     if not wide:
         return [], first, ""
     per_pass = pass_seconds(run_dir, plan, list(wide))
-    share, planned = float(timer.get("more_budget") or 0.5), planned_seconds(run_dir, plan)
+    share, planned = settings.more_budget, planned_seconds(run_dir, plan)
     limits = [(int(share * planned // per_pass), f"in timer.more_budget ({share:g} of the planned passes' "
                                                    f"{planned:.0f} s)")] if per_pass > 0 else []
     if deadline is not None and per_pass > 0:
