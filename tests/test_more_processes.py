@@ -92,8 +92,9 @@ def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_wo
     roomy = {"target_width": 0.3, "more_budget": 100}
     wanted, last, line = more_wanted(res.run_dir, plan, roomy, None)
     assert (wanted, last) == ([luck], 6) and "1 node(s) whose processes disagree get 3 more" in line, line
-    per_pass = pass_seconds(res.run_dir, plan, [luck])
-    assert 0.2 < per_pass < pass_seconds(res.run_dir, plan, [luck, "benchmark/test_timing.py::test_perf_steady"])
+    startup, measuring = pass_seconds(res.run_dir, plan, [luck])
+    per_pass = startup + measuring
+    assert startup > 0.2 and 0 < measuring < pass_seconds(res.run_dir, plan, [luck, "benchmark/test_timing.py::test_perf_steady"])[1]
     wanted, last, line = more_wanted(res.run_dir, plan, roomy, time.time() + 2.5 * per_pass)
     assert (wanted, last) == ([luck], 5) and "2 more process(es) each, as many as fit before launcher.run_timeout_s" \
         in line, line
@@ -107,6 +108,13 @@ def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_wo
     wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3, "more_budget": 0.5 * per_pass / planned},
                                      time.time() + 100 * per_pass)
     assert wanted == [] and "would not fit in timer.more_budget" in line, line
+    # Where processes start ahead, the more passes start together: k of them cost one start-up and k
+    # measurings, so more fit the same limit.
+    together = SimpleNamespace(**{**vars(plan), "units": [SimpleNamespace(**{**vars(u), "prestart": 1})
+                                                          for u in plan.units]})
+    seconds = startup + 2.5 * measuring
+    assert more_wanted(res.run_dir, plan, roomy, time.time() + seconds)[1] == 3 + int(seconds // per_pass)
+    assert more_wanted(res.run_dir, together, roomy, time.time() + seconds)[:2] == ([luck], 5)
 
 
 def test_wide_nodes_are_those_with_a_row_of_20_us_or_more_wider_than_the_target():
@@ -180,3 +188,24 @@ def test_the_planned_wall_counts_the_time_processes_lived_not_a_resumed_runs_pau
     plan = SimpleNamespace(units=[unit("main.r0.d0.s0", (0, 40)), unit("main.r0.d1.s0", (5, 50)),
                                   unit("main.r1.d0.s0", (45, 60), (36060, 36090))])
     assert planned_seconds(tmp_path, plan) == pytest.approx(60 + 30)
+
+
+@pytest.mark.slow
+def test_the_more_passes_processes_start_together_and_measure_one_at_a_time(run_zlbench):
+    """Where processes start ahead (launcher.prestart), a node's more passes start all at once, while
+    the first of them measures (each measures a node or two: one start-up after another would be
+    most of their wall), and each measures only once the one before has exited."""
+    res = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=6", "launcher.prestart=true", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    units = _plan(res.run_dir)["units"]
+    more = [u for u in units if u["round"] >= 3]
+    assert [u["round"] for u in more] == [3, 4, 5], more
+    assert [u["prestart"] for u in units] == [1] * 3 + [2] * 3
+    events = {u["round"]: [json.loads(x) for x in (res.run_dir / "units" / u["unit_id"] / "events.jsonl")
+                           .read_text().splitlines()] for u in more}
+    first = lambda r, name: next(e["t"] for e in events[r] if e["event"] == name)  # noqa: E731
+    assert first(4, "launch") < first(3, "exited") and first(5, "launch") < first(3, "exited")
+    for before, after in ((3, 4), (4, 5)):
+        assert first(after, "gate") >= first(before, "exited")
+        assert min(e["t"] for e in events[after] if e["event"] == "start") >= first(before, "exited")
+    assert {r["op"]: r["processes"] for r in _rows(res.run_dir)}["luck"] == 6

@@ -23,12 +23,14 @@ def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
 
 def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] = None,
                     extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
-    """One after another; where the plan says so (unit["prestart"]), each unit's process starts
-    while the one before measures, and waits at its gate until the device is free."""
+    """One after another; where the plan says so (unit["prestart"] = k), a unit's process starts
+    while the unit k places before it measures (the first unit when fewer are before it), and waits
+    at its gate until the device is free."""
     runners = [UnitRunner(u, run_dir, deadline, extra_env) for u in units]
-    for runner, after in zip(runners, runners[1:]):
-        if after.unit.get("prestart"):
-            runner.on_measuring = after.prestart
+    for i, after in enumerate(runners[1:], 1):
+        ahead = int(after.unit.get("prestart") or 0)  # plan.json of older runs: true/false
+        if ahead > 0:
+            runners[max(0, i - ahead)].on_measuring.append(after.prestart)
     try:
         return {r.unit["unit_id"]: r.run() for r in runners}
     finally:

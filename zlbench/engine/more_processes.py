@@ -3,9 +3,11 @@ processes disagree (a row >= 20 us whose interval is wider than timer.target_wid
 up to timer.max_processes in all; the others are not measured again. They are chosen once, when the
 planned passes have ended (the intervals of the others move a little as the more processes come in,
 through the pooled spread of rows of their size: chasing that would plan pass after pass); a resumed
-run that has them gets no more. They add at most timer.more_budget of the wall the planned passes
-took (a pass costs a process' start-up however few its nodes), and under launcher.run_timeout_s
-only the passes that fit are planned: more processes never turn a finished run into a cut one."""
+run that has them gets no more. Their processes start together (where processes start ahead:
+engine/jobs.py) and measure one at a time. They add at most timer.more_budget of the wall the
+planned passes took (each pass costs a process' start-up however few its nodes, one start-up when
+they start together), and under launcher.run_timeout_s only the passes that fit are planned: more
+processes never turn a finished run into a cut one."""
 
 from __future__ import annotations
 
@@ -35,12 +37,18 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
     wide = wide_nodes(collect(run_dir)[0], target)
     if not wide:
         return [], first, ""
-    per_pass = pass_seconds(run_dir, plan, list(wide))
+    startup, measuring = pass_seconds(run_dir, plan, list(wide))
+    per_pass = startup + measuring
+    # Started together (plan.more_passes, where processes start ahead), k passes take one start-up
+    # and k measurings; one after another, k of each.
+    together = any(u.prestart for u in plan.units)
+    fit = lambda seconds: int((seconds - startup) // measuring if together and measuring > 0  # noqa: E731
+                              else seconds // per_pass)
     share, planned = settings.more_budget, planned_seconds(run_dir, plan)
-    limits = [(int(share * planned // per_pass), f"in timer.more_budget ({share:g} of the planned passes' "
-                                                   f"{planned:.0f} s)")] if per_pass > 0 else []
+    limits = [(fit(share * planned), f"in timer.more_budget ({share:g} of the planned passes' "
+                                     f"{planned:.0f} s)")] if per_pass > 0 else []
     if deadline is not None and per_pass > 0:
-        limits.append((int((deadline - time.time()) // per_pass), "before launcher.run_timeout_s"))
+        limits.append((fit(deadline - time.time()), "before launcher.run_timeout_s"))
     fits = ""
     for fit, limit in sorted(limits):
         if fit < 1:
@@ -70,9 +78,9 @@ def planned_seconds(run_dir: Path, plan) -> float:
     return total
 
 
-def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> float:
-    """About how long one more pass over `nodes` takes: a process' start-up plus each node's
-    quickest pass so far (the first compiles and tunes), the nodes spread over the devices."""
+def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> Tuple[float, float]:
+    """About how long one more pass over `nodes` takes: (a process' start-up, its measuring: each
+    node's quickest pass so far, the first compiles and tunes, the nodes spread over the devices)."""
     quickest: Dict[str, float] = {}
     startups = []
     for u in plan.units:
@@ -82,4 +90,4 @@ def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> float:
         startups.append(startup_seconds(events))
     startups = [s for s in startups if s is not None]
     startup = statistics.median(startups) if startups else 0.0
-    return startup + sum(quickest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))
+    return startup, sum(quickest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))

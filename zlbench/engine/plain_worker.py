@@ -171,8 +171,8 @@ class UnitRunner:
         cfg_path.write_text(json.dumps({**unit["plugin_config"], "events": str(self.events)}, indent=1))
         self.env = process_env(unit, extra_env or {}, cfg_path)
         self.ahead: Optional[Started] = None  # its first process, started ahead by prestart()
-        # Called once this unit's process may measure (run_queue starts the next unit's then).
-        self.on_measuring: Optional[Callable[[], None]] = None
+        # Called once this unit's process may measure (run_queue starts later units' then).
+        self.on_measuring: List[Callable[[], None]] = []
 
     def run(self) -> Dict[str, int]:
         while True:
@@ -229,8 +229,8 @@ class UnitRunner:
                                            f"{self.unit.get('device_lock')} held by {holder}")
         with DeviceLock(self.unit.get("device_lock"), waiting):
             started.open_gate()
-            if self.on_measuring is not None:
-                self.on_measuring()
+            for start_ahead in self.on_measuring:
+                start_ahead()
             killed_for = _watch(started.proc, self.events, started.pos, self.node_timeout, self.deadline)
         started.log.close()
         proc = started.proc

@@ -240,6 +240,8 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         picked = [n for n in nodes if n.nodeid in set(wanted)]
         more = abba_units(make_unit, sides, last, devices, balance(picked, devices, costs or {}), shard,
                           rotate=True, first=first)
+        for u in more:  # started together: at most as many processes a device as more passes
+            u.prestart = max(1, last - first - 1) if u.prestart else 0
         if steal:
             share_work(more, run_dir, True, False)
         return more
@@ -384,7 +386,7 @@ class _UnitFactory:
             node_timeout_s=float(launcher["node_timeout_s"]),
             crash_retries=int(launcher.get("crash_retries") or 0),
             device_lock=device_lock_key(self.backend, dev, launcher),
-            prestart=is_plain(cfg) and prestarts(self.backend, launcher),
+            prestart=int(is_plain(cfg) and prestarts(self.backend, launcher)),
         )
 
 

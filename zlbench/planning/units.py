@@ -53,8 +53,11 @@ class WorkUnit:
     claims_dir: Optional[str] = None
     # The per-device lock its benchmark processes hold (zlbench/engine/locks.py); None: not locked.
     device_lock: Optional[str] = None
-    # Its process may start while the unit before it on the device measures (engine/jobs.py).
-    prestart: bool = False
+    # Its process may start while the unit this many places before it on the device measures
+    # (engine/jobs.py; 0: once that unit is done). 1 for a plain run's passes; a plain run's more
+    # passes start together (each measures a few nodes for a second or a few: one at a time, their
+    # processes' start-ups, 6-11 s each on an H200's host, would be most of their wall).
+    prestart: int = 0
 
     def __post_init__(self):
         if self.node_timeout_s <= 0 or self.crash_retries < 0:
