@@ -209,3 +209,29 @@ def test_the_more_passes_processes_start_together_and_measure_one_at_a_time(run_
         assert first(after, "gate") >= first(before, "exited")
         assert min(e["t"] for e in events[after] if e["event"] == "start") >= first(before, "exited")
     assert {r["op"]: r["processes"] for r in _rows(res.run_dir)}["luck"] == 6
+
+
+def test_a_more_pass_is_estimated_from_each_nodes_slowest_pass_but_its_first(tmp_path):
+    """A node that tunes afresh in every process varies from pass to pass (a batch norm on the H200:
+    6.1, 6.5, 2.9 s): its quickest pass let the more passes overrun a run limit. The first pass
+    (compiling) is left out; what a process spends past its nodes is added."""
+    from zlbench.results.events import events_path
+
+    def unit(uid, r, launch, took):
+        path = events_path(tmp_path, uid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        t, events = launch + 9.0, [("launch", launch, None), ("gate", launch + 9.0, None)]
+        for node, seconds in took.items():
+            events += [("start", t, node), ("end", t + seconds, node)]
+            t += seconds
+        events.append(("exited", t + 0.2, None))
+        path.write_text("".join(json.dumps({"event": e, "t": at, **({"node": n, "status": "ok"} if n else {})}) + "\n"
+                                for e, at, n in events))
+        return SimpleNamespace(unit_id=uid, round=r)
+
+    plan = SimpleNamespace(devices=[0], units=[unit("main.r0.d0.s0", 0, 0, {"t::bn": 20.0, "t::x": 1.2}),
+                                               unit("main.r1.d0.s0", 1, 40, {"t::bn": 6.5, "t::x": 0.9}),
+                                               unit("main.r2.d0.s0", 2, 60, {"t::bn": 2.9, "t::x": 1.0})])
+    startup, measuring = pass_seconds(tmp_path, plan, ["t::bn"])
+    assert startup == pytest.approx(9.0) and measuring == pytest.approx(6.5 + 0.2)
+    assert pass_seconds(tmp_path, plan, ["t::bn", "t::x"])[1] == pytest.approx(6.5 + 1.0 + 0.2)

@@ -8,8 +8,8 @@
 #   plainoff  the same with launcher.prestart=false (each pass' process starts when the one before ends)
 #   plainshare  the same with timer.share_tuning=true (the processes share FlagGems' and Triton's picks)
 #   plainauto  the same with pytest's plugin autoload on in the benchmark processes (as before 2026-12-03)
-#   plainbase  the same run by another zlbench: BASE (default .fgz/base.tar.xz) holds its zlbench/ package,
-#           e.g. `git archive <commit> zlbench | xz > .fgz/base.tar.xz` (a change against main, same call)
+#   plainbase  the same run by another zlbench: BASE (default .fgz/base.tar.xz) holds its zlbench/ and conf/,
+#           e.g. `git archive <commit> zlbench conf | xz > .fgz/base.tar.xz` (a change against main, same call)
 #   plain2  a second plain run on $OPS4 (with plain: two runs of one caliber)
 #   plain3  a third plain run on $OPS4
 #   plainmax3  the same with timer.max_processes=3 (no node gets more processes: before the twentieth session)
@@ -49,8 +49,8 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   plainshare) zl "plainshare$TAG" "$OPS4" "$LIMIT" timer.share_tuning=true;;
   plainauto) zl "plainauto$TAG" "$OPS4" "$LIMIT" "+corpus.env.PYTEST_DISABLE_PLUGIN_AUTOLOAD=''";;
   plainbase) mkdir -p "$WORK/base" && tar xJf "${BASE:-.fgz/base.tar.xz}" -C "$WORK/base" &&
-      export PYTHONSAFEPATH=1 PYTHONPATH=$WORK/base:$PYTHONPATH &&  # not the cwd's zlbench first
-      python3 -c 'import zlbench; print("zlbench from", zlbench.__file__)' && zl "plainbase$TAG" "$OPS4" "$LIMIT";;
+      ( export PYTHONSAFEPATH=1 PYTHONPATH=$WORK/base:$PYTHONPATH  # not the cwd's zlbench first
+        python3 -c 'import zlbench; print("zlbench from", zlbench.__file__)' && zl "plainbase$TAG" "$OPS4" "$LIMIT" );;
   plain2) zl "plain2$TAG" "$OPS4" "$LIMIT";;
   plain3) zl "plain3$TAG" "$OPS4" "$LIMIT";;
   plainmax3) zl "plainmax3$TAG" "$OPS4" "$LIMIT" timer.max_processes=3;;

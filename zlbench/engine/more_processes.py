@@ -79,15 +79,25 @@ def planned_seconds(run_dir: Path, plan) -> float:
 
 
 def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> Tuple[float, float]:
-    """About how long one more pass over `nodes` takes: (a process' start-up, its measuring: each
-    node's quickest pass so far, the first compiles and tunes, the nodes spread over the devices)."""
-    quickest: Dict[str, float] = {}
-    startups = []
+    """About how long one more pass over `nodes` takes: (a process' start-up, its measuring). Its
+    measuring: each node's slowest planned pass but its first (the first compiles; a node that tunes
+    afresh in every process varies from pass to pass, a batch norm 2.9-6.5 s on an H200: its quickest
+    pass let a run limit be overrun), the nodes spread over the devices, plus what a process spends
+    past its nodes (a fraction of a second)."""
+    passes: Dict[str, List[Tuple[int, float]]] = {}
+    startups, beyond = [], []
     for u in plan.units:
         events = read_events(events_path(run_dir, u.unit_id))
-        for node, took in node_seconds(events).items():
-            quickest[node] = min(took, quickest.get(node, took))
+        took = node_seconds(events)
+        for node, seconds in took.items():
+            passes.setdefault(node, []).append((u.round, seconds))
         startups.append(startup_seconds(events))
+        gate = next((e["t"] for e in events if e.get("event") == "gate"), None)
+        exited = next((e["t"] for e in events if e.get("event") == "exited"), None)
+        if gate is not None and exited is not None:
+            beyond.append(max(0.0, exited - gate - sum(took.values())))
     startups = [s for s in startups if s is not None]
     startup = statistics.median(startups) if startups else 0.0
-    return startup, sum(quickest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))
+    slowest = {node: max(seconds for _, seconds in (sorted(runs)[1:] or runs)) for node, runs in passes.items()}
+    measuring = sum(slowest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))
+    return startup, measuring + (statistics.median(beyond) if beyond else 0.0)
