@@ -201,6 +201,7 @@ def test_the_more_passes_processes_start_together_and_measure_one_at_a_time(run_
     more = [u for u in units if u["round"] >= 3]
     assert [u["round"] for u in more] == [3, 4, 5], more
     assert [u["prestart"] for u in units] == [1] * 3 + [2] * 3
+    assert [u["more_pass"] for u in units] == [False] * 3 + [True] * 3
     events = {u["round"]: [json.loads(x) for x in (res.run_dir / "units" / u["unit_id"] / "events.jsonl")
                            .read_text().splitlines()] for u in more}
     first = lambda r, name: next(e["t"] for e in events[r] if e["event"] == name)  # noqa: E731
@@ -235,3 +236,50 @@ def test_a_more_pass_is_estimated_from_each_nodes_slowest_pass_but_its_first(tmp
     startup, measuring = pass_seconds(tmp_path, plan, ["t::bn"])
     assert startup == pytest.approx(9.0) and measuring == pytest.approx(6.5 + 0.2)
     assert pass_seconds(tmp_path, plan, ["t::bn", "t::x"])[1] == pytest.approx(6.5 + 1.0 + 0.2)
+
+
+@pytest.mark.slow
+def test_a_more_pass_cut_by_the_run_limit_leaves_its_nodes_stopped_and_the_run_whole(run_zlbench, tmp_path):
+    """More passes are planned to fit the run limit, but a node that tunes afresh may take longer
+    than planned (seen on the H200): the limit then stops the more pass, its process killed in
+    flight or before it starts, and its nodes read as stopped, not cut: their rows keep the
+    processes that ran and nothing is left to resume. A planned pass cut so reads as cut."""
+    from zlbench.engine.jobs import run_plain_units
+    from zlbench.results.events import events_path, final_ends, read_events, stopped
+    from zlbench.results.rundir import unfinished_nodes
+    from zlbench.results.tables import collect
+
+    from .conftest import FIXTURES
+
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={FIXTURES / 'wait_corpus'}",
+                      "ops=['wait_0[0-1]']", "store.url=none", "timer.processes=2", env={"WAIT_S": "0.1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    plan = _plan(res.run_dir)
+    nodes = sorted(plan["units"][-1]["nodes"])
+
+    def unit(r, more_pass):  # its nodes hold in flight until the limit kills the process
+        last = plan["units"][-1]
+        return {**last, "unit_id": f"main.r{r}.d0.s0", "round": r, "more_pass": more_pass, "prestart": 0,
+                "env": {**last["env"], "TICKETS": str(tmp_path / f"tickets{r}"), "HOLD_FROM": "0"}}
+
+    in_flight, not_started = unit(2, True), unit(3, True)
+    plan["units"] += [in_flight, not_started]
+    (res.run_dir / "plan.json").write_text(json.dumps(plan))
+    run_plain_units([in_flight], str(res.run_dir), deadline=time.time() + 8)
+    run_plain_units([not_started], str(res.run_dir), deadline=time.time() - 1)
+    for u in (in_flight, not_started):
+        events = read_events(events_path(res.run_dir, u["unit_id"]))
+        assert sorted(stopped(events)) == nodes and not final_ends(events), events
+        assert all("left out" in e["reason"] for e in stopped(events).values())
+    assert sum(1 for e in read_events(events_path(res.run_dir, in_flight["unit_id"])) if e["event"] == "launch") == 1
+    assert unfinished_nodes(res.run_dir) == {}
+    rows, statuses = collect(res.run_dir)
+    assert {s["status"] for s in statuses} == {"ok"} and {r["processes"] for r in rows} == {2}, (rows, statuses)
+
+    planned = unit(4, False)  # the control: a pass that is not a more pass is cut, resumable
+    plan["units"].append(planned)
+    (res.run_dir / "plan.json").write_text(json.dumps(plan))
+    run_plain_units([planned], str(res.run_dir), deadline=time.time() - 1)
+    ends = [e for e in read_events(events_path(res.run_dir, planned["unit_id"])) if e["event"] == "end"]
+    assert sorted(e["node"] for e in ends) == nodes and all(e["status"] == "timeout" and e["resumable"] for e in ends)
+    assert unfinished_nodes(res.run_dir) == {planned["unit_id"]: nodes}  # what a resume measures

@@ -6,8 +6,9 @@ through the pooled spread of rows of their size: chasing that would plan pass af
 run that has them gets no more. Their processes start together (where processes start ahead:
 engine/jobs.py) and measure one at a time. They add at most timer.more_budget of the wall the
 planned passes took (each pass costs a process' start-up however few its nodes, one start-up when
-they start together), and under launcher.run_timeout_s only the passes that fit are planned: more
-processes never turn a finished run into a cut one."""
+they start together), and under launcher.run_timeout_s only the passes that fit are planned; one the
+limit stops all the same leaves its nodes stopped (engine/plain_worker.py): more processes never turn
+a whole run into a cut one."""
 
 from __future__ import annotations
 

@@ -177,14 +177,13 @@ class UnitRunner:
     def run(self) -> Dict[str, int]:
         while True:
             history = ev.read_events(self.events)
-            done = ev.final_ends(history)
+            done = {**ev.stopped(history), **ev.final_ends(history)}  # stopped: a more pass the run limit cut
             remaining, takeable = self.owner.pending(done)
             if not remaining and not takeable:
                 break
             if self.deadline is not None and time.time() >= self.deadline:
                 for n in remaining:
-                    ev.append(self.events, "end", node=n, status="timeout", resumable=True,
-                              reason=f"{ev.DEADLINE_REASON} before it ran")
+                    self._record(_end(n, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True))
                 break
             if self.ahead is not None and self.ahead.nodes == remaining:
                 takeable = []  # the process started ahead runs this unit's own nodes; others' come after
@@ -194,13 +193,23 @@ class UnitRunner:
             result = outcome(attempt, answerable, history, node_timeout=self.node_timeout,
                              crash_retries=int(self.unit.get("crash_retries", 0)))
             for e in result.ends:
-                ev.append(self.events, **e)
+                self._record(e)
             if result.terminated:
                 raise Terminated(f"unit {self.unit['unit_id']}: the benchmark process got SIGTERM")
             if result.stop:
                 break
         return status_counts(ev.read_events(self.events), [n for n in self.owner.all_nodes()
                                                             if self.owner.answers_for(n)])
+
+    def _record(self, e: dict) -> None:
+        """Append an end (or retry) to the unit's events. A more pass cut by the run's time limit
+        leaves its nodes `stopped`, not cut: more processes never turn a whole run into a cut one
+        (their number is estimated to fit; a node that tunes afresh may take longer than planned)."""
+        if self.unit.get("more_pass") and e.get("event") == "end" and e.get("status") == "timeout" \
+                and e.get("resumable"):
+            e = {"event": "stopped", "node": e["node"], "reason": f"{e['reason']}: a more process of a "
+                 "node whose processes disagreed, left out (its rows keep the processes that ran)"}
+        ev.append(self.events, **e)
 
     def prestart(self) -> None:
         """Start this unit's first benchmark process now, held at its gate (imports and collection
@@ -319,7 +328,7 @@ def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
 
 
 def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int]:
-    done = ev.final_ends(events)
+    done = {**{n: {"status": "stopped"} for n in ev.stopped(events)}, **ev.final_ends(events)}
     counts: Dict[str, int] = {}
     for n in nodes:
         s = done.get(n, {}).get("status", "missing")

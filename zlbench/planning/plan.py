@@ -241,7 +241,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         more = abba_units(make_unit, sides, last, devices, balance(picked, devices, costs or {}), shard,
                           rotate=True, first=first)
         for u in more:  # started together: at most as many processes a device as more passes
-            u.prestart = max(1, last - first - 1) if u.prestart else 0
+            u.prestart, u.more_pass = (max(1, last - first - 1) if u.prestart else 0), True
         if steal:
             share_work(more, run_dir, True, False)
         return more

@@ -58,6 +58,9 @@ class WorkUnit:
     # passes start together (each measures a few nodes for a second or a few: one at a time, their
     # processes' start-ups, 6-11 s each on an H200's host, would be most of their wall).
     prestart: int = 0
+    # A plain run's more pass (past timer.processes, engine/more_processes.py): the run limit stops
+    # it without cutting the run (its nodes' rows keep the processes that ran).
+    more_pass: bool = False
 
     def __post_init__(self):
         if self.node_timeout_s <= 0 or self.crash_retries < 0:
