@@ -3,6 +3,7 @@ units one after another; zlbench/engine/device_ab.py runs a node-level A/B's uni
 
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional
 
 from zlbench.engine.device_ab import run_device_ab
@@ -24,13 +25,18 @@ def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
 def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] = None,
                     extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
     """One after another; where the plan says so (unit["prestart"] = k), a unit's process starts
-    while the unit k places before it measures (the first unit when fewer are before it), and waits
-    at its gate until the device is free."""
+    once a unit at most k places before it measures (the first unit when fewer are before it; a
+    resumed queue's finished units measure nothing), and waits at its gate until the device is free."""
     runners = [UnitRunner(u, run_dir, deadline, extra_env) for u in units]
-    for i, after in enumerate(runners[1:], 1):
-        ahead = int(after.unit.get("prestart") or 0)  # plan.json of older runs: true/false
-        if ahead > 0:
-            runners[max(0, i - ahead)].on_measuring.append(after.prestart)
+
+    def start_ahead(measuring: int) -> None:
+        for i in range(measuring + 1, len(runners)):
+            ahead = int(runners[i].unit.get("prestart") or 0)  # plan.json of older runs: true/false
+            if ahead > 0 and i - ahead <= measuring:
+                runners[i].prestart()
+
+    for j, runner in enumerate(runners):
+        runner.on_measuring = functools.partial(start_ahead, j)
     try:
         return {r.unit["unit_id"]: r.run() for r in runners}
     finally:

@@ -42,7 +42,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
     per_pass = startup + measuring
     # Started together (plan.more_passes, where processes start ahead), k passes take one start-up
     # and k measurings; one after another, k of each.
-    together = any(u.prestart for u in plan.units)
+    together = plan.more_together
     fit = lambda seconds: int((seconds - startup) // measuring if together and measuring > 0  # noqa: E731
                               else seconds // per_pass)
     share, planned = settings.more_budget, planned_seconds(run_dir, plan)
@@ -93,12 +93,30 @@ def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> Tuple[float, floa
         for node, seconds in took.items():
             passes.setdefault(node, []).append((u.round, seconds))
         startups.append(startup_seconds(events))
-        gate = next((e["t"] for e in events if e.get("event") == "gate"), None)
-        exited = next((e["t"] for e in events if e.get("event") == "exited"), None)
-        if gate is not None and exited is not None:
-            beyond.append(max(0.0, exited - gate - sum(took.values())))
+        beyond += past_nodes_seconds(events)
     startups = [s for s in startups if s is not None]
     startup = statistics.median(startups) if startups else 0.0
     slowest = {node: max(seconds for _, seconds in (sorted(runs)[1:] or runs)) for node, runs in passes.items()}
     measuring = sum(slowest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))
     return startup, measuring + (statistics.median(beyond) if beyond else 0.0)
+
+
+def past_nodes_seconds(events: Sequence[dict]) -> List[float]:
+    """For each process of a unit that passed its gate and exited: the seconds from its gate to its
+    exit that none of its nodes took (the harness' first and last moments, teardown)."""
+    out: List[float] = []
+    gate, nodes, started = None, 0.0, {}
+    for e in events:
+        kind = e.get("event")
+        if kind == "launch":
+            gate, nodes, started = None, 0.0, {}
+        elif kind == "gate" and gate is None:
+            gate = e["t"]
+        elif kind == "start":
+            started[e.get("node")] = e["t"]
+        elif kind == "end" and e.get("node") in started:
+            nodes += e["t"] - started.pop(e.get("node"))
+        elif kind == "exited" and gate is not None:
+            out.append(max(0.0, e["t"] - gate - nodes))
+            gate = None
+    return out

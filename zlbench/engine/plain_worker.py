@@ -154,6 +154,11 @@ def _exit_reason(code: int) -> str:
     return f"process exited with code {code}"
 
 
+def _done(events: Sequence[dict]) -> Dict[str, dict]:
+    """A unit's nodes with nothing left to run: a final end, or stopped (a more pass the run limit cut)."""
+    return {**ev.stopped(events), **ev.final_ends(events)}
+
+
 class UnitRunner:
     """Runs one work unit to completion: every node it answers for gets a terminal status."""
 
@@ -172,12 +177,12 @@ class UnitRunner:
         self.env = process_env(unit, extra_env or {}, cfg_path)
         self.ahead: Optional[Started] = None  # its first process, started ahead by prestart()
         # Called once this unit's process may measure (run_queue starts later units' then).
-        self.on_measuring: List[Callable[[], None]] = []
+        self.on_measuring: Optional[Callable[[], None]] = None
 
     def run(self) -> Dict[str, int]:
         while True:
             history = ev.read_events(self.events)
-            done = {**ev.stopped(history), **ev.final_ends(history)}  # stopped: a more pass the run limit cut
+            done = _done(history)
             remaining, takeable = self.owner.pending(done)
             if not remaining and not takeable:
                 break
@@ -217,7 +222,7 @@ class UnitRunner:
         measuring, so a process' start-up (8-12 s with torch and FlagGems) is off the wall."""
         if self.ahead is not None or (self.deadline is not None and time.time() >= self.deadline):
             return
-        remaining, _ = self.owner.pending(ev.final_ends(ev.read_events(self.events)))
+        remaining, _ = self.owner.pending(_done(ev.read_events(self.events)))
         if remaining:  # its own nodes only: others' are claimed when taken, not ahead
             self.ahead = self._start(remaining)
 
@@ -238,8 +243,8 @@ class UnitRunner:
                                            f"{self.unit.get('device_lock')} held by {holder}")
         with DeviceLock(self.unit.get("device_lock"), waiting):
             started.open_gate()
-            for start_ahead in self.on_measuring:
-                start_ahead()
+            if self.on_measuring is not None:
+                self.on_measuring()
             killed_for = _watch(started.proc, self.events, started.pos, self.node_timeout, self.deadline)
         started.log.close()
         proc = started.proc

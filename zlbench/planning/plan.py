@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -48,6 +49,9 @@ class Plan:
     # resolved; = processes: none more), and how its later passes are planned (more_passes).
     max_processes: Optional[int] = None
     more_passes: Optional[Callable[[Sequence[str], int, int], List[WorkUnit]]] = None
+    # Whether more_passes' processes start together (launcher.prestart as resolved now: a resumed
+    # run may set it otherwise than the run it resumes).
+    more_together: bool = False
     # A node-level A/B (zlbench/engine/device_ab.py): sides, min_rounds, respawn_every, threshold,
     # aa, devices; at most `rounds` rounds. None: each unit runs in a process of its own (a plain
     # run, or ab.schedule=round). Written once in plan.json, beside the units.
@@ -240,8 +244,9 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
         picked = [n for n in nodes if n.nodeid in set(wanted)]
         more = abba_units(make_unit, sides, last, devices, balance(picked, devices, costs or {}), shard,
                           rotate=True, first=first)
-        for u in more:  # started together: at most as many processes a device as more passes
-            u.prestart, u.more_pass = (max(1, last - first - 1) if u.prestart else 0), True
+        on_device = Counter(u.device for u in more)
+        for u in more:  # a device's more units start together (passes x shards of them)
+            u.prestart, u.more_pass = (max(1, on_device[u.device] - 1) if u.prestart else 0), True
         if steal:
             share_work(more, run_dir, True, False)
         return more
@@ -249,7 +254,8 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     return Plan(backend.name, timer, devices, nodes, sides, rounds, plugins, units, str(corpus.root), notes,
                 processes=rounds if plain else None, schedule=schedule,
                 max_processes=max_processes_of(cfg, backend) if plain else None,
-                more_passes=more_passes if plain else None)
+                more_passes=more_passes if plain else None,
+                more_together=plain and prestarts(backend, cfg["launcher"]))
 
 
 def share_work(units: Sequence[WorkUnit], run_dir: Path, plain: bool, node_level_ab: bool) -> None:

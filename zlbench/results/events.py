@@ -122,12 +122,16 @@ def final_ends(events: Iterable[dict]) -> Dict[str, dict]:
 
 
 def node_seconds(events: Iterable[dict]) -> Dict[str, float]:
-    """base node id -> seconds from its start to its end in one process' events (the wall it took)."""
+    """base node id -> seconds from its start to its end in one process (the wall it took; a node
+    measured again in a later process of the unit, a retry or a resume, counts from its start there,
+    not across the pause)."""
     started: Dict[str, float] = {}
     took: Dict[str, float] = {}
     for e in events:
         node = base_node(e.get("node") or "")
-        if e.get("event") == "start":
+        if e.get("event") == "launch":
+            started.clear()
+        elif e.get("event") == "start":
             started.setdefault(node, e["t"])
         elif e.get("event") == "end" and node in started:
             took[node] = e["t"] - started[node]
