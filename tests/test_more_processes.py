@@ -259,6 +259,7 @@ def test_a_more_pass_cut_by_the_run_limit_leaves_its_nodes_stopped_and_the_run_w
     from zlbench.engine.jobs import run_plain_units
     from zlbench.results.events import events_path, final_ends, read_events, stopped
     from zlbench.results.rundir import unfinished_nodes
+    from zlbench.report.run_report import report
     from zlbench.results.tables import collect
 
     from .conftest import FIXTURES
@@ -288,6 +289,9 @@ def test_a_more_pass_cut_by_the_run_limit_leaves_its_nodes_stopped_and_the_run_w
     assert unfinished_nodes(res.run_dir) == {}
     rows, statuses = collect(res.run_dir)
     assert {s["status"] for s in statuses} == {"ok"} and {r["processes"] for r in rows} == {2}, (rows, statuses)
+    assert report(res.run_dir) == 0  # whole: not cut (4)
+    summary = (res.run_dir / "summary.md").read_text()
+    assert "Run cut short" not in summary and "stopped 4 node run(s) of the more passes" in summary, summary
 
     planned = unit(4, False)  # the control: a pass that is not a more pass is cut, resumable
     plan["units"].append(planned)

@@ -135,6 +135,11 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     warnings = run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
+    left_out = more_processes_left_out(run_dir, plan)
+    if left_out:
+        text += (f"\n> The run limit (launcher.run_timeout_s) stopped {left_out} node run(s) of the more passes "
+                 "(nodes whose processes disagreed): their rows are from the processes that ran; the run is "
+                 "whole.\n")
     sides = [s["name"] for s in plan["sides"]]
     if cut:
         why_cut = why_cut or why_not_measured(s.get("reason") or "" for s in cut)  # zlbench collect
@@ -171,3 +176,11 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         log.warning(f"[zlbench] warning: {contention}")
     log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
     return run_exit(status_rows, verdicts, fail_on, cut=bool(cut), dead_axis=dead)
+
+
+def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:
+    """How many (node, more pass) pairs the run limit stopped (engine/plain_worker.py)."""
+    from zlbench.results import events as ev
+
+    return sum(len(ev.stopped(ev.read_events(ev.events_path(run_dir, u["unit_id"]))))
+               for u in plan.get("units", []) if u.get("more_pass"))
