@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.exitcodes import Exit, run_exit
+from zlbench.results import events as ev
 from zlbench.results.events import DEADLINE_REASON
 from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command, why_not_measured
 from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes
@@ -180,7 +181,5 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
 
 def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:
     """How many (node, more pass) pairs the run limit stopped (engine/plain_worker.py)."""
-    from zlbench.results import events as ev
-
     return sum(len(ev.stopped(ev.read_events(ev.events_path(run_dir, u["unit_id"]))))
                for u in plan.get("units", []) if u.get("more_pass"))
