@@ -111,3 +111,13 @@ def test_only_musa_carries_a_compat_plugin():
 def test_only_torch_cuda_backends_use_upstreams_graph_timer():
     assert get_backend("cuda").upstream_graph_timer and get_backend("rocm").upstream_graph_timer
     assert not get_backend("musa").upstream_graph_timer and not get_backend("ascend").upstream_graph_timer
+
+
+def test_the_cpu_backend_fixes_glibcs_malloc_thresholds_and_its_identity_says_so():
+    """Which tensors a process allocated first must not decide whether an op's buffers are
+    page-faulted every call (glibc moves its mmap and trim thresholds as blocks are freed)."""
+    cpu = get_backend("cpu")
+    env = cpu.visibility([0])
+    assert int(env["MALLOC_MMAP_THRESHOLD_"]) >= 64 << 20 and int(env["MALLOC_TRIM_THRESHOLD_"]) >= 64 << 20
+    assert cpu.describe()["malloc"] == {k: env[k] for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+    assert not any(k.startswith("MALLOC_") for k in get_backend("cuda").visibility([0]))

@@ -9,6 +9,12 @@ from typing import Dict, List
 from zlbench.backends.base import TRITON_ENV, DeviceBackend, DeviceInfo
 
 SLOT_ENV = "ZLBENCH_CPU_SLOT"
+# glibc malloc serves a large block with mmap, and moves that threshold (and the heap's trim
+# threshold) as blocks are freed: which tensors a process allocated first decides whether an op's
+# buffers are page-faulted afresh every call. The demo's softmax [[512,2048]] read 7-10 ms that way
+# and 2 ms once the thresholds were fixed, its [[256,1024]] 5x slower in whichever process ran it
+# first (benchmarks/README.md). Fixed, every process times the op on a settled heap.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
 def _cpu_model() -> str:
@@ -54,7 +60,7 @@ class CpuBackend(DeviceBackend):
     def visibility(self, indices: List[int]) -> Dict[str, str]:
         env = super().visibility(indices)
         env["OMP_NUM_THREADS"] = str(self.threads)
-        return env
+        return {**env, **MALLOC_ENV}
 
     def describe(self) -> Dict[str, object]:
-        return {**super().describe(), "threads_per_slot": self.threads}
+        return {**super().describe(), "threads_per_slot": self.threads, "malloc": dict(MALLOC_ENV)}
