@@ -42,22 +42,24 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
     per_pass = startup + measuring
     # Started together (plan.more_passes, where processes start ahead), k passes take one start-up
     # and k measurings; one after another, k of each.
-    together = plan.more_together
-    fit = lambda seconds: int((seconds - startup) // measuring if together and measuring > 0  # noqa: E731
-                              else seconds // per_pass)
+    def fit(seconds: float) -> int:
+        if plan.more_together and measuring > 0:
+            return int((seconds - startup) // measuring)
+        return int(seconds // per_pass)
+
     share, planned = settings.more_budget, planned_seconds(run_dir, plan)
     limits = [(fit(share * planned), f"in timer.more_budget ({share:g} of the planned passes' "
                                      f"{planned:.0f} s)")] if per_pass > 0 else []
     if deadline is not None and per_pass > 0:
         limits.append((fit(deadline - time.time()), "before launcher.run_timeout_s"))
     fits = ""
-    for fit, limit in sorted(limits):
-        if fit < 1:
+    for passes, limit in sorted(limits):
+        if passes < 1:
             return [], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more processes: "
                                f"one more pass (about {per_pass:.0f} s) would not fit {limit}")
-        if first + fit < last:
+        if first + passes < last:
             fits = f", as many as fit {limit} of {last - first}"
-            last = first + fit
+            last = first + passes
         break
     widest = sorted(wide.values(), key=relative_width, reverse=True)[:3]
     return sorted(wide), last, (

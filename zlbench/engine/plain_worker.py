@@ -333,9 +333,9 @@ def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
 
 
 def status_counts(events: Sequence[dict], nodes: Sequence[str]) -> Dict[str, int]:
-    done = {**{n: {"status": "stopped"} for n in ev.stopped(events)}, **ev.final_ends(events)}
+    done = _done(events)
     counts: Dict[str, int] = {}
     for n in nodes:
-        s = done.get(n, {}).get("status", "missing")
+        s = done[n].get("status", "stopped") if n in done else "missing"  # a stopped event has no status
         counts[s] = counts.get(s, 0) + 1
     return counts

@@ -10,7 +10,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
-from zlbench.results.events import DEADLINE_REASON
 from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command, why_not_measured
 from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes
 from zlbench.report.overview import LARGE
@@ -34,7 +33,7 @@ def run_title(identity: Mapping[str, Any], run_dir: Path) -> str:
 
 def cut_nodes(status_rows: Sequence[Mapping]) -> List[Mapping]:
     """Nodes the run did not get to measure: left for a resume, or cut by the run's time limit."""
-    return [s for s in status_rows if s.get("resumable") or (s.get("reason") or "").startswith(DEADLINE_REASON)]
+    return [s for s in status_rows if s.get("resumable") or (s.get("reason") or "").startswith(ev.DEADLINE_REASON)]
 
 
 def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "", processes: int = 1,
