@@ -5,8 +5,10 @@ more processes, up to timer.max_processes; the others are not (engine/run.py mor
 import csv
 import json
 import math
+import os
 import random
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -195,10 +197,10 @@ def test_the_planned_wall_counts_the_time_processes_lived_not_a_resumed_runs_pau
 
 
 @pytest.mark.slow
-def test_the_more_passes_processes_start_together_and_measure_one_at_a_time(run_zlbench):
-    """Where processes start ahead (launcher.prestart), a node's more passes start all at once, while
-    the first of them measures (each measures a node or two: one start-up after another would be
-    most of their wall), and each measures only once the one before has exited."""
+def test_the_more_passes_processes_start_while_the_last_planned_pass_measures(run_zlbench):
+    """Where processes start ahead (launcher.prestart), the more passes' processes start as spares
+    while the last planned pass measures, over every node (engine/spares.py): their start-up is off
+    the wall. Chosen, each runs the chosen node only, and measures once the one before has exited."""
     res = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=6", "launcher.prestart=true", env=QUIET)
     assert res.returncode == 0, res.stderr[-3000:]
     units = _plan(res.run_dir)["units"]
@@ -207,9 +209,15 @@ def test_the_more_passes_processes_start_together_and_measure_one_at_a_time(run_
     assert [u["prestart"] for u in units] == [1] * 3 + [2] * 3
     assert [u["more_pass"] for u in units] == [False] * 3 + [True] * 3
     events = {u["round"]: [json.loads(x) for x in (res.run_dir / "units" / u["unit_id"] / "events.jsonl")
-                           .read_text().splitlines()] for u in more}
+                           .read_text().splitlines()] for u in units}
     first = lambda r, name: next(e["t"] for e in events[r] if e["event"] == name)  # noqa: E731
-    assert first(4, "launch") < first(3, "exited") and first(5, "launch") < first(3, "exited")
+    luck = "benchmark/test_timing.py::test_perf_luck"
+    for r in (3, 4, 5):
+        assert first(r, "launch") < first(2, "exited"), r  # started before the choice was made
+        assert next(e["nodes"] for e in events[r] if e["event"] == "launch") == 3  # collected them all
+        assert {e["node"] for e in events[r] if e["event"] in ("start", "end")} == {luck}, events[r]
+    choice = json.loads((res.run_dir / "more" / "d0.json").read_text())
+    assert [u["unit_id"] for u in choice["units"]] == [u["unit_id"] for u in more] and "given_up" not in choice
     for before, after in ((3, 4), (4, 5)):
         assert first(after, "gate") >= first(before, "exited")
         assert min(e["t"] for e in events[after] if e["event"] == "start") >= first(before, "exited")
@@ -300,3 +308,87 @@ def test_a_more_pass_cut_by_the_run_limit_leaves_its_nodes_stopped_and_the_run_w
     ends = [e for e in read_events(events_path(res.run_dir, planned["unit_id"])) if e["event"] == "end"]
     assert sorted(e["node"] for e in ends) == nodes and all(e["status"] == "timeout" and e["resumable"] for e in ends)
     assert unfinished_nodes(res.run_dir) == {planned["unit_id"]: nodes}  # what a resume measures
+
+
+@pytest.mark.slow
+def test_spares_not_chosen_are_stopped_and_leave_nothing(run_zlbench):
+    """Where no node's processes disagree, the spares started for the more passes are stopped before
+    they measured anything, and leave no unit, row or process behind."""
+    ops = ("timer=direct", "ops=[steady]", "store.url=none", "timer.processes=3", "timer.target_width=0.3",
+           "timer.more_budget=100")
+    res = run_zlbench(*ON_TIMING_CORPUS, *ops, "timer.max_processes=6", "launcher.prestart=true", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(p.name for p in (res.run_dir / "units").iterdir()) == [f"main.r{r}.d0.s0" for r in range(3)]
+    assert json.loads((res.run_dir / "more" / "d0.json").read_text()) == {"units": []}
+    assert {r["processes"] for r in _rows(res.run_dir)} == {3}
+    alive = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(res.run_dir) in os.readlink(proc / "cwd"):
+                alive.append(proc.name)
+        except OSError:
+            pass
+    assert not alive
+
+
+def _finished_wait_run(run_zlbench):
+    from .conftest import FIXTURES
+
+    res = run_zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={FIXTURES / 'wait_corpus'}",
+                      "ops=['wait_0[0-1]']", "store.url=none", "timer.processes=2", env={"WAIT_S": "0.05"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    plan = _plan(res.run_dir)
+    spare = {**plan["units"][-1], "unit_id": "main.r2.d0.s0", "round": 2, "more_pass": True, "spare": True}
+    return res.run_dir, spare
+
+
+@pytest.mark.slow
+def test_a_spare_serves_a_chosen_unit_built_the_same_and_no_other(run_zlbench):
+    """A spare's process runs the chosen unit's nodes (fewer than it collected) where the unit was
+    built as the spare was; one built otherwise (its env differs) gets a fresh process, and the
+    spare is stopped before it measured anything."""
+    from zlbench.engine.jobs import adopt
+    from zlbench.engine.plain_worker import UnitRunner
+    from zlbench.results.events import events_path, final_ends, read_events
+
+    run_dir, spare = _finished_wait_run(run_zlbench)
+    nodes = sorted(spare["nodes"])
+    chosen = {k: v for k, v in spare.items() if k != "spare"} | {"nodes": nodes[1:]}
+
+    runner = UnitRunner(spare, str(run_dir), fresh=True)
+    runner.prestart()
+    started = runner.ahead
+    [served] = adopt([chosen], [runner], str(run_dir), None, None)
+    assert served.ahead is started and runner.ahead is None
+    assert served.run() == {"ok": 1}
+    events = read_events(events_path(run_dir, spare["unit_id"]))
+    assert [e["nodes"] for e in events if e["event"] == "launch"] == [2]  # one process, which collected both
+    assert {e["node"] for e in events if e["event"] == "start"} == {nodes[1]} and sorted(final_ends(events)) == nodes[1:]
+
+    other = UnitRunner(spare, str(run_dir), fresh=True)
+    other.prestart()
+    proc = other.ahead.proc
+    [fresh] = adopt([chosen | {"env": {**chosen["env"], "ZL_OTHER": "1"}}], [other], str(run_dir), None, None)
+    assert fresh.ahead is None and proc.poll() is not None  # the spare was stopped
+    assert not events_path(run_dir, spare["unit_id"]).exists()  # its events went with it
+    assert fresh.run() == {"ok": 1}
+
+
+@pytest.mark.slow
+def test_a_job_that_sees_no_choice_gives_up_and_its_more_units_go_as_a_job_of_their_own(run_zlbench, monkeypatch):
+    """The choice file is created once: a job that waited in vain (the orchestrator gone) creates it,
+    runs nothing more and clears its spares; the orchestrator then finds it taken and submits that
+    device's more units as a job of their own."""
+    from zlbench.engine import spares
+    from zlbench.engine.jobs import run_plain_units
+    from zlbench.planning.units import WorkUnit
+
+    run_dir, spare = _finished_wait_run(run_zlbench)
+    monkeypatch.setattr(spares, "GIVE_UP_S", 0.0)
+    assert run_plain_units([spare], str(run_dir)) == {}
+    choice = json.loads(spares.choice_path(run_dir, 0).read_text())
+    assert choice["units"] == [] and "no choice" in choice["given_up"], choice
+    assert not (run_dir / "units" / spare["unit_id"]).exists()
+    more = WorkUnit.from_dict({k: v for k, v in spare.items() if k != "spare"})
+    assert spares.hand_over(run_dir, [more], [0]) == [more]
+    assert json.loads(spares.choice_path(run_dir, 0).read_text()) == choice  # not overwritten

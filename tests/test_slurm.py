@@ -124,3 +124,26 @@ def test_a_requeued_task_resumes_from_completed_nodes(tmp_path):
     assert final == {k: "ok" for k in final} and len(final) == 10, err[-2000:]
     done = measured_ends(run)
     assert len(done) == len(set(done)) == 10  # every node measured exactly once
+
+
+def test_a_plain_runs_more_passes_run_in_the_spares_its_job_started(tmp_path):
+    """On Slurm the more passes' spare processes start in the planned passes' job and the choice
+    reaches it there (engine/spares.py): pinned to the allocation as the planned units were, the
+    chosen unit is the spare's, whose process was launched before the last planned pass ended."""
+    from .test_timing_rows import ON_TIMING_CORPUS
+
+    run = tmp_path / "run"
+    args = [a for a in ARGS if a != "timer.processes=1" and a != "backend=cpu"]
+    res = zlbench(f"hydra.run.dir={run}", *ON_TIMING_CORPUS, *args, "timer=direct", "ops=[luck]", "store.url=none",
+                  "timer.processes=3", "timer.max_processes=4", "timer.target_width=0.3", "timer.more_budget=100",
+                  "launcher.prestart=true", cwd=tmp_path, env={"ZL_FIXTURE_REALTIME": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    units = json.loads((run / "plan.json").read_text())["units"]
+    assert [u["round"] for u in units] == [0, 1, 2, 3], units
+    events = {u["round"]: [json.loads(x) for x in (run / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines()]
+              for u in units}
+    first = lambda r, name: next(e["t"] for e in events[r] if e["event"] == name)  # noqa: E731
+    assert [e["event"] for e in events[3]].count("launch") == 1 and first(3, "launch") < first(2, "exited")
+    assert {e["job_id"] for r in (2, 3) for e in events[r] if e["event"] == "launch"} == \
+        {next(e["job_id"] for e in events[2] if e["event"] == "launch")}  # one job ran both
+    assert {r["op"]: r["processes"] for r in map(json.loads, (run / "rows.jsonl").read_text().splitlines())} == {"luck": 4}

@@ -4,36 +4,69 @@ units one after another; zlbench/engine/device_ab.py runs a node-level A/B's uni
 from __future__ import annotations
 
 import functools
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from zlbench.engine.device_ab import run_device_ab
 from zlbench.engine.locks import worker_of
 from zlbench.engine.plain_worker import UnitRunner
+from zlbench.engine.spares import SPARE, await_choice, choice_path, same_but_nodes
 from zlbench.results.rundir import load_plan
 
 
 def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
-              extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
+              extra_env: Optional[Dict[str, Optional[str]]] = None,
+              pin: Optional[Callable[[dict], dict]] = None) -> Dict[str, Dict[str, int]]:
     """The job function both launchers run: a device's units, in order (a node-level A/B's units
-    all at once, by zlbench/engine/device_ab.py). The run dir stays locked while it works."""
+    all at once, by zlbench/engine/device_ab.py). The run dir stays locked while it works. pin: how
+    the launcher fits a unit to its allocation (applied to the more units chosen while it runs)."""
     with worker_of(run_dir):
         if units and load_plan(run_dir).get("schedule"):  # a node-level A/B
             return run_device_ab(units, run_dir, deadline, extra_env)
-        return run_plain_units(units, run_dir, deadline, extra_env)
+        return run_plain_units(units, run_dir, deadline, extra_env, pin)
 
 
 def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] = None,
-                    extra_env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Dict[str, int]]:
+                    extra_env: Optional[Dict[str, Optional[str]]] = None,
+                    pin: Optional[Callable[[dict], dict]] = None) -> Dict[str, Dict[str, int]]:
+    """A device's planned units in turn; where the queue has spare units (engine/spares.py), their
+    processes start while the last one measures, and the more units chosen afterwards run in them."""
+    planned = [u for u in units if not u.get(SPARE)]
+    spare_units = [u for u in units if u.get(SPARE)]
+    # A requeued job whose choice was made already runs what was chosen (those units' dirs are
+    # real units' now): no spares then.
+    spares = [UnitRunner(u, run_dir, deadline, extra_env, fresh=True) for u in spare_units
+              if not choice_path(run_dir, u["device"]).exists()]
+    start_spares = (lambda: [s.prestart() for s in spares]) if spares else None
+    more: List[UnitRunner] = []
+    try:
+        counts = run_in_turn([UnitRunner(u, run_dir, deadline, extra_env) for u in planned], start_spares)
+        if spare_units:
+            chosen = await_choice(run_dir, spare_units[0]["device"], deadline, _planned_done(run_dir))
+            more = adopt([(pin or (lambda u: u))(u) for u in chosen], spares, run_dir, deadline, extra_env)
+            counts.update(run_in_turn(more))
+        return counts
+    finally:
+        for r in spares + more:
+            r.discard_ahead()
+        chosen_ids = {r.unit["unit_id"] for r in more}
+        for s in spares:
+            if s.unit["unit_id"] not in chosen_ids:
+                s.wipe()
+
+
+def run_in_turn(runners: List[UnitRunner], after_last: Optional[Callable[[], object]] = None) -> Dict[str, Dict[str, int]]:
     """One after another; where the plan says so (unit["prestart"] = k), a unit's process starts
     once a unit at most k places before it measures (the first unit when fewer are before it; a
-    resumed queue's finished units measure nothing), and waits at its gate until the device is free."""
-    runners = [UnitRunner(u, run_dir, deadline, extra_env) for u in units]
+    resumed queue's finished units measure nothing), and waits at its gate until the device is free.
+    after_last: called once the last unit measures."""
 
     def start_ahead(measuring: int) -> None:
         for i in range(measuring + 1, len(runners)):
             ahead = int(runners[i].unit.get("prestart") or 0)  # plan.json of older runs: true/false
             if ahead > 0 and i - ahead <= measuring:
                 runners[i].prestart()
+        if after_last is not None and measuring == len(runners) - 1:
+            after_last()
 
     for j, runner in enumerate(runners):
         runner.on_measuring = functools.partial(start_ahead, j)
@@ -42,3 +75,35 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
     finally:
         for r in runners:
             r.discard_ahead()
+
+
+def adopt(chosen: List[dict], spares: List[UnitRunner], run_dir: str, deadline: Optional[float],
+          extra_env: Optional[Dict[str, Optional[str]]]) -> List[UnitRunner]:
+    """Runners of the chosen more units, each taking over its spare's process where the spare was
+    built the same (unit id, command, env, config) and collected the chosen nodes; other spares of
+    the same id are stopped and their dirs cleared first (the unit's events start afresh)."""
+    by_id = {s.unit["unit_id"]: s for s in spares}
+    runners = []
+    for unit in chosen:
+        spare = by_id.get(unit["unit_id"])
+        started = spare.ahead if spare is not None else None
+        fits = started is not None and same_but_nodes(spare.unit, unit) and set(unit["nodes"]) <= set(started.nodes)
+        if spare is not None and not fits:
+            spare.discard_ahead()
+            spare.wipe()
+        runner = UnitRunner(unit, run_dir, deadline, extra_env)
+        if fits:
+            spare.ahead = None
+            runner.ahead = started.serving(unit["nodes"])
+        runners.append(runner)
+    return runners
+
+
+def _planned_done(run_dir: str) -> Callable[[], bool]:
+    """Whether every planned unit of the run (this device's and the others') has ended."""
+    from zlbench.engine.progress import RunState
+
+    plan = load_plan(run_dir)
+    first = int(plan.get("processes") or 1)
+    state = RunState(run_dir, [u for u in plan.get("units") or [] if int(u.get("round", 0)) < first])
+    return lambda: state.poll()[0] >= state.total

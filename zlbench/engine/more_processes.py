@@ -3,10 +3,11 @@ processes disagree (a row >= 20 us whose interval is wider than timer.target_wid
 up to timer.max_processes in all; the others are not measured again. They are chosen once, when the
 planned passes have ended (the intervals of the others move a little as the more processes come in,
 through the pooled spread of rows of their size: chasing that would plan pass after pass); a resumed
-run that has them gets no more. Their processes start together (where processes start ahead:
-engine/jobs.py) and measure one at a time. They add at most timer.more_budget of the wall the
-planned passes took (each pass costs a process' start-up however few its nodes, one start-up when
-they start together), and under launcher.run_timeout_s only the passes that fit are planned; one the
+run that has them gets no more. Where processes start ahead (engine/jobs.py), the first ones were
+started as spares while the last planned pass measured (engine/spares.py), the others start together,
+and they measure one at a time. They add at most timer.more_budget of the wall the planned passes
+took (a spare's pass costs its measuring; the others a process' start-up however few their nodes,
+one start-up when they start together), and under launcher.run_timeout_s only the passes that fit are planned; one the
 limit stops all the same leaves its nodes stopped (engine/plain_worker.py): more processes never turn
 a whole run into a cut one."""
 
@@ -21,10 +22,11 @@ from zlbench.config.schema import TimerConf
 from zlbench.results.events import events_path, node_seconds, process_spans, read_events, startup_seconds
 
 
-def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
-                deadline: Optional[float]) -> Tuple[List[str], int, str]:
+def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optional[float],
+                spares: int = 0) -> Tuple[List[str], int, str]:
     """(the nodes that get more passes, the pass to stop before, the line to log) for a plan's
-    finished passes (plan: its processes, max_processes, more_passes, units, devices)."""
+    finished passes (plan: its processes, max_processes, more_passes, units, devices). spares: how
+    many more passes have their processes started already (engine/spares.py: no start-up left)."""
     from zlbench.results.process_stats import relative_width, wide_nodes
     from zlbench.results.tables import collect
 
@@ -40,12 +42,20 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
         return [], first, ""
     startup, measuring = pass_seconds(run_dir, plan, list(wide))
     per_pass = startup + measuring
-    # Started together (plan.more_passes, where processes start ahead), k passes take one start-up
-    # and k measurings; one after another, k of each.
+
+    def takes(k: int) -> float:
+        """About the wall k more passes add: the spares' passes only measure; the others start
+        together (where processes start ahead: one start-up, which the spares' measuring hides in
+        part) or one after another (a start-up each)."""
+        spared = min(k, spares)
+        if k == spared:
+            return k * measuring
+        if plan.more_together:
+            return max(spared * measuring, startup) + (k - spared) * measuring
+        return spared * measuring + (k - spared) * per_pass
+
     def fit(seconds: float) -> int:
-        if plan.more_together and measuring > 0:
-            return int((seconds - startup) // measuring)
-        return int(seconds // per_pass)
+        return max([k for k in range(1, last - first + 1) if takes(k) <= seconds], default=0)
 
     share, planned = settings.more_budget, planned_seconds(run_dir, plan)
     limits = [(fit(share * planned), f"in timer.more_budget ({share:g} of the planned passes' "
@@ -56,7 +66,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any],
     for passes, limit in sorted(limits):
         if passes < 1:
             return [], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more processes: "
-                               f"one more pass (about {per_pass:.0f} s) would not fit {limit}")
+                               f"one more pass (about {takes(1):.0f} s) would not fit {limit}")
         if first + passes < last:
             fits = f", as many as fit {limit} of {last - first}"
             last = first + passes

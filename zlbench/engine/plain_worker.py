@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from zlbench.engine.locks import DeviceLock, held_fds
 from zlbench.engine.processes import (LAUNCH_BANNER, POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env,
                                      pytest_argv, wait_exit)
 from zlbench.results import events as ev
-from zlbench.results.events import GATE_ENV
+from zlbench.results.events import GATE_ENV, GATE_NODES_ENV, GATE_NODES_FILE, GATE_SOME
 from zlbench.engine.stealing import Ownership
 
 
@@ -163,9 +164,11 @@ class UnitRunner:
     """Runs one work unit to completion: every node it answers for gets a terminal status."""
 
     def __init__(self, unit: dict, run_dir: str, deadline: Optional[float] = None,
-                 extra_env: Optional[Dict[str, Optional[str]]] = None):
+                 extra_env: Optional[Dict[str, Optional[str]]] = None, fresh: bool = False):
         self.unit = unit
         self.dir = Path(run_dir) / "units" / unit["unit_id"]
+        if fresh:  # a spare (engine/spares.py): what an interrupted run left there is no unit's
+            self.wipe()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.events = self.dir / ev.EVENTS_FILE
         self.log = self.dir / "pytest.log"
@@ -232,6 +235,10 @@ class UnitRunner:
         if started is not None:
             started.discard()
 
+    def wipe(self) -> None:
+        """Remove the unit's dir (a spare's, not chosen: it measured nothing)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def _launch(self, nodes: List[str]) -> Attempt:
         started, self.ahead = self.ahead, None
         if started is not None and started.nodes != nodes:
@@ -265,8 +272,11 @@ class UnitRunner:
         log.write(f"\n{LAUNCH_BANNER} launching pytest over {len(nodes)} node(s)\n")
         log.flush()
         gate_read, gate_write = os.pipe()
+        gate_nodes = self.dir / GATE_NODES_FILE
+        gate_nodes.unlink(missing_ok=True)
         try:
-            proc = subprocess.Popen(argv, cwd=self.dir, env={**self.env, GATE_ENV: str(gate_read)}, stdout=log,
+            proc = subprocess.Popen(argv, cwd=self.dir, env={**self.env, GATE_ENV: str(gate_read),
+                                                               GATE_NODES_ENV: str(gate_nodes)}, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     preexec_fn=functools.partial(die_with_parent, os.getpid()),
                                     pass_fds=held_fds() + (gate_read,))
@@ -276,7 +286,7 @@ class UnitRunner:
             raise
         finally:
             os.close(gate_read)
-        return Started(proc, list(nodes), pos, gate_write, log)
+        return Started(proc, list(nodes), pos, gate_write, log, gate_nodes)
 
 
 @dataclass
@@ -288,11 +298,25 @@ class Started:
     pos: int  # where its events begin in the unit's events file
     gate: Optional[int]  # the gate pipe's write end while the gate is shut
     log: object
+    gate_nodes: Optional[Path] = None  # where the gate names the nodes to run, where not all it collected
+    collected: List[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.collected = list(self.nodes)
+
+    def serving(self, nodes: List[str]) -> "Started":
+        """This process, to run `nodes` (some of those it collected, in this order) once its gate opens."""
+        self.nodes = list(nodes)
+        return self
 
     def open_gate(self) -> None:
         if self.gate is not None:
+            message = b"1"  # run what it collected
+            if self.nodes != self.collected and self.gate_nodes is not None:
+                self.gate_nodes.write_text(json.dumps(self.nodes))
+                message = GATE_SOME
             try:
-                os.write(self.gate, b"1")
+                os.write(self.gate, message)
             except OSError:  # it has died already: its exit says how
                 pass
             os.close(self.gate)

@@ -25,6 +25,7 @@ from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity, identity_hash
 from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.more_processes import more_wanted
+from zlbench.engine.spares import hand_over, spare_queues, with_spares
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
@@ -238,10 +239,15 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     # Interrupts stay handled until the tables are written: a second Ctrl-C exits at once.
     with Interrupts(launcher) as interrupts:
         units, warm = plan.units, None
+        # Each device's job starts its first more passes' processes ahead and waits for the choice
+        # (engine/spares.py); those it gave up waiting for go as jobs of their own, as the others.
+        spares = spare_queues(plan, run_dir, launcher.waits, deadline)
+        submit = units
         while units:  # the planned passes, then (a plain run) more processes where they disagree
-            with interrupts.deferred():
-                launcher.submit(LaunchContext(run_dir, queues_of(units), deadline, visibility_snapshot(), keys,
-                                              backend.name != "cpu"))
+            if submit:
+                with interrupts.deferred():
+                    launcher.submit(LaunchContext(run_dir, with_spares(queues_of(submit), spares), deadline,
+                                                  visibility_snapshot(), keys, backend.name != "cpu"))
             if not launcher.waits and interrupts.signum is None:
                 log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
                          f"`zlbench collect {run_dir}`")
@@ -250,11 +256,21 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
             if warm is None:
                 warm = WarmImports(finish_imports(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
                                    yield_cpu=backend.name == "cpu")
-            watch(RunState(run_dir, [u.to_dict() for u in units]), lambda: launcher.done() or interrupts.given_up(),
+            state = RunState(run_dir, [u.to_dict() for u in units])
+            # Waiting jobs end only after the choice: the passes' end is their units' end then.
+            ended = (lambda: state.poll()[0] >= state.total) if spares else (lambda: False)
+            watch(state, lambda: launcher.done() or interrupts.given_up() or ended(),
                   resolved.get("progress", "auto"), launcher.wait)
             log.debug("[zlbench] phase: jobs ended")
             warm.finish()  # never two threads importing one module
-            units = more_processes(run_dir, plan, resolved["timer"], deadline) if interrupts.signum is None else []
+            waiting = sorted(spares) if spares and not launcher.done() else []
+            units = more_processes(run_dir, plan, resolved["timer"], deadline,
+                                   spares=len(next(iter(spares.values()))) if waiting else 0) \
+                if interrupts.signum is None else []
+            submit = hand_over(run_dir, units, waiting) if waiting else units
+            spares = {}
+        while not (launcher.done() or interrupts.given_up()):  # jobs told that nothing more is theirs
+            launcher.wait(0.5)
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
         # Recording the run, interrupts stay handled: a second Ctrl-C exits at once, as it says
         # (now that the tables follow the jobs' end at once, it may well come in here).
@@ -265,10 +281,12 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     return Exit.INTERRUPTED if interrupts.signum else code
 
 
-def more_processes(run_dir: Path, plan: Plan, timer: Mapping[str, Any], deadline: Optional[float]) -> List[WorkUnit]:
+def more_processes(run_dir: Path, plan: Plan, timer: Mapping[str, Any], deadline: Optional[float],
+                   spares: int = 0) -> List[WorkUnit]:
     """A plain run's later passes for the nodes whose processes disagree (engine/more_processes.py);
-    they join plan.json, so a resume runs what is left of them."""
-    wanted, last, line = more_wanted(run_dir, plan, timer, deadline)
+    they join plan.json, so a resume runs what is left of them. spares: how many of them have their
+    processes started already (engine/spares.py)."""
+    wanted, last, line = more_wanted(run_dir, plan, timer, deadline, spares)
     if line:
         log.info(line)
     if not wanted:

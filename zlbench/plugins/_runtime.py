@@ -19,6 +19,8 @@ current_node: Optional[str] = None
 timing_calls: List[Dict[str, Any]] = []
 # Set by plugins/serve.py while a resident process runs a liveness probe: compile, time nothing.
 probe_only = False
+# The base nodes a spare process' gate told it to run (plugins/device_setup.py); None: all it collected.
+kept_nodes: Optional[set] = None
 
 
 def config() -> Dict[str, Any]:

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
 import os
 import platform
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from zlbench.backends import get_backend
 from zlbench.plugins import _runtime
-from zlbench.results.events import GATE_ENV
+from zlbench.results.events import GATE_ENV, GATE_NODES_ENV, GATE_SOME, base_node
 
 _backend = get_backend(_runtime.config().get("backend", "cpu"))
 # Taken at once: a process this one starts (a corpus may run pytest again) must not wait on it.
 _gate_fd = os.environ.pop(GATE_ENV, None)
+_gate_nodes = os.environ.pop(GATE_NODES_ENV, None)
 
 # At import time (-p plugins load before the corpus' conftest imports flag_gems).
 if _backend.torch_extension:
@@ -108,10 +111,11 @@ def pytest_sessionstart(session):
     _runtime.emit("process", facts=process_facts())
 
 
+@pytest.hookimpl(tryfirst=True)  # the nodes it runs are known before other plugins look at the items
 def pytest_collection_finish(session):
     """Freeze the import-time heap, then wait at the gate (engine/plain_worker.py) before the first
     node: until here (imports, collection) nothing needs the device, so the process may start while
-    another measures."""
+    another measures. A spare process (engine/spares.py) learns there which of its nodes to run."""
     freeze_import_heap()
     fd = _gate_fd
     if fd is None:
@@ -124,7 +128,17 @@ def pytest_collection_finish(session):
         return
     if not opened:  # the worker went away, or stopped this process before it measured
         os._exit(1)
+    if opened == GATE_SOME and _gate_nodes:
+        keep_only(session, json.loads(Path(_gate_nodes).read_text()))
     _runtime.emit("gate", reached=round(reached, 3), waited_s=round(time.time() - reached, 3))
+
+
+def keep_only(session, nodes) -> None:
+    """Run the items of `nodes` only, in that order (each node's items in collection order)."""
+    order = {n: i for i, n in enumerate(nodes)}
+    session.items[:] = sorted((it for it in session.items if base_node(it.nodeid) in order),
+                              key=lambda it: order[base_node(it.nodeid)])
+    _runtime.kept_nodes = set(order)
 
 
 def freeze_import_heap() -> None:

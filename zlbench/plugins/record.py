@@ -168,7 +168,7 @@ def pytest_collection_finish(session):
     --deselect in corpus.pytest_args), as pytest itself reports it: not a failure. Said once, at
     collection, so that the worker does not take it for a node pytest could not find."""
     left = {base_node(item.nodeid) for item in session.items}
-    gone = sorted(_deselected - left)
+    gone = sorted(n for n in _deselected - left if _runtime.kept_nodes is None or n in _runtime.kept_nodes)
     if not gone:
         return
     opts = session.config.option

@@ -36,6 +36,11 @@ CONFIG_ENV = "ZLBENCH_PLUGIN_CONFIG"
 # A plain unit's benchmark process reads one byte from this descriptor (a pipe) after collection and
 # before its first node: its worker starts it ahead and lets it measure when the device is free.
 GATE_ENV = "ZLBENCH_GATE_FD"
+# Where a process held at its gate finds the nodes to run, when the gate says so (GATE_SOME): a
+# spare process (engine/spares.py) collected every node and runs those chosen, in their order.
+GATE_NODES_ENV = "ZLBENCH_GATE_NODES"
+GATE_NODES_FILE = "gate_nodes.json"
+GATE_SOME = b"2"
 
 
 def base_node(nodeid: str) -> str:

@@ -43,17 +43,19 @@ class SlurmQueue(submitit.helpers.Checkpointable):
                  restore_env: Dict[str, Optional[str]], visibility_keys: List[str]) -> Dict:
         allocation = allocated_devices(os.environ)
         env = {k: v for k, v in restore_env.items() if k not in ALLOCATION_ENVS}
-        pinned = []
-        for u in units:
+
+        def pin(u: dict) -> dict:
             u = dict(u, env=dict(u["env"]))
             if allocation is not None:
                 for key in visibility_keys:
                     if key in u["env"]:
                         u["env"][key] = allocation
             u["env"]["ZLBENCH_SLURM_JOB"] = os.environ.get("SLURM_JOB_ID", "")
-            pinned.append(u)
+            return u
+
         try:
-            return run_queue(pinned, run_dir, deadline, env)
+            # The more units chosen while it runs (engine/spares.py) are pinned the same way.
+            return run_queue([pin(u) for u in units], run_dir, deadline, env, pin)
         except Terminated:
             # Slurm is ending this task (scancel, preemption, scontrol requeue) and will SIGKILL it
             # after KillWait. Returning now would write a result and make a requeued task look
