@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, Optional
 from zlbench.engine.device_ab import run_device_ab
 from zlbench.engine.locks import worker_of
 from zlbench.engine.plain_worker import UnitRunner
-from zlbench.engine.spares import SPARE, await_choice, choice_path, same_but_nodes
+from zlbench.engine.spares import SPARE, await_choice, choice_path, same_but_nodes, spares_to_start
 from zlbench.results.rundir import load_plan
 
 
@@ -28,30 +28,43 @@ def run_queue(units: List[dict], run_dir: str, deadline: Optional[float] = None,
 def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] = None,
                     extra_env: Optional[Dict[str, Optional[str]]] = None,
                     pin: Optional[Callable[[dict], dict]] = None) -> Dict[str, Dict[str, int]]:
-    """A device's planned units in turn; where the queue has spare units (engine/spares.py), their
-    processes start while the last one measures, and the more units chosen afterwards run in them."""
+    """A device's planned units in turn; where the queue has spare units (engine/spares.py), the
+    processes of the first of them start while the last one measures, and the more units chosen
+    afterwards run in them."""
     planned = [u for u in units if not u.get(SPARE)]
     spare_units = [u for u in units if u.get(SPARE)]
     # A requeued job whose choice was made already runs what was chosen (those units' dirs are
     # real units' now): no spares then.
-    spares = [UnitRunner(u, run_dir, deadline, extra_env, fresh=True) for u in spare_units
-              if not choice_path(run_dir, u["device"]).exists()]
-    start_spares = (lambda: [s.prestart() for s in spares]) if spares else None
+    fresh = spare_units and not choice_path(run_dir, spare_units[0]["device"]).exists()
+    spares = [UnitRunner(u, run_dir, deadline, extra_env, fresh=True) for u in spare_units] if fresh else []
+    starting = spares[:spares_to_start(len(spares))]  # the others' chosen units start when chosen
     more: List[UnitRunner] = []
+
+    def clear_spares() -> None:
+        for s in spares:
+            s.discard_ahead()
+            if s.unit["unit_id"] not in {r.unit["unit_id"] for r in more}:
+                s.wipe()
+
     try:
-        counts = run_in_turn([UnitRunner(u, run_dir, deadline, extra_env) for u in planned], start_spares)
+        def start_spares() -> None:
+            # Not over nodes whose file failed to import here: pytest would refuse the whole list.
+            broken = not_importable(run_dir, planned)
+            for s in starting:
+                s.prestart(leave_out=broken)
+
+        counts = run_in_turn([UnitRunner(u, run_dir, deadline, extra_env) for u in planned],
+                             start_spares if starting else None)
         if spare_units:
-            chosen = await_choice(run_dir, spare_units[0]["device"], deadline, _planned_done(run_dir))
+            chosen = await_choice(run_dir, spare_units[0]["device"], deadline,
+                                  sum(1 for s in spares if s.ahead is not None), clear_spares)
             more = adopt([(pin or (lambda u: u))(u) for u in chosen], spares, run_dir, deadline, extra_env)
             counts.update(run_in_turn(more))
         return counts
     finally:
-        for r in spares + more:
+        for r in more:
             r.discard_ahead()
-        chosen_ids = {r.unit["unit_id"] for r in more}
-        for s in spares:
-            if s.unit["unit_id"] not in chosen_ids:
-                s.wipe()
+        clear_spares()
 
 
 def run_in_turn(runners: List[UnitRunner], after_last: Optional[Callable[[], object]] = None) -> Dict[str, Dict[str, int]]:
@@ -87,7 +100,7 @@ def adopt(chosen: List[dict], spares: List[UnitRunner], run_dir: str, deadline: 
     for unit in chosen:
         spare = by_id.get(unit["unit_id"])
         started = spare.ahead if spare is not None else None
-        fits = started is not None and same_but_nodes(spare.unit, unit) and set(unit["nodes"]) <= set(started.nodes)
+        fits = started is not None and same_but_nodes(spare.unit, unit) and set(unit["nodes"]) <= set(started.collected)
         if spare is not None and not fits:
             spare.discard_ahead()
             spare.wipe()
@@ -99,11 +112,10 @@ def adopt(chosen: List[dict], spares: List[UnitRunner], run_dir: str, deadline: 
     return runners
 
 
-def _planned_done(run_dir: str) -> Callable[[], bool]:
-    """Whether every planned unit of the run (this device's and the others') has ended."""
-    from zlbench.engine.progress import RunState
+def not_importable(run_dir: str, units: List[dict]) -> List[str]:
+    """The units' nodes whose file failed to import in their processes so far."""
+    from zlbench.results.events import events_path, read_events
 
-    plan = load_plan(run_dir)
-    first = int(plan.get("processes") or 1)
-    state = RunState(run_dir, [u for u in plan.get("units") or [] if int(u.get("round", 0)) < first])
-    return lambda: state.poll()[0] >= state.total
+    errors = [e.get("nodeid") or "" for u in units for e in read_events(events_path(run_dir, u["unit_id"]))
+              if e.get("event") == "collect_error"]
+    return [n for u in units for n in u["nodes"] if any(err and n.startswith(err) for err in errors)]

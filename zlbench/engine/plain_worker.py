@@ -193,7 +193,7 @@ class UnitRunner:
                 for n in remaining:
                     self._record(_end(n, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True))
                 break
-            if self.ahead is not None and self.ahead.nodes == remaining:
+            if self.ahead is not None and set(remaining) <= set(self.ahead.collected):
                 takeable = []  # the process started ahead runs this unit's own nodes; others' come after
             attempt = self._launch(remaining + takeable)
             self.owner.note_attempt(takeable, attempt)
@@ -219,13 +219,14 @@ class UnitRunner:
                  "node whose processes disagreed, left out (its rows keep the processes that ran)"}
         ev.append(self.events, **e)
 
-    def prestart(self) -> None:
+    def prestart(self, leave_out: Sequence[str] = ()) -> None:
         """Start this unit's first benchmark process now, held at its gate (imports and collection
         need no device) until run() lets it measure: the pass before it on this device is still
         measuring, so a process' start-up (8-12 s with torch and FlagGems) is off the wall."""
         if self.ahead is not None or (self.deadline is not None and time.time() >= self.deadline):
             return
         remaining, _ = self.owner.pending(_done(ev.read_events(self.events)))
+        remaining = [n for n in remaining if n not in set(leave_out)]
         if remaining:  # its own nodes only: others' are claimed when taken, not ahead
             self.ahead = self._start(remaining)
 
@@ -241,11 +242,12 @@ class UnitRunner:
 
     def _launch(self, nodes: List[str]) -> Attempt:
         started, self.ahead = self.ahead, None
-        if started is not None and started.nodes != nodes:
+        if started is not None and not set(nodes) <= set(started.collected):
             started.discard()
             started = None
         if started is None:
             started = self._start(nodes)
+        started.serving(nodes)  # fewer than it collected where another device took some first (or a spare)
         waiting = lambda holder: ev.append(self.events, "warning", message=f"waiting for device lock "  # noqa: E731
                                            f"{self.unit.get('device_lock')} held by {holder}")
         with DeviceLock(self.unit.get("device_lock"), waiting):
@@ -258,7 +260,8 @@ class UnitRunner:
         # When the process was gone (after session_end: the interpreter's and device's teardown).
         ev.append(self.events, "exited", returncode=proc.returncode, killed_for=killed_for)
         new, _ = ev.read_new_events(self.events, started.pos)
-        return Attempt(nodes, new, proc.returncode, killed_for, log_tail(self.log))
+        # Given: its command line's nodes (pytest refuses them all where one fails to import).
+        return Attempt(started.collected, new, proc.returncode, killed_for, log_tail(self.log))
 
     def _start(self, nodes: List[str]) -> "Started":
         """A benchmark process over `nodes`, waiting at its gate (plugins/device_setup.py) before

@@ -25,7 +25,7 @@ from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity, identity_hash
 from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.more_processes import more_wanted
-from zlbench.engine.spares import hand_over, spare_queues, with_spares
+from zlbench.engine.spares import Waiting, hand_over, spare_queues, with_spares
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
@@ -242,12 +242,17 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
         # Each device's job starts its first more passes' processes ahead and waits for the choice
         # (engine/spares.py); those it gave up waiting for go as jobs of their own, as the others.
         spares = spare_queues(plan, run_dir, launcher.waits, deadline)
-        submit = units
+        submit, jobs = units, None
         while units:  # the planned passes, then (a plain run) more processes where they disagree
             if submit:
+                queues = queues_of(submit)
+                spares = {d: s for d, s in spares.items() if d in queues}  # no planned unit there: no job
+                before = len(launcher.jobs)
                 with interrupts.deferred():
-                    launcher.submit(LaunchContext(run_dir, with_spares(queues_of(submit), spares), deadline,
+                    launcher.submit(LaunchContext(run_dir, with_spares(queues, spares), deadline,
                                                   visibility_snapshot(), keys, backend.name != "cpu"))
+                if spares:
+                    jobs = Waiting(run_dir, sorted(queues), launcher.jobs[before:])
             if not launcher.waits and interrupts.signum is None:
                 log.info(f"[zlbench] submitted {len(launcher.jobs)} job(s); gather results later with "
                          f"`zlbench collect {run_dir}`")
@@ -256,19 +261,18 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
             if warm is None:
                 warm = WarmImports(finish_imports(len(plan.sides) == 2, resolved["store"]["url"], run_dir),
                                    yield_cpu=backend.name == "cpu")
-            state = RunState(run_dir, [u.to_dict() for u in units])
-            # Waiting jobs end only after the choice: the passes' end is their units' end then.
-            ended = (lambda: state.poll()[0] >= state.total) if spares else (lambda: False)
-            watch(state, lambda: launcher.done() or interrupts.given_up() or ended(),
+            # Jobs with spares end only after the choice: the passes end when each waits for it.
+            watch(RunState(run_dir, [u.to_dict() for u in units]),
+                  lambda: launcher.done() or interrupts.given_up() or (jobs is not None and jobs.all_there()),
                   resolved.get("progress", "auto"), launcher.wait)
             log.debug("[zlbench] phase: jobs ended")
             warm.finish()  # never two threads importing one module
-            waiting = sorted(spares) if spares and not launcher.done() else []
+            waiting = jobs.waiting() if jobs is not None else []
             units = more_processes(run_dir, plan, resolved["timer"], deadline,
-                                   spares=len(next(iter(spares.values()))) if waiting else 0) \
+                                   spares=jobs.started(waiting) if waiting else 0) \
                 if interrupts.signum is None else []
             submit = hand_over(run_dir, units, waiting) if waiting else units
-            spares = {}
+            spares, jobs = {}, None
         while not (launcher.done() or interrupts.given_up()):  # jobs told that nothing more is theirs
             launcher.wait(0.5)
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))

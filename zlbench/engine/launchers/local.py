@@ -100,7 +100,11 @@ class LocalLauncher(Launcher):
         with executor.batch():
             for _device, units in sorted(ctx.queues.items()):
                 self.jobs.append(executor.submit(local_job, units, str(ctx.run_dir), ctx.deadline, ctx.restore_env))
-        self._pidfds = pidfds(executor.controllers)
+        # A plain run's more passes may come as another wave while the first still runs (a job
+        # that gave up waiting for the choice, engine/spares.py): both waves' exits are watched.
+        new = pidfds(executor.controllers)
+        self._pidfds = None if new is None or (self._pidfds is None and len(self.jobs) > len(new)) \
+            else {**(self._pidfds or {}), **new}
         for j in self.jobs:
             # A job whose controller has exited without a result file never gets one (the worker
             # writes it before exiting, on this machine's disk): submitit's 15 s wait for a slow
