@@ -286,8 +286,11 @@ def test_a_ctrl_c_in_a_verb_exits_130_in_one_line(tmp_path):
 
     fifo = tmp_path / "result.log"
     os.mkfifo(fifo)
+    # Ctrl-C's disposition as a terminal's foreground process has it: a suite started in the
+    # background by a script (`nohup ... &`) has SIGINT ignored, which its children inherit.
     proc = subprocess.Popen([sys.executable, "-m", "zlbench", "summary", str(fifo)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def reading():  # opening the write end succeeds once the reader has the FIFO open
         try:

@@ -417,7 +417,7 @@ def test_a_device_whose_planned_passes_have_no_job_gets_its_more_passes_as_a_job
 def test_a_job_that_dies_does_not_keep_the_others_waiting_for_the_choice(tmp_path):
     """A device's job killed in its planned passes: the other device's job, waiting for the choice,
     gets it once the orchestrator sees every job waiting or ended, and the run ends (cut)."""
-    from .conftest import FIXTURES, held, start_zlbench
+    from .conftest import FIXTURES, held, processes_in, start_zlbench, wait_for
 
     run, tickets = tmp_path / "run", tmp_path / "tickets"
     proc = start_zlbench(f"hydra.run.dir={run}", "backend=cpu", "backend.slots=2", "corpus=flaggems",
@@ -430,6 +430,17 @@ def test_a_job_that_dies_does_not_keep_the_others_waiting_for_the_choice(tmp_pat
         launches = [json.loads(x) for p in run.glob("units/*.d1.*/events.jsonl") for x in p.read_text().splitlines()
                     if '"launch"' in x]
         os.kill(int(launches[0]["job_id"]), 9)  # device 1's job (submitit's controller; its worker dies with it)
+
+        def on_device_1():
+            out = []
+            for pid in processes_in(run):
+                try:
+                    out += [pid] if ".d1." in os.readlink(f"/proc/{pid}/cwd") else []
+                except OSError:
+                    pass
+            return out
+
+        assert wait_for(lambda: not on_device_1(), timeout=60)  # its held node died with it
         (tickets / "release").touch()
         out, err = proc.communicate(timeout=240)
     finally:

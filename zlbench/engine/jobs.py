@@ -37,7 +37,8 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
     # real units' now): no spares then.
     fresh = spare_units and not choice_path(run_dir, spare_units[0]["device"]).exists()
     spares = [UnitRunner(u, run_dir, deadline, extra_env, fresh=True) for u in spare_units] if fresh else []
-    starting = spares[:spares_to_start(len(spares))]  # the others' chosen units start when chosen
+    starting = spares[:spares_to_start(len(spares), len(load_plan(run_dir).get("devices") or [1]))] \
+        if spares else []  # the others' chosen units start when chosen
     more: List[UnitRunner] = []
 
     def clear_spares() -> None:
@@ -100,7 +101,8 @@ def adopt(chosen: List[dict], spares: List[UnitRunner], run_dir: str, deadline: 
     for unit in chosen:
         spare = by_id.get(unit["unit_id"])
         started = spare.ahead if spare is not None else None
-        fits = started is not None and same_but_nodes(spare.unit, unit) and set(unit["nodes"]) <= set(started.collected)
+        fits = (started is not None and started.proc.poll() is None  # a spare that died (OOM) is not used
+                and same_but_nodes(spare.unit, unit) and set(unit["nodes"]) <= set(started.collected))
         if spare is not None and not fits:
             spare.discard_ahead()
             spare.wipe()

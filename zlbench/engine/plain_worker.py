@@ -193,7 +193,7 @@ class UnitRunner:
                 for n in remaining:
                     self._record(_end(n, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True))
                 break
-            if self.ahead is not None and set(remaining) <= set(self.ahead.collected):
+            if self.ahead is not None and remaining and set(remaining) <= set(self.ahead.collected):
                 takeable = []  # the process started ahead runs this unit's own nodes; others' come after
             attempt = self._launch(remaining + takeable)
             self.owner.note_attempt(takeable, attempt)
@@ -242,7 +242,7 @@ class UnitRunner:
 
     def _launch(self, nodes: List[str]) -> Attempt:
         started, self.ahead = self.ahead, None
-        if started is not None and not set(nodes) <= set(started.collected):
+        if started is not None and not (nodes and set(nodes) <= set(started.collected)):
             started.discard()
             started = None
         if started is None:

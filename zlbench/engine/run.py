@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import json
@@ -25,7 +26,7 @@ from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity, identity_hash
 from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.more_processes import more_wanted
-from zlbench.engine.spares import Waiting, hand_over, spare_queues, with_spares
+from zlbench.engine.spares import Waiting, beating, hand_over, spare_queues, with_spares
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, resolve_timer
 from zlbench.planning.units import WorkUnit
@@ -266,12 +267,13 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
                   lambda: launcher.done() or interrupts.given_up() or (jobs is not None and jobs.all_there()),
                   resolved.get("progress", "auto"), launcher.wait)
             log.debug("[zlbench] phase: jobs ended")
-            warm.finish()  # never two threads importing one module
             waiting = jobs.waiting() if jobs is not None else []
-            units = more_processes(run_dir, plan, resolved["timer"], deadline,
-                                   spares=jobs.started(waiting) if waiting else 0) \
-                if interrupts.signum is None else []
-            submit = hand_over(run_dir, units, waiting) if waiting else units
+            with beating(run_dir) if waiting else contextlib.nullcontext():  # jobs wait while it chooses
+                warm.finish()  # never two threads importing one module
+                units = more_processes(run_dir, plan, resolved["timer"], deadline,
+                                       spares=jobs.started(waiting) if waiting else 0) \
+                    if interrupts.signum is None else []
+                submit = hand_over(run_dir, units, waiting) if waiting else units
             spares, jobs = {}, None
         while not (launcher.done() or interrupts.given_up()):  # jobs told that nothing more is theirs
             launcher.wait(0.5)

@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 SPARE = "spare"  # the queue entry's key that marks a spare unit (not in plan.json)
 # A waiting job gives up once the orchestrator's heartbeat (touched while it watches the jobs) is
@@ -47,20 +49,43 @@ def heartbeat_path(run_dir: Path) -> Path:
 
 
 def beat(run_dir: Path) -> None:
-    """The orchestrator is alive and will choose (waiting jobs give up once this is GIVE_UP_S old)."""
+    """The orchestrator is alive and will choose (waiting jobs give up once this has not changed
+    for GIVE_UP_S)."""
     path = heartbeat_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+    path.write_text(str(time.time()))
 
 
-def spares_to_start(count: int) -> int:
-    """How many of a device's spare processes its job starts: one per CPU it has beyond the one
-    measuring and the one a planned pass' start-up uses, at least one (on a Slurm task of 2 CPUs, as
-    many processes start beside a measuring one as the planned passes' prestart starts)."""
+@contextmanager
+def beating(run_dir: Path, every_s: float = 10.0) -> Iterator[None]:
+    """Beat while the orchestrator chooses (reading a large run's events takes a while)."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            beat(run_dir)
+
+    beat(run_dir)
+    thread = threading.Thread(target=loop, name="zlbench-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def spares_to_start(count: int, devices: int = 1) -> int:
+    """How many of a device's spare processes its job starts: one per CPU of its share beyond the
+    one measuring and the one a planned pass' start-up uses, at least one (on 2 CPUs, as many start
+    beside a measuring process as the planned passes' prestart starts). A local pool's jobs share
+    the host's CPUs (`devices` of them); a Slurm task has its own."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 2
+    if not os.environ.get("SLURM_JOB_ID"):
+        cpus //= max(1, devices)
     return max(1, min(count, cpus - 2))
 
 
@@ -134,22 +159,29 @@ def await_choice(run_dir: Path, device: int, deadline: Optional[float], started:
     gave up: at the run limit, or once the orchestrator's heartbeat is GIVE_UP_S old; it stops its
     spares first, so that the job the orchestrator then submits finds their dirs clear)."""
     path = choice_path(run_dir, device)
-    _create_once(waiting_path(run_dir, device), {"spares": started})
-    since = time.time()
+    marker = waiting_path(run_dir, device)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_name(f".{marker.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"spares": started}))
+    os.replace(tmp, marker)  # a requeued job's count replaces its first attempt's
+    # The heartbeat's content changes at each beat; when it last did is read on this job's clock
+    # (a shared file system's clock and attribute cache need not agree with it).
+    last, changed = None, time.time()
     while True:
         if path.exists():
             return list(json.loads(path.read_text()).get("units") or [])
         now = time.time()
+        try:
+            seen = heartbeat_path(run_dir).read_text()
+        except OSError:
+            seen = None
+        if seen != last:
+            last, changed = seen, now
         why = None
         if deadline is not None and now >= deadline:
             why = "the run limit"
-        else:
-            try:
-                beaten = heartbeat_path(run_dir).stat().st_mtime
-            except OSError:
-                beaten = since
-            if now - max(beaten, since) > GIVE_UP_S:
-                why = f"no choice, and no sign of the orchestrator for {GIVE_UP_S:.0f} s"
+        elif now - changed > GIVE_UP_S:
+            why = f"no choice, and no sign of the orchestrator for {GIVE_UP_S:.0f} s"
         if why:
             before_giving_up()
             if _create_once(path, {"units": [], "given_up": why}):

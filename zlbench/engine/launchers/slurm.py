@@ -81,7 +81,10 @@ class _SlurmJob:
             return True
         if shutil.which("squeue") is None:
             return self.job.done()
-        out = subprocess.run(["squeue", "-h", "-j", str(self.job_id).split("_")[0], "-o", "%i"],
+        # This task alone (<job>_<task>: squeue answers for one element of an array, pending or
+        # running): a task that died must read as done while the array's other tasks still run
+        # (they may be waiting for the choice of more passes, engine/spares.py).
+        out = subprocess.run(["squeue", "-h", "-j", str(self.job_id), "-o", "%i"],
                              capture_output=True, text=True, timeout=30)
         if out.returncode == 0 and out.stdout.strip():
             self._gone_since = None
