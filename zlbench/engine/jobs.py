@@ -47,13 +47,13 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
             if s.unit["unit_id"] not in {r.unit["unit_id"] for r in more}:
                 s.wipe()
 
-    try:
-        def start_spares() -> None:
-            # Not over nodes whose file failed to import here: pytest would refuse the whole list.
-            broken = not_importable(run_dir, planned)
-            for s in starting:
-                s.prestart(leave_out=broken)
+    def start_spares() -> None:
+        # Not over nodes whose file failed to import here: pytest would refuse the whole list.
+        broken = not_importable(run_dir, planned)
+        for s in starting:
+            s.prestart(leave_out=broken)
 
+    try:
         counts = run_in_turn([UnitRunner(u, run_dir, deadline, extra_env) for u in planned],
                              start_spares if starting else None)
         if spare_units:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 SPARE = "spare"  # the queue entry's key that marks a spare unit (not in plan.json)
-# A waiting job gives up once the orchestrator's heartbeat (touched while it watches the jobs) is
-# this old: the orchestrator is gone (on the local pool its jobs die with it; on Slurm they would
+# A waiting job gives up once the orchestrator's heartbeat (beaten while it watches the jobs and
+# while it chooses) has not changed for this long: the orchestrator is gone (on the local pool its jobs die with it; on Slurm they would
 # hold their devices for nothing).
 GIVE_UP_S = 300.0
 POLL_S = 0.2
