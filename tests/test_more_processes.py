@@ -23,8 +23,10 @@ from .test_timing_rows import ON_TIMING_CORPUS
 # steady and bimodal read alike in every process; luck draws a slow pick in odd passes (noisy draws
 # its calls from one random sequence whose length depends on the timing: it may read apart).
 # timer.more_budget: a CPU pass is mostly its process' start-up; the budget is tested on its own below.
+# timer.target_width=0.5: luck's intervals are 70-97% wide; a steady op's 0.8%, but 34% where a
+# process of a busy machine's was slowed (seen once in CI), which must not read as disagreeing.
 OPS = ("timer=direct", "ops=[steady,bimodal,luck]", "store.url=none", "timer.processes=3",
-       "timer.target_width=0.3", "timer.more_budget=100")
+       "timer.target_width=0.5", "timer.more_budget=100")
 # Timed at real-time priority where the tests may (root): a busy machine then cannot slow one
 # process of a steady op by a third and make it read as a node whose processes disagree.
 QUIET = {"ZL_FIXTURE_REALTIME": "1"}
@@ -91,7 +93,7 @@ def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_wo
     plan = SimpleNamespace(processes=3, max_processes=6, more_passes=object(), devices=[0], more_together=False,
                            units=[SimpleNamespace(**u) for u in _plan(res.run_dir)["units"]])
     luck = "benchmark/test_timing.py::test_perf_luck"
-    roomy = {"target_width": 0.3, "more_budget": 100}
+    roomy = {"target_width": 0.5, "more_budget": 100}
     wanted, last, line = more_wanted(res.run_dir, plan, roomy, None)
     assert (wanted, last) == ([luck], 6) and "1 node(s) whose processes disagree get 3 more" in line, line
     startup, measuring = pass_seconds(res.run_dir, plan, [luck])
@@ -104,10 +106,10 @@ def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_wo
     assert wanted == [] and "would not fit before launcher.run_timeout_s" in line, line
     planned = planned_seconds(res.run_dir, plan)
     assert planned > 3 * per_pass * 0.5  # three passes, their start-ups not hidden on the CPU
-    one_pass = {"target_width": 0.3, "more_budget": 1.5 * per_pass / planned}
+    one_pass = {"target_width": 0.5, "more_budget": 1.5 * per_pass / planned}
     wanted, last, line = more_wanted(res.run_dir, plan, one_pass, None)
     assert (wanted, last) == ([luck], 4) and "as many as fit in timer.more_budget" in line, line
-    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.3, "more_budget": 0.5 * per_pass / planned},
+    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.5, "more_budget": 0.5 * per_pass / planned},
                                      time.time() + 100 * per_pass)
     assert wanted == [] and "would not fit in timer.more_budget" in line, line
     # Where processes start ahead, the more passes start together: k of them cost one start-up and k
@@ -319,7 +321,7 @@ def test_a_more_pass_cut_by_the_run_limit_leaves_its_nodes_stopped_and_the_run_w
 def test_spares_not_chosen_are_stopped_and_leave_nothing(run_zlbench):
     """Where no node's processes disagree, the spares started for the more passes are stopped before
     they measured anything, and leave no unit or row behind."""
-    ops = ("timer=direct", "ops=[steady]", "store.url=none", "timer.processes=3", "timer.target_width=0.3",
+    ops = ("timer=direct", "ops=[steady]", "store.url=none", "timer.processes=3", "timer.target_width=0.5",
            "timer.more_budget=100")
     res = run_zlbench(*ON_TIMING_CORPUS, *ops, "timer.max_processes=6", "launcher.prestart=true", env=QUIET)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -398,7 +400,7 @@ def test_a_device_whose_planned_passes_have_no_job_gets_its_more_passes_as_a_job
     """One node on four devices: its passes rotate over the devices, so a more pass may land on a
     device that ran no planned pass and so has no job waiting: it goes as a job of its own."""
     res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[luck]", "store.url=none", "timer.processes=3",
-                      "timer.target_width=0.3", "timer.more_budget=100", "timer.max_processes=6",
+                      "timer.target_width=0.5", "timer.more_budget=100", "timer.max_processes=6",
                       "launcher.prestart=true", "backend.slots=4", env=QUIET)
     assert res.returncode == 0, res.stderr[-3000:]
     plan = _plan(res.run_dir)
@@ -471,7 +473,7 @@ def test_a_spare_leaves_out_a_file_that_failed_to_import(run_zlbench, tmp_path):
         "import pytest\nimport no_such_module  # noqa: F401\n\n\n@pytest.mark.broken\ndef test_broken():\n    pass\n")
     res = run_zlbench("corpus=flaggems", f"corpus.root={corpus}", "corpus.timer_modules=[benchmark.timing]", "backend=cpu",
                       "timer=direct", "ops=[luck,broken]", "store.url=none", "timer.processes=3", "timer.max_processes=4",
-                      "timer.target_width=0.3", "timer.more_budget=100", "launcher.prestart=true", env=QUIET)
+                      "timer.target_width=0.5", "timer.more_budget=100", "launcher.prestart=true", env=QUIET)
     assert res.returncode != 0  # the broken node failed
     units = {u["round"]: u for u in _plan(res.run_dir)["units"]}
     events = {r: [json.loads(x) for x in (res.run_dir / "units" / u["unit_id"] / "events.jsonl").read_text().splitlines()]
