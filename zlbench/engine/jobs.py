@@ -42,9 +42,10 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
     more: List[UnitRunner] = []
 
     def clear_spares() -> None:
+        chosen_ids = {r.unit["unit_id"] for r in more}
         for s in spares:
             s.discard_ahead()
-            if s.unit["unit_id"] not in {r.unit["unit_id"] for r in more}:
+            if s.unit["unit_id"] not in chosen_ids:
                 s.wipe()
 
     def start_spares() -> None:

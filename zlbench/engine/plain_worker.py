@@ -226,7 +226,8 @@ class UnitRunner:
         if self.ahead is not None or (self.deadline is not None and time.time() >= self.deadline):
             return
         remaining, _ = self.owner.pending(_done(ev.read_events(self.events)))
-        remaining = [n for n in remaining if n not in set(leave_out)]
+        skip = set(leave_out)
+        remaining = [n for n in remaining if n not in skip]
         if remaining:  # its own nodes only: others' are claimed when taken, not ahead
             self.ahead = self._start(remaining)
 
