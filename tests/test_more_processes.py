@@ -80,6 +80,41 @@ def test_the_node_whose_processes_disagree_gets_more_processes_and_the_others_do
     assert {r["op"]: r["processes"] for r in _rows(res.run_dir)} == counts
 
 
+def _process_rows(run_dir):
+    return [json.loads(x) for x in (run_dir / "process_rows.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
+    """luck_one's [[128]] draws per process, its [[64]] is steady: the more passes make the first
+    shape's timing call only, so [[64]] keeps its 3 processes and [[128]] gets 5; luck_deaf, which
+    times its baseline whatever --metrics asks, cannot be matched call for call: its more passes give
+    no row at all (never one of another shape) and say so, and the rest of that test times every
+    shape."""
+    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,luck_one,luck_deaf]", "store.url=none",
+                      "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+                      "timer.max_processes=5", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = res.stdout + res.stderr
+    assert "2 node(s) whose processes disagree get 2 more process(es) each" in log, log[-3000:]
+    assert "they time those rows only" in log, log[-3000:]
+    one, deaf = "benchmark/test_timing.py::test_perf_luck_one", "benchmark/test_timing.py::test_perf_luck_deaf"
+    chosen = json.loads((res.run_dir / "more_shapes.json").read_text())["nodes"]
+    assert chosen == {one: {one: [1]}, deaf: {deaf: [1]}}, chosen
+    later = [r for r in _process_rows(res.run_dir) if r["round"] >= 3]
+    assert {(r["op"], r["shape"]) for r in later} == {("luck_one", "[[128]]")}, later
+    counts = {(r["op"], r["shape"]): r["processes"] for r in _rows(res.run_dir)}
+    assert counts == {("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("luck_one", "[[64]]"): 3,
+                      ("luck_one", "[[128]]"): 5, ("luck_deaf", "[[64]]"): 3, ("luck_deaf", "[[128]]"): 3}, counts
+    warnings = [e["message"] for u in ("main.r3.d0.s0", "main.r4.d0.s0")
+                for e in map(json.loads, (res.run_dir / "units" / u / "events.jsonl").read_text().splitlines())
+                if e["event"] == "warning"]
+    assert warnings and all("do not fit the shapes chosen" in w and "the test times every shape from here on" in w
+                            for w in warnings), warnings
+    with open(res.run_dir / "ops_status.csv") as f:
+        assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(("steady", "luck_one", "luck_deaf"), "ok")
+
+
 @pytest.mark.slow
 def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_would_choose(run_zlbench, monkeypatch):
     res = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=3", env=QUIET)
@@ -94,22 +129,22 @@ def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_wo
                            units=[SimpleNamespace(**u) for u in _plan(res.run_dir)["units"]])
     luck = "benchmark/test_timing.py::test_perf_luck"
     roomy = {"target_width": 0.5, "more_budget": 100}
-    wanted, last, line = more_wanted(res.run_dir, plan, roomy, None)
+    wanted, last, line, _ = more_wanted(res.run_dir, plan, roomy, None)
     assert (wanted, last) == ([luck], 6) and "1 node(s) whose processes disagree get 3 more" in line, line
     startup, measuring = pass_seconds(res.run_dir, plan, [luck])
     per_pass = startup + measuring
     assert startup > 0.2 and 0 < measuring < pass_seconds(res.run_dir, plan, [luck, "benchmark/test_timing.py::test_perf_steady"])[1]
-    wanted, last, line = more_wanted(res.run_dir, plan, roomy, time.time() + 2.5 * per_pass)
+    wanted, last, line, _ = more_wanted(res.run_dir, plan, roomy, time.time() + 2.5 * per_pass)
     assert (wanted, last) == ([luck], 5) and "2 more process(es) each, as many as fit before launcher.run_timeout_s" \
         in line, line
-    wanted, last, line = more_wanted(res.run_dir, plan, roomy, time.time() + 0.5 * per_pass)
+    wanted, last, line, _ = more_wanted(res.run_dir, plan, roomy, time.time() + 0.5 * per_pass)
     assert wanted == [] and "would not fit before launcher.run_timeout_s" in line, line
     planned = planned_seconds(res.run_dir, plan)
     assert planned > 3 * per_pass * 0.5  # three passes, their start-ups not hidden on the CPU
     one_pass = {"target_width": 0.5, "more_budget": 1.5 * per_pass / planned}
-    wanted, last, line = more_wanted(res.run_dir, plan, one_pass, None)
+    wanted, last, line, _ = more_wanted(res.run_dir, plan, one_pass, None)
     assert (wanted, last) == ([luck], 4) and "as many as fit in timer.more_budget" in line, line
-    wanted, last, line = more_wanted(res.run_dir, plan, {"target_width": 0.5, "more_budget": 0.5 * per_pass / planned},
+    wanted, last, line, _ = more_wanted(res.run_dir, plan, {"target_width": 0.5, "more_budget": 0.5 * per_pass / planned},
                                      time.time() + 100 * per_pass)
     assert wanted == [] and "would not fit in timer.more_budget" in line, line
     # Where processes start ahead, the more passes start together: k of them cost one start-up and k

@@ -16,31 +16,47 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from zlbench.config.schema import TimerConf
-from zlbench.results.events import events_path, node_seconds, process_spans, read_events, startup_seconds
+from zlbench.results.events import (base_node, events_path, node_seconds, process_spans, read_events,
+                                    startup_seconds)
+
+# The least share of a node's planned pass a more pass that times some of its shapes is counted at.
+MIN_SHARE = 0.25
+
+
+class MoreChoice(NamedTuple):
+    nodes: List[str]  # the nodes that get more passes
+    last: int  # the pass to stop before
+    line: str  # what to log
+    shapes: Dict[str, Dict[str, List[int]]]  # base node -> item -> the timing calls its more passes make
 
 
 def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optional[float],
-                spares: int = 0) -> Tuple[List[str], int, str]:
-    """(the nodes that get more passes, the pass to stop before, the line to log) for a plan's
-    finished passes (plan: its processes, max_processes, more_passes, units, devices). spares: how
-    many more passes have their processes started already (engine/spares.py: no start-up left)."""
-    from zlbench.results.process_stats import relative_width, wide_nodes
+                spares: int = 0, baseline_off: bool = True) -> MoreChoice:
+    """What a plan's finished passes call for (plan: its processes, max_processes, more_passes,
+    units, devices). spares: how many more passes have their processes started already
+    (engine/spares.py: no start-up left). baseline_off: the more passes time the op only (one call
+    a shape where the planned passes made two)."""
+    from zlbench.results.process_stats import relative_width, wide_rows
     from zlbench.results.tables import collect
 
     first, last = plan.processes or 1, plan.max_processes or 0
     if last <= first or plan.more_passes is None or (deadline is not None and time.time() >= deadline):
-        return [], first, ""
+        return MoreChoice([], first, "", {})
     if any(u.round >= first for u in plan.units):  # planned once per run (a resumed run has them)
-        return [], first, ""
+        return MoreChoice([], first, "", {})
     settings = TimerConf.from_plugin(dict(timer))  # the schema's defaults where the mapping has none
     target = settings.target_width
-    wide = wide_nodes(collect(run_dir)[0], target)
-    if not wide:
-        return [], first, ""
-    startup, measuring = pass_seconds(run_dir, plan, list(wide))
+    rows = wide_rows(collect(run_dir)[0], target)
+    if not rows:
+        return MoreChoice([], first, "", {})
+    wide: Dict[str, Mapping] = {}  # node -> its widest row
+    for r in rows:
+        wide.setdefault(base_node(r.get("node") or ""), r)
+    shapes, shares = chosen_shapes(run_dir, plan, rows, baseline_off)
+    startup, measuring = pass_seconds(run_dir, plan, list(wide), shares)
     per_pass = startup + measuring
 
     def takes(k: int) -> float:
@@ -65,17 +81,83 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
     fits = ""
     for passes, limit in sorted(limits):
         if passes < 1:
-            return [], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more processes: "
-                               f"one more pass (about {takes(1):.0f} s) would not fit {limit}")
+            return MoreChoice([], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more "
+                                          f"processes: one more pass (about {takes(1):.0f} s) would not fit {limit}"), {})
         if first + passes < last:
             fits = f", as many as fit {limit} of {last - first}"
             last = first + passes
         break
     widest = sorted(wide.values(), key=relative_width, reverse=True)[:3]
-    return sorted(wide), last, (
+    only = len(shapes)
+    return MoreChoice(sorted(wide), last, (
         f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
         f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
-        + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")")
+        + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")"
+        + (f"; they time those rows only" if only == len(wide) else
+           f"; {only} of them time those rows only, the others every row" if only else "")), shapes)
+
+
+def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bool
+                  ) -> Tuple[Dict[str, Dict[str, List[int]]], Dict[str, float]]:
+    """(base node -> item -> the timing calls its more passes make, base node -> the share of its
+    planned timing calls they make) for the wide `rows`: a row's calls are found by its place among
+    its item's results in a planned pass. A node whose planned records do not say how their calls
+    fit their shapes (a corpus that times a row itself, or twice) is left out: its more passes time
+    everything."""
+    from zlbench.plugins.only_shapes import wanted_calls
+
+    wanted: Dict[str, set] = {}
+    for r in rows:
+        wanted.setdefault(r.get("node") or "", set()).add((r.get("op"), r.get("dtype"), r.get("shape")))
+    places = _planned_places(run_dir, plan, set(wanted))
+    shapes: Dict[str, Dict[str, List[int]]] = {}
+    shares: Dict[str, float] = {}
+    for node in sorted({base_node(item) for item in wanted}):
+        items = {item: places[item] for item in places if base_node(item) == node}
+        if any(v is None for v in items.values()) or any(
+                item not in items or not keys <= set(items[item][0])
+                for item, keys in wanted.items() if base_node(item) == node):
+            continue  # not found as planned: its more passes time every shape
+        chosen: Dict[str, List[int]] = {}
+        made = total = 0
+        for item, (keys, per_shape) in items.items():
+            picked = [i for i, k in enumerate(keys) if k in wanted.get(item, ())]
+            calls = 1 if baseline_off else per_shape
+            chosen[item] = wanted_calls(picked, calls)
+            made, total = made + len(picked), total + len(keys)
+        shapes[node] = chosen
+        shares[node] = made / total if total else 1.0
+    return shapes, shares
+
+
+def _planned_places(run_dir: Path, plan, items: set) -> Dict[str, Optional[Tuple[List[tuple], int]]]:
+    """item -> (its rows' keys (op, dtype, shape) in the order a planned pass timed them, the timing
+    calls a shape took), for every item of the nodes of `items`, from the first planned unit that
+    measured it whole; None where its records do not say how their calls fit."""
+    from zlbench.results.records import Row
+
+    nodes = {base_node(i) for i in items}
+    out: Dict[str, Optional[Tuple[List[tuple], int]]] = {}
+    for u in sorted(plan.units, key=lambda u: u.round):
+        if u.round >= (plan.processes or 1):
+            continue
+        records: Dict[str, List[dict]] = {}
+        for e in read_events(events_path(run_dir, u.unit_id)):
+            item = e.get("node") or ""
+            if base_node(item) not in nodes or item in out:
+                continue
+            if e.get("event") == "start":
+                records[item] = []  # a retried item is measured again whole
+            elif e.get("event") == "record" and item in records:
+                records[item].append(e)
+            elif e.get("event") == "end" and e.get("status") == "ok" and item in records:
+                keys, calls = [], set()
+                for rec in records.pop(item):
+                    timing = rec.get("timing") or []
+                    keys += [(row.op, row.dtype, row.shape) for row in Row.from_record(rec["payload"], timing)]
+                    calls |= {t.get("calls") for t in timing} if timing else {None}
+                out[item] = (keys, calls.pop()) if len(calls) == 1 and None not in calls else None
+    return out
 
 
 def planned_seconds(run_dir: Path, plan) -> float:
@@ -91,12 +173,14 @@ def planned_seconds(run_dir: Path, plan) -> float:
     return total
 
 
-def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> Tuple[float, float]:
+def pass_seconds(run_dir: Path, plan, nodes: Sequence[str],
+                 shares: Optional[Mapping[str, float]] = None) -> Tuple[float, float]:
     """About how long one more pass over `nodes` takes: (a process' start-up, its measuring). Its
     measuring: each node's slowest planned pass but its first (the first compiles; a node that tunes
     afresh in every process varies from pass to pass, a batch norm 2.9-6.5 s on an H200: its quickest
-    pass let a run limit be overrun), the nodes spread over the devices, plus what a process spends
-    past its nodes (a fraction of a second)."""
+    pass let a run limit be overrun), times the share of its shapes a more pass times (`shares`, at
+    least MIN_SHARE: a test builds every shape's inputs all the same), the nodes spread over the
+    devices, plus what a process spends past its nodes (a fraction of a second)."""
     passes: Dict[str, List[Tuple[int, float]]] = {}
     startups, beyond = [], []
     for u in plan.units:
@@ -109,7 +193,8 @@ def pass_seconds(run_dir: Path, plan, nodes: Sequence[str]) -> Tuple[float, floa
     startups = [s for s in startups if s is not None]
     startup = statistics.median(startups) if startups else 0.0
     slowest = {node: max(seconds for _, seconds in (sorted(runs)[1:] or runs)) for node, runs in passes.items()}
-    measuring = sum(slowest.get(n, 0.0) for n in nodes) / max(1, len(plan.devices))
+    shares = shares or {}
+    measuring = sum(slowest.get(n, 0.0) * max(MIN_SHARE, shares.get(n, 1.0)) for n in nodes) / max(1, len(plan.devices))
     return startup, measuring + (statistics.median(beyond) if beyond else 0.0)
 
 

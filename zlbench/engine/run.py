@@ -28,10 +28,10 @@ from zlbench.engine.locks import RunDirLock, check_devices_free
 from zlbench.engine.more_processes import more_wanted
 from zlbench.engine.spares import Waiting, beating, hand_over, spare_queues, with_spares
 from zlbench.engine.processes import INTERRUPTS
-from zlbench.planning.plan import Plan, make_plan, resolve_timer
+from zlbench.planning.plan import Plan, make_plan, more_shapes_path, resolve_timer
 from zlbench.planning.units import WorkUnit
-from zlbench.results.rundir import (IDENTITY_FILE, load_plan, resume_command, unfinished_nodes, write_identity,
-                                    write_placeholders, write_plan)
+from zlbench.results.rundir import (IDENTITY_FILE, atomic_write, load_plan, resume_command, unfinished_nodes,
+                                    write_identity, write_placeholders, write_plan)
 from zlbench.results.tables import wall_times
 from zlbench.config.schema import timer_settings
 from zlbench.config.validate import validate_config
@@ -271,7 +271,8 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
             with beating(run_dir) if waiting else contextlib.nullcontext():  # jobs wait while it chooses
                 warm.finish()  # never two threads importing one module
                 units = more_processes(run_dir, plan, resolved["timer"], deadline,
-                                       spares=jobs.started(waiting) if waiting else 0) \
+                                       spares=jobs.started(waiting) if waiting else 0,
+                                       baseline_off=bool(resolved["corpus"].get("baseline_off_args"))) \
                     if interrupts.signum is None else []
                 submit = hand_over(run_dir, units, waiting) if waiting else units
             spares, jobs = {}, None
@@ -288,16 +289,18 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
 
 
 def more_processes(run_dir: Path, plan: Plan, timer: Mapping[str, Any], deadline: Optional[float],
-                   spares: int = 0) -> List[WorkUnit]:
+                   spares: int = 0, baseline_off: bool = True) -> List[WorkUnit]:
     """A plain run's later passes for the nodes whose processes disagree (engine/more_processes.py);
     they join plan.json, so a resume runs what is left of them. spares: how many of them have their
-    processes started already (engine/spares.py)."""
-    wanted, last, line = more_wanted(run_dir, plan, timer, deadline, spares)
-    if line:
-        log.info(line)
-    if not wanted:
+    processes started already (engine/spares.py). baseline_off: they time the op only."""
+    choice = more_wanted(run_dir, plan, timer, deadline, spares, baseline_off=baseline_off)
+    if choice.line:
+        log.info(choice.line)
+    if not choice.nodes:
         return []
-    more = plan.more_passes(wanted, plan.processes, last)
+    # Before any more pass starts (spares read it once their gate opens): the rows each one times.
+    atomic_write(more_shapes_path(run_dir), json.dumps({"nodes": choice.shapes}))
+    more = plan.more_passes(choice.nodes, plan.processes, choice.last)
     plan.units = plan.units + more
     write_plan(run_dir, plan_record(plan))
     return more

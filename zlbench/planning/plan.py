@@ -373,13 +373,14 @@ class _UnitFactory:
         unit_id = f"{side.name}.r{r}.d{dev.index}.s{k}"
         env = unit_env(cfg, self.backend, dev, side, self.run_dir, self.first_side, r, self.autotune_cache)
         env["PYTHONPATH"] = self.pythonpath
-        argv = list(self.argv)
+        argv, shapes_file = list(self.argv), None
         if r and not is_plain(cfg) and len(self.cfg["ab"].get("sides") or []) == 2 and not cfg["ab"].get("side"):
             argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]  # the A/B compares the alternative
         elif is_plain(cfg) and r >= passes_of(cfg):
             # A plain run's more processes narrow the alternative's interval; the baseline (torch: its
             # processes agree within 0.1-0.6%) has its interval from the planned ones.
             argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]
+            shapes_file = str(more_shapes_path(self.run_dir))  # and only the rows that disagree
         return WorkUnit(
             unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=argv,
             env=env, corpus_root=str(self.corpus.root),
@@ -388,12 +389,18 @@ class _UnitFactory:
                 timer_modules=list(cfg["corpus"].get("timer_modules") or []),
                 capture_deny_ops=list(cfg["backend"].get("capture_deny_ops") or []),
                 fast_exit=bool(cfg["corpus"].get("fast_exit", True)), only_marks=self.only_marks,
+                shapes_file=shapes_file,
             ).to_dict(),
             node_timeout_s=float(launcher["node_timeout_s"]),
             crash_retries=int(launcher.get("crash_retries") or 0),
             device_lock=device_lock_key(self.backend, dev, launcher),
             prestart=int(is_plain(cfg) and prestarts(self.backend, launcher)),
         )
+
+
+def more_shapes_path(run_dir: Path) -> Path:
+    """Where a plain run's choice of the shapes its more passes time is kept (engine/more_processes.py)."""
+    return Path(run_dir) / "more_shapes.json"
 
 
 def prestarts(backend: DeviceBackend, launcher: Mapping[str, Any]) -> bool:

@@ -26,6 +26,8 @@ class PluginConfig:
     # nodes selected through marks set on pytest.param cases.
     only_marks: Dict[str, List[str]] = field(default_factory=dict)
     claims_dir: Optional[str] = None  # set when the unit may take others' nodes (zlbench/engine/stealing.py)
+    # A plain run's more passes: the file naming the shapes they time (plugins/only_shapes.py).
+    shapes_file: Optional[str] = None
     events: Optional[str] = None  # the unit's events file, set by the worker
 
     def to_dict(self) -> Dict[str, Any]:

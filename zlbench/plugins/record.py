@@ -19,7 +19,7 @@ import pytest
 from zlbench.results.events import base_node
 from zlbench.results.schema import (BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL, MARKER_NOT_ZLBENCH_TIMER,
                                     MARKER_POISONED)
-from zlbench.plugins import _runtime
+from zlbench.plugins import _runtime, only_shapes
 
 from zlbench.ab import fingerprints
 
@@ -46,7 +46,16 @@ def _markers_for_results(n_results: int):
                  "marker_reason": "no zlbench timing call: the corpus timed this row itself", "facts": None,
                  "facts_base": None} for _ in range(n_results)]
     per, fits = _calls_per_result(calls, n_results)
-    return [_timing_of(group, fits) for group in per]
+    timing = [_timing_of(group, fits) for group in per]
+    if any(c.get("skipped") for c in calls):  # a more pass that times some shapes only (plugins/only_shapes.py)
+        mixed = any(any(c.get("skipped") for c in g) and not all(c.get("skipped") for c in g) for g in per)
+        if not fits or mixed:
+            only_shapes.give_up(f"{len(calls)} timing call(s) for {n_results} shape(s) of {_runtime.current_node} "
+                                "do not fit the shapes chosen")
+        for group, t in zip(per, timing):
+            if not fits or mixed or any(c.get("skipped") for c in group):
+                t["untimed"] = True  # counted for its place (case keys), never a row
+    return timing
 
 
 def _calls_per_result(calls: list, n_results: int):
@@ -64,6 +73,7 @@ def _timing_of(group: list, fits: bool) -> dict:
     reasons = sorted({c["reason"] for c in group if c.get("reason")})
     # timer_used: the alternative's ("latency") call; the baseline's is kept beside it.
     return {
+        "calls": len(group) if fits else None,  # per shape: where a more pass' chosen shapes' calls are
         "timer_used": group[-1]["timer_used"] if group else None,
         "timer_used_base": group[0]["timer_used"] if len(group) == 2 else None,
         "markers": sorted({m for c in group for m in c.get("markers", [])}),
@@ -91,8 +101,12 @@ class _RecordHandler(logging.Handler):
                           payload=payload, timing=timing)
             # run.log names the test (an extra key FlagGems' tools pass over): tests of one op may
             # time one shape, and a log read back must not take one test's record for another's round
-            line = "[INFO] " + json.dumps({**payload, "node": _runtime.current_node} if _runtime.current_node
-                                          else payload)
+            timed = [res for res, tinfo in zip(results, timing) if not tinfo.get("untimed")]
+            if results and not timed:
+                return  # a more pass that timed none of these shapes: no line for the log
+            shown = {**payload, "result": timed} if len(timed) < len(results) else payload
+            line = "[INFO] " + json.dumps({**shown, "node": _runtime.current_node} if _runtime.current_node
+                                          else shown)
             for res, tinfo in zip(results, timing):
                 if MARKER_FALLBACK in tinfo["markers"]:
                     _runtime.emit("log", line=(

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Optional
 
 from zlbench.backends import get_backend
 from zlbench.config.schema import TimerConf
-from zlbench.plugins import _runtime, guards, sampling
+from zlbench.plugins import _runtime, guards, only_shapes, sampling
 from zlbench.plugins.timers import Call, Context, Timed, timer_class
 
 _patched: Dict[str, Any] = {}
@@ -54,6 +54,10 @@ class TimingPolicy:
             return self.orig_bench(*a, **kw)
         if _runtime.probe_only:
             return self.probe(*a, **kw)
+        if not only_shapes.take_call():  # a more pass' shape whose processes agree: not made at all
+            _runtime.timing_calls.append({"skipped": True, "timer_used": None, "markers": [], "reason": None,
+                                          "facts": None})
+            return self.stand_in(*a, **kw)
         timed = self.timer.time(Call.of(*a, **kw))
         _note(timed)
         return timed.value
@@ -66,6 +70,12 @@ class TimingPolicy:
         if dev is not None:
             dev.synchronize()
         return sampling.summarize([1.0], quantiles, return_mode)
+
+    @staticmethod
+    def stand_in(*a, **kw):
+        """What a call left out returns to the corpus (its shape becomes no row)."""
+        call = Call.of(*a, **kw)
+        return sampling.summarize([1.0], call.quantiles, call.return_mode)
 
     def graph_entry(self, fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
         # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.

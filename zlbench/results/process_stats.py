@@ -135,19 +135,21 @@ def relative_width(row: Mapping) -> Optional[float]:
     return (ci[1] - ci[0]) / latency if ci and latency else None
 
 
+def wide_rows(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP_UP_MIN_MS) -> List[Mapping]:
+    """The measured rows of at least `min_ms` whose interval is wider than `target_width`
+    (aggregated rows, as aggregate() makes them), widest first: where more processes narrow what a
+    run reports (timer.max_processes)."""
+    wide = [r for r in rows if r.get("status") == "ok" and relative_width(r) is not None
+            and r["latency"] >= min_ms and relative_width(r) > target_width]
+    return sorted(wide, key=relative_width, reverse=True)
+
+
 def wide_nodes(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP_UP_MIN_MS) -> Dict[str, Mapping]:
     """test node (its base id: a process runs all its cases) -> its widest row, for the nodes with
-    a measured row of at least `min_ms` whose interval is wider than `target_width` (aggregated
-    rows, as aggregate() makes them): where more processes narrow what a run reports
-    (timer.max_processes)."""
+    a wide row (wide_rows)."""
     out: Dict[str, Mapping] = {}
-    for r in rows:
-        width = relative_width(r)
-        if r.get("status") != "ok" or width is None or r["latency"] < min_ms or width <= target_width:
-            continue
-        node = base_node(r.get("node") or "")
-        if node not in out or width > relative_width(out[node]):
-            out[node] = r
+    for r in wide_rows(rows, target_width, min_ms):
+        out.setdefault(base_node(r.get("node") or ""), r)
     return out
 
 
