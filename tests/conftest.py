@@ -55,6 +55,8 @@ def _device_locks_of_this_session(tmp_path_factory):
     hold the same simulated devices and refuse this one's runs. This session's runs lock their own."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ZLBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("device_locks")))
+        # Plain runs keep compiled kernels across runs (share_kernels): this session's in a dir of its own.
+        mp.setenv("ZLBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
         yield
 
 

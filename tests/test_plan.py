@@ -4,7 +4,8 @@ import pytest
 from zlbench.backends import get_backend
 from zlbench.backends.base import DeviceInfo, SMI_OUTPUT_ENV
 from zlbench.errors import UsageError
-from zlbench.planning.plan import CORE_PLUGINS, balance, make_plan, plugin_list, resolve_timer, sides_of
+from zlbench.planning.plan import (CORE_PLUGINS, balance, make_plan, plugin_list, resolve_timer, shared_kernel_cache,
+                                   sides_of)
 
 from .conftest import DATA, FIXTURES
 
@@ -63,11 +64,39 @@ def test_units_carry_visibility_key_caches_and_autotune(tmp_path):
         assert u.env["MUSA_VISIBLE_DEVICES"] == str(u.device)
         assert "CUDA_VISIBLE_DEVICES" not in u.env
         assert u.env["USE_FLAGTUNE"] == "1"
-        assert u.env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "side0" / "triton")
+        assert u.env["TRITON_CACHE_DIR"] == str(shared_kernel_cache(get_backend("musa"), u.env))  # a plain run's
         assert u.argv.index("-p") < u.argv.index("zlbench.backends.musa_compat") < u.argv.index("zlbench.plugins.record")
         assert str(MINI / "src") in u.env["PYTHONPATH"]
     nodes = sorted(n for u in plan.units for n in u.nodes)
     assert nodes == sorted(n.nodeid for n in plan.nodes)  # every node exactly once
+
+
+def test_plain_runs_of_one_compile_environment_share_kernels_and_no_other_does(tmp_path, monkeypatch):
+    """A plain run's processes compile into the cache of their compile environment, kept across runs:
+    the same for every pass and for a second run; another for a switch set in the shell or in
+    corpus.env; a run's own where share_kernels=false, where tuning picks would be kept in Triton's
+    cache (timer.share_tuning: TRITON_CACHE_AUTOTUNING=1), and for an A/B's sides."""
+    monkeypatch.setenv("ZLBENCH_CACHE_DIR", str(tmp_path / "kc"))
+    monkeypatch.delenv("FLAGTREE_RLC_ENHANCE", raising=False)
+    cuda = get_backend("cuda")
+
+    def caches(run, **over):
+        plan = make_plan(cfg(**{"backend": {"name": "cuda"}, "timer": {"processes": 3}, **over}), cuda, devs(2), MINI,
+                         tmp_path / run)
+        return {u.env["TRITON_CACHE_DIR"] for u in plan.units}
+
+    first = caches("a")
+    assert len(first) == 1 and next(iter(first)).startswith(str(tmp_path / "kc" / "triton" / "cuda-"))
+    assert caches("b") == first  # the next run of the same environment
+    assert caches("c", corpus={"env": {"FLAGTREE_RLC_ENHANCE": "0"}}).isdisjoint(first)
+    monkeypatch.setenv("FLAGTREE_RLC_ENHANCE", "0")
+    shell = caches("d")
+    assert shell != first and shell == caches("e", corpus={"env": {"FLAGTREE_RLC_ENHANCE": "0"}})
+    monkeypatch.delenv("FLAGTREE_RLC_ENHANCE")
+    assert caches("f", share_kernels=False) == {str(tmp_path / "f" / "cache" / "side0" / "triton")}
+    assert caches("g", timer={"processes": 3, "share_tuning": True}) == {str(tmp_path / "g" / "cache" / "side0" / "triton")}
+    ab = caches("h", ab={"name": "env", "var": "FLAGTREE_RLC_ENHANCE", "values": ["0", "1"], "sides": ["off", "on"]})
+    assert ab == {str(tmp_path / "h" / "cache" / f"side{i}" / "triton") for i in (0, 1)}
 
 
 def test_devices_are_checked_against_the_enumeration(tmp_path, monkeypatch):

@@ -301,6 +301,7 @@ class ZlbenchConfig:
     dtypes: List[str] = field(default_factory=list)
     autotune: bool = False
     isolate_caches: bool = True
+    share_kernels: bool = True
     identity: IdentityConf = field(default_factory=IdentityConf)
     resume: Optional[str] = None
     cost_from: Optional[str] = None

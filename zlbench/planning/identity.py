@@ -25,6 +25,9 @@ from zlbench.results.identity_layout import hashed_layout
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
 NOT_CALIBER = ("resume", "cost_from", "progress", "dry_run", "fail_on", "store", "identity")
+# Where compiled kernels are kept changes no number either (they are the same code, keyed by all
+# that can change it: planning/plan.py shared_kernel_cache); recorded in plan.json's unit env.
+NOT_CALIBER += ("share_kernels",)
 # How a run's processes start is not what they measure either (launcher.prestart: resumed runs
 # and history series go on whichever way it was set).
 LIMITS = ("run_timeout_s", "time_min", "prestart")

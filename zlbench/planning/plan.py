@@ -6,6 +6,9 @@ device, side, round). No I/O beyond reading the corpus to resolve nodes and chec
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import random
 import re
 import sys
@@ -398,6 +401,10 @@ class _UnitFactory:
         )
 
 
+# Where plain runs keep the kernels they compiled, for the next run of the same compile environment.
+CACHE_DIR_ENV = "ZLBENCH_CACHE_DIR"
+
+
 def more_shapes_path(run_dir: Path) -> Path:
     """Where a plain run's choice of the shapes its more passes time is kept (engine/more_processes.py)."""
     return Path(run_dir) / "more_shapes.json"
@@ -466,4 +473,32 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         env["TRITON_CACHE_AUTOTUNING"] = autotune_cache
     env.update(side.env)
     env["PYTHONUNBUFFERED"] = "1"
+    if (is_plain(cfg) and cfg.get("isolate_caches", True) and cfg.get("share_kernels", True)
+            and "TRITON_CACHE_DIR" not in (cfg["corpus"].get("env") or {})
+            and {**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING") != "1"):  # picks would be kept there
+        env["TRITON_CACHE_DIR"] = str(shared_kernel_cache(backend, env))
     return env
+
+
+# Triton's cache entries that say how it was run, not what it compiled: not part of the key.
+NOT_COMPILE_ENV = ("TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "FLAGGEMS_CACHE_DIR", "TRITON_HOME",
+                   "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR")
+
+
+def shared_kernel_cache(backend: DeviceBackend, env: Mapping[str, str],
+                        environ: Optional[Mapping[str, str]] = None) -> Path:
+    """Where a plain run's processes keep their compiled kernels across runs (share_kernels): one
+    Triton cache per backend and compile-relevant environment (every variable that can change a
+    number, as the run identity records them, set by the shell, corpus.env or zlbench), under
+    ZLBENCH_CACHE_DIR (default ~/.cache/zlbench). Triton keys its entries by source, compiler and
+    options, but only by the environment variables on its own list: a FlagTree switch that is not
+    there (NVIDIA's RLC) would hand one value's kernels to the other. Keyed by all of them, runs of
+    one compile environment share, runs of two never do."""
+    from zlbench.planning.identity import switch_env
+
+    merged = {**(os.environ if environ is None else environ), **env}
+    relevant = {k: v for k, v in switch_env(backend, merged).items() if k not in NOT_COMPILE_ENV}
+    key = hashlib.sha256(json.dumps([backend.name, relevant], sort_keys=True).encode()).hexdigest()[:16]
+    root = os.environ.get(CACHE_DIR_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "zlbench")
+    return Path(root) / "triton" / f"{backend.name}-{key}"
