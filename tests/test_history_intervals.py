@@ -296,15 +296,16 @@ def test_the_site_draws_each_runs_interval(tmp_path, url, capsys):
     assert ends and all(re.match(r"run \d+ \d{4}-\d{2}-\d{2}", e) for e in ends), ends
 
 
-def _plain_runs(tmp_path, *switches):
+def _plain_runs(tmp_path, *switches, args=("share_kernels=false",)):
     """Real plain runs of the fixture corpus whose effect is known (live_op: ZL_FIXTURE_EFFECT, 30%,
     slower with the switch on; its reported latencies do not depend on the machine's load), each node
-    in 2 processes, into zl_runs/ (one store); returns their run dirs."""
+    in 2 processes, into zl_runs/ (one store); returns their run dirs. share_kernels=false: each run
+    compiles its kernels itself (the evidence `zlbench summary A --ab B` compares)."""
     runs = []
-    for i, switch in enumerate(switches):
-        run_dir = tmp_path / "zl_runs" / f"{i}-{switch}"
+    for switch in switches:
+        run_dir = tmp_path / "zl_runs" / f"{len(list(tmp_path.glob('zl_runs/*-*')))}-{switch}"
         res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", f"corpus.root={FIXTURES / 'ab_corpus'}",
-                      "corpus.name=fixture", "ops=[live_op]", "timer.processes=2", cwd=tmp_path,
+                      "corpus.name=fixture", "ops=[live_op]", "timer.processes=2", *args, cwd=tmp_path,
                       env={"ZL_FIXTURE_SWITCH": switch})
         assert res.returncode == 0, res.stderr[-3000:]
         rows = [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
@@ -350,6 +351,18 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     res, result = _compare(tmp_path, off, again)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "slower" not in {r["verdict"] for r in result["rows"]} and "faster" not in {r["verdict"] for r in result["rows"]}
+
+    # At defaults (share_kernels) the second run of one compile environment compiles nothing: it has
+    # no kernels to compare, and the repeat reads as one with liveness unknown, judged, not "not live".
+    first, second = _plain_runs(tmp_path, "0", "0", args=())
+    kernels = [json.loads((d / "artifacts.json").read_text()) for d in (first, second)]
+    assert kernels[0]["main"]["live_op"] and not kernels[1], kernels
+    out_dir = tmp_path / "ab-shared"
+    zlbench("summary", str(first), "--ab", str(second), "--out", str(out_dir), cwd=tmp_path, defaults=True)
+    ab = json.loads((out_dir / "ab.json").read_text())
+    assert ab["rows"] and "not live" not in {r["verdict"] for r in ab["rows"]}, ab["rows"]
+    assert not {"slower", "faster"} & {r["verdict"] for r in ab["rows"]}, ab["rows"]
+    assert "Liveness: **unknown**" in (out_dir / "ab.md").read_text()
 
 
 @pytest.mark.slow

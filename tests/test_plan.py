@@ -93,6 +93,17 @@ def test_plain_runs_of_one_compile_environment_share_kernels_and_no_other_does(t
     shell = caches("d")
     assert shell != first and shell == caches("e", corpus={"env": {"FLAGTREE_RLC_ENHANCE": "0"}})
     monkeypatch.delenv("FLAGTREE_RLC_ENHANCE")
+    # A variable of any name that corpus.env or identity.env names is part of the environment too.
+    assert caches("c2", corpus={"env": {"MY_COMPILER_KNOB": "1"}}).isdisjoint(first)
+    assert caches("c3", identity={"env": ["MY_COMPILER_KNOB"]}) == first  # named but unset: the same
+    monkeypatch.setenv("MY_COMPILER_KNOB", "1")
+    assert caches("c4") == first and caches("c5", identity={"env": ["MY_COMPILER_KNOB"]}).isdisjoint(first)
+    monkeypatch.delenv("MY_COMPILER_KNOB")
+    # A cache root that cannot be made (under a file; root may write anywhere else): the run's own.
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("ZLBENCH_CACHE_DIR", str(tmp_path / "a_file" / "kernels"))
+    assert caches("ro") == {str(tmp_path / "ro" / "cache" / "side0" / "triton")}
+    monkeypatch.setenv("ZLBENCH_CACHE_DIR", str(tmp_path / "kc"))
     assert caches("f", share_kernels=False) == {str(tmp_path / "f" / "cache" / "side0" / "triton")}
     assert caches("g", timer={"processes": 3, "share_tuning": True}) == {str(tmp_path / "g" / "cache" / "side0" / "triton")}
     ab = caches("h", ab={"name": "env", "var": "FLAGTREE_RLC_ENHANCE", "values": ["0", "1"], "sides": ["off", "on"]})

@@ -476,8 +476,20 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
     if (is_plain(cfg) and cfg.get("isolate_caches", True) and cfg.get("share_kernels", True)
             and "TRITON_CACHE_DIR" not in (cfg["corpus"].get("env") or {})
             and {**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING") != "1"):  # picks would be kept there
-        env["TRITON_CACHE_DIR"] = str(shared_kernel_cache(backend, env))
+        from zlbench.planning.identity import named_env
+
+        named = [*(cfg["corpus"].get("env") or {}), *side.env, *named_env(cfg)]
+        shared = shared_kernel_cache(backend, env, named=named)
+        if _writable(shared):  # else the run's own, as share_kernels=false
+            env["TRITON_CACHE_DIR"] = str(shared)
     return env
+
+
+def _writable(path: Path) -> bool:
+    """Whether `path` exists writable or could be made (its nearest existing parent is a writable dir)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
 
 
 # Triton's cache entries that say how it was run, not what it compiled: not part of the key.
@@ -486,10 +498,11 @@ NOT_COMPILE_ENV = ("TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "FLAGGEMS_CACH
 
 
 def shared_kernel_cache(backend: DeviceBackend, env: Mapping[str, str],
-                        environ: Optional[Mapping[str, str]] = None) -> Path:
+                        environ: Optional[Mapping[str, str]] = None, named: Sequence[str] = ()) -> Path:
     """Where a plain run's processes keep their compiled kernels across runs (share_kernels): one
     Triton cache per backend and compile-relevant environment (every variable that can change a
-    number, as the run identity records them, set by the shell, corpus.env or zlbench), under
+    number, as the run identity records them, set by the shell, corpus.env or zlbench, and the
+    variables `named`: corpus.env's, identity.env's, whatever their names), under
     ZLBENCH_CACHE_DIR (default ~/.cache/zlbench). Triton keys its entries by source, compiler and
     options, but only by the environment variables on its own list: a FlagTree switch that is not
     there (NVIDIA's RLC) would hand one value's kernels to the other. Keyed by all of them, runs of
@@ -497,7 +510,7 @@ def shared_kernel_cache(backend: DeviceBackend, env: Mapping[str, str],
     from zlbench.planning.identity import switch_env
 
     merged = {**(os.environ if environ is None else environ), **env}
-    relevant = {k: v for k, v in switch_env(backend, merged).items() if k not in NOT_COMPILE_ENV}
+    relevant = {k: v for k, v in switch_env(backend, merged, named).items() if k not in NOT_COMPILE_ENV}
     key = hashlib.sha256(json.dumps([backend.name, relevant], sort_keys=True).encode()).hexdigest()[:16]
     root = os.environ.get(CACHE_DIR_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "zlbench")
