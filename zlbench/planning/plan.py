@@ -401,10 +401,6 @@ class _UnitFactory:
         )
 
 
-# Where plain runs keep the kernels they compiled, for the next run of the same compile environment.
-CACHE_DIR_ENV = "ZLBENCH_CACHE_DIR"
-
-
 def more_shapes_path(run_dir: Path) -> Path:
     """Where a plain run's choice of the shapes its more passes time is kept (engine/more_processes.py)."""
     return Path(run_dir) / "more_shapes.json"
@@ -492,7 +488,9 @@ def _writable(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
 
 
-# Triton's cache entries that say how it was run, not what it compiled: not part of the key.
+# Where plain runs keep the kernels they compiled, for the next run of the same compile environment.
+CACHE_DIR_ENV = "ZLBENCH_CACHE_DIR"
+# Variables that say where Triton keeps things and how it was run, not what it compiles: not in the key.
 NOT_COMPILE_ENV = ("TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "FLAGGEMS_CACHE_DIR", "TRITON_HOME",
                    "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR")
 
