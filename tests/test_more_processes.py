@@ -87,32 +87,40 @@ def _process_rows(run_dir):
 @pytest.mark.slow
 def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
     """luck_one's [[128]] draws per process, its [[64]] is steady: the more passes make the first
-    shape's timing call only, so [[64]] keeps its 3 processes and [[128]] gets 5; luck_deaf, which
-    times its baseline whatever --metrics asks, cannot be matched call for call: its more passes give
-    no row at all (never one of another shape) and say so, and the rest of that test times every
-    shape."""
-    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,luck_one,luck_deaf]", "store.url=none",
+    shape's timing call only, so [[64]] keeps its 3 processes and [[128]] gets 5, and no log shows the
+    stand-in of the call left out (the corpus' own result log included). Where a test's calls cannot
+    be matched to the shapes chosen, its more passes give no row at all (never one of another shape)
+    and say so: luck_deaf times its baseline whatever --metrics asks (two calls a shape, not one),
+    luck_rev lists its shapes in the reverse of the order it timed them."""
+    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,luck_one,luck_deaf,luck_rev]", "store.url=none",
                       "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
                       "timer.max_processes=5", env=QUIET)
     assert res.returncode == 0, res.stderr[-3000:]
     log = res.stdout + res.stderr
-    assert "2 node(s) whose processes disagree get 2 more process(es) each" in log, log[-3000:]
+    assert "3 node(s) whose processes disagree get 2 more process(es) each" in log, log[-3000:]
     assert "they time those rows only" in log, log[-3000:]
-    one, deaf = "benchmark/test_timing.py::test_perf_luck_one", "benchmark/test_timing.py::test_perf_luck_deaf"
+    node = "benchmark/test_timing.py::test_perf_{}".format
     chosen = json.loads((res.run_dir / "more_shapes.json").read_text())["nodes"]
-    assert chosen == {one: {one: [1]}, deaf: {deaf: [1]}}, chosen
+    assert chosen == {node("luck_one"): {node("luck_one"): {"calls": [1], "per_shape": 1}},
+                      node("luck_deaf"): {node("luck_deaf"): {"calls": [2, 3], "per_shape": 1}},
+                      node("luck_rev"): {node("luck_rev"): {"calls": [0], "per_shape": 1}}}, chosen
     later = [r for r in _process_rows(res.run_dir) if r["round"] >= 3]
     assert {(r["op"], r["shape"]) for r in later} == {("luck_one", "[[128]]")}, later
     counts = {(r["op"], r["shape"]): r["processes"] for r in _rows(res.run_dir)}
     assert counts == {("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("luck_one", "[[64]]"): 3,
-                      ("luck_one", "[[128]]"): 5, ("luck_deaf", "[[64]]"): 3, ("luck_deaf", "[[128]]"): 3}, counts
-    warnings = [e["message"] for u in ("main.r3.d0.s0", "main.r4.d0.s0")
-                for e in map(json.loads, (res.run_dir / "units" / u / "events.jsonl").read_text().splitlines())
-                if e["event"] == "warning"]
-    assert warnings and all("do not fit the shapes chosen" in w and "the test times every shape from here on" in w
-                            for w in warnings), warnings
+                      ("luck_one", "[[128]]"): 5, **{("luck_deaf", f"[[{n}]]"): 3 for n in (32, 64, 128, 256)},
+                      ("luck_rev", "[[64]]"): 3, ("luck_rev", "[[128]]"): 3}, counts
+    for u in ("main.r3.d0.s0", "main.r4.d0.s0"):
+        events = [json.loads(x) for x in (res.run_dir / "units" / u / "events.jsonl").read_text().splitlines()]
+        why = {e["node"].rsplit("_", 1)[-1]: e["message"] for e in events if e["event"] == "warning"}
+        assert set(why) == {"deaf", "rev"} and all("the test times every shape from here on" in w for w in why.values())
+        assert "2 call(s) a shape, not the 1 chosen" in why["deaf"] and "not in the order they were timed" in why["rev"]
+        corpus_log = (res.run_dir / "units" / u / "result.log").read_text()
+        assert "123456.789" not in corpus_log and '"op_name": "luck_one"' in corpus_log, corpus_log
+        assert "[64]" not in next(x for x in corpus_log.splitlines() if '"luck_one"' in x)
     with open(res.run_dir / "ops_status.csv") as f:
-        assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(("steady", "luck_one", "luck_deaf"), "ok")
+        assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(
+            ("steady", "luck_one", "luck_deaf", "luck_rev"), "ok")
 
 
 @pytest.mark.slow

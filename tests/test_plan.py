@@ -106,8 +106,22 @@ def test_plain_runs_of_one_compile_environment_share_kernels_and_no_other_does(t
     monkeypatch.setenv("ZLBENCH_CACHE_DIR", str(tmp_path / "kc"))
     assert caches("f", share_kernels=False) == {str(tmp_path / "f" / "cache" / "side0" / "triton")}
     assert caches("g", timer={"processes": 3, "share_tuning": True}) == {str(tmp_path / "g" / "cache" / "side0" / "triton")}
+    # Triton reads TRITON_CACHE_AUTOTUNING=true/on/yes as 1 too: picks kept in its cache, the run's own.
+    assert caches("g2", corpus={"env": {"TRITON_CACHE_AUTOTUNING": "On"}}) == {
+        str(tmp_path / "g2" / "cache" / "side0" / "triton")}
     ab = caches("h", ab={"name": "env", "var": "FLAGTREE_RLC_ENHANCE", "values": ["0", "1"], "sides": ["off", "on"]})
     assert ab == {str(tmp_path / "h" / "cache" / f"side{i}" / "triton") for i in (0, 1)}
+
+
+@pytest.mark.parametrize("name", ["cuda", "musa", "rocm", "ascend", "cpu"])
+def test_one_kernel_cache_for_every_device_of_a_run(tmp_path, monkeypatch, name):
+    """The device visibility variables (MUSA_VISIBLE_DEVICES matches MUSA_, a switch prefix) are not
+    the compile environment: a run's devices share one cache."""
+    monkeypatch.setenv("ZLBENCH_CACHE_DIR", str(tmp_path / "kc"))
+    backend = get_backend(name)
+    plan = make_plan(cfg(backend={"name": name}, timer={"processes": 2}), backend, devs(2), MINI, tmp_path)
+    assert {u.device for u in plan.units} == {0, 1}
+    assert len({u.env["TRITON_CACHE_DIR"] for u in plan.units}) == 1
 
 
 def test_devices_are_checked_against_the_enumeration(tmp_path, monkeypatch):

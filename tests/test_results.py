@@ -96,7 +96,7 @@ def test_timing_markers_attach_to_their_shape():
         {"timer_used": "graph", "markers": [], "reason": None},
         {"timer_used": "direct", "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"], "reason": "capture refused"},
     ]
-    per_shape = _markers_for_results(2)
+    per_shape = _markers_for_results([{}] * 2)
     assert per_shape[0]["markers"] == [] and per_shape[0]["timer_used"] == "graph"
     assert per_shape[1]["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]
     assert per_shape[1]["timer_used"] == "direct" and per_shape[1]["timer_used_base"] == "graph"
@@ -105,7 +105,7 @@ def test_timing_markers_attach_to_their_shape():
 
 def test_unaligned_timing_calls_over_mark_rather_than_lose_a_fallback():
     _runtime.timing_calls[:] = [{"timer_used": "direct", "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"], "reason": "x"}]
-    per_shape = _markers_for_results(3)
+    per_shape = _markers_for_results([{}] * 3)
     assert all(p["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"] for p in per_shape)
 
 

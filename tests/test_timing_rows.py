@@ -66,10 +66,10 @@ def test_a_timing_call_is_attributed_to_its_shape_and_side():
 
     _runtime.timing_calls[:] = [{"timer_used": "graph", "markers": [], "reason": None, "facts": {"samples": i}}
                                 for i in range(4)]
-    timing_facts = record._markers_for_results(2)
+    timing_facts = record._markers_for_results([{}, {}])
     assert [(t["facts_base"]["samples"], t["facts"]["samples"]) for t in timing_facts] == [(0, 1), (2, 3)]
     _runtime.timing_calls[:] = [{"timer_used": "graph", "markers": [], "facts": {"samples": 1}}] * 3
-    assert [t["facts"] for t in record._markers_for_results(2)] == [None, None]  # 3 calls for 2 shapes: unknown
+    assert [t["facts"] for t in record._markers_for_results([{}, {}])] == [None, None]  # 3 calls for 2 shapes: unknown
 
 
 def test_rows_of_adaptive_runs_and_of_runs_before_sampling_facts_still_read():

@@ -60,7 +60,7 @@ def test_a_backend_without_the_entry_point_leaves_it_and_its_rows_are_marked(plu
     timing.install()
     assert flaggems_latency("ascend", lambda: None) == 999.0  # not patched: the corpus timed it
     assert _runtime.timing_calls == []
-    marks = record._markers_for_results(2)
+    marks = record._markers_for_results([{}] * 2)
     assert all(m["markers"] == [MARKER_NOT_ZLBENCH_TIMER] and m["timer_used"] is None for m in marks)
     rows = [{"op": "exp", "dtype": "torch.float16", "shape": "[[8]]", "status": "ok", "latency": 999.0,
              "latency_base": 999.0, "markers": m["markers"]} for m in marks]

@@ -30,7 +30,7 @@ class MoreChoice(NamedTuple):
     nodes: List[str]  # the nodes that get more passes
     last: int  # the pass to stop before
     line: str  # what to log
-    shapes: Dict[str, Dict[str, List[int]]]  # base node -> item -> the timing calls its more passes make
+    shapes: Dict[str, Dict[str, Dict[str, Any]]]  # base node -> item -> the calls its more passes make
 
 
 def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optional[float],
@@ -98,19 +98,19 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
 
 
 def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bool
-                  ) -> Tuple[Dict[str, Dict[str, List[int]]], Dict[str, float]]:
-    """(base node -> item -> the timing calls its more passes make, base node -> the share of its
+                  ) -> Tuple[Dict[str, Dict[str, Dict[str, Any]]], Dict[str, float]]:
+    """(base node -> item -> the timing calls its more passes make (only_shapes.chosen), base node -> the share of its
     planned timing calls they make) for the wide `rows`: a row's calls are found by its place among
     its item's results in a planned pass. A node whose planned records do not say how their calls
     fit their shapes (a corpus that times a row itself, or twice) is left out: its more passes time
     everything."""
-    from zlbench.plugins.only_shapes import wanted_calls
+    from zlbench.plugins.only_shapes import chosen as chosen_calls
 
     wanted: Dict[str, set] = {}
     for r in rows:
         wanted.setdefault(r.get("node") or "", set()).add((r.get("op"), r.get("dtype"), r.get("shape")))
     places = _planned_places(run_dir, plan, set(wanted))
-    shapes: Dict[str, Dict[str, List[int]]] = {}
+    shapes: Dict[str, Dict[str, Dict[str, Any]]] = {}
     shares: Dict[str, float] = {}
     for node in sorted({base_node(item) for item in wanted}):
         items = {item: places[item] for item in places if base_node(item) == node}
@@ -118,12 +118,11 @@ def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bo
                 item not in items or not keys <= set(items[item][0])
                 for item, keys in wanted.items() if base_node(item) == node):
             continue  # not found as planned: its more passes time every shape
-        chosen: Dict[str, List[int]] = {}
+        chosen: Dict[str, Dict[str, Any]] = {}
         made = total = 0
         for item, (keys, per_shape) in items.items():
             picked = [i for i, k in enumerate(keys) if k in wanted.get(item, ())]
-            calls = 1 if baseline_off else per_shape
-            chosen[item] = wanted_calls(picked, calls)
+            chosen[item] = chosen_calls(picked, 1 if baseline_off else per_shape)
             made, total = made + len(picked), total + len(keys)
         shapes[node] = chosen
         shares[node] = made / total if total else 1.0

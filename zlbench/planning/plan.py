@@ -471,7 +471,7 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
     env["PYTHONUNBUFFERED"] = "1"
     if (is_plain(cfg) and cfg.get("isolate_caches", True) and cfg.get("share_kernels", True)
             and "TRITON_CACHE_DIR" not in (cfg["corpus"].get("env") or {})
-            and {**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING") != "1"):  # picks would be kept there
+            and not _truthy({**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING"))):  # picks would be kept there
         from zlbench.planning.identity import named_env
 
         named = [*(cfg["corpus"].get("env") or {}), *side.env, *named_env(cfg)]
@@ -479,6 +479,11 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         if _writable(shared):  # else the run's own, as share_kernels=false
             env["TRITON_CACHE_DIR"] = str(shared)
     return env
+
+
+def _truthy(value: Optional[str]) -> bool:
+    """As Triton reads a boolean variable (knobs.env_bool)."""
+    return (value or "").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
 def _writable(path: Path) -> bool:
@@ -490,7 +495,8 @@ def _writable(path: Path) -> bool:
 
 # Where plain runs keep the kernels they compiled, for the next run of the same compile environment.
 CACHE_DIR_ENV = "ZLBENCH_CACHE_DIR"
-# Variables that say where Triton keeps things and how it was run, not what it compiles: not in the key.
+# Variables that say where Triton keeps things and how it was run, not what it compiles: not in the
+# key (nor the backend's device visibility: MUSA_, HIP_, ASCEND_ prefixes match it).
 NOT_COMPILE_ENV = ("TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "FLAGGEMS_CACHE_DIR", "TRITON_HOME",
                    "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR")
 
@@ -508,7 +514,8 @@ def shared_kernel_cache(backend: DeviceBackend, env: Mapping[str, str],
     from zlbench.planning.identity import switch_env
 
     merged = {**(os.environ if environ is None else environ), **env}
-    relevant = {k: v for k, v in switch_env(backend, merged, named).items() if k not in NOT_COMPILE_ENV}
+    where = set(NOT_COMPILE_ENV) | set(backend.visibility([0]))  # one cache for every device of a run
+    relevant = {k: v for k, v in switch_env(backend, merged, named).items() if k not in where}
     key = hashlib.sha256(json.dumps([backend.name, relevant], sort_keys=True).encode()).hexdigest()[:16]
     root = os.environ.get(CACHE_DIR_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "zlbench")

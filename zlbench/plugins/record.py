@@ -34,12 +34,13 @@ def op_of(item) -> str:
     return item.nodeid
 
 
-def _markers_for_results(n_results: int):
-    """Attach the timing calls made since the last record to its shapes.
+def _markers_for_results(results: list):
+    """Attach the timing calls made since the last record to its shapes (results).
 
     Per shape the corpus times torch, then the alternative: 2 calls a shape (or 1 where only one
     latency is measured). When the count does not fit, every shape carries the union of markers:
     a fallback is over-marked rather than lost; sampling facts are then not attributed."""
+    n_results = len(results)
     calls, _runtime.timing_calls[:] = list(_runtime.timing_calls), []
     if n_results and not calls:  # the corpus timed these itself: said, never accepted silently
         return [{"timer_used": None, "timer_used_base": None, "markers": [MARKER_NOT_ZLBENCH_TIMER],
@@ -48,14 +49,32 @@ def _markers_for_results(n_results: int):
     per, fits = _calls_per_result(calls, n_results)
     timing = [_timing_of(group, fits) for group in per]
     if any(c.get("skipped") for c in calls):  # a more pass that times some shapes only (plugins/only_shapes.py)
-        mixed = any(any(c.get("skipped") for c in g) and not all(c.get("skipped") for c in g) for g in per)
-        if not fits or mixed:
-            only_shapes.give_up(f"{len(calls)} timing call(s) for {n_results} shape(s) of {_runtime.current_node} "
-                                "do not fit the shapes chosen")
-        for group, t in zip(per, timing):
-            if not fits or mixed or any(c.get("skipped") for c in group):
+        left_out = [any(c.get("skipped") for c in g) for g in per]
+        why = _misfit(results, per, fits, left_out)
+        if why:
+            only_shapes.give_up(f"{len(calls)} timing call(s) for {n_results} shape(s) of {_runtime.current_node}: "
+                                f"{why}")
+        for t, out in zip(timing, left_out):
+            if why or out:
                 t["untimed"] = True  # counted for its place (case keys), never a row
     return timing
+
+
+def _misfit(results: list, per: list, fits: bool, left_out: list) -> str:
+    """Why a more pass' record cannot be matched to the calls it made and left out ('' if it can):
+    a shape's calls partly made, another number of calls a shape than chosen, or a result whose
+    value is (or is not) the stand-in where its calls were left out (or made): results listed in
+    another order than they were timed."""
+    if not fits:
+        return "they do not fit the shapes"
+    if any(any(c.get("skipped") for c in g) and not all(c.get("skipped") for c in g) for g in per):
+        return "a shape's calls were made in part"
+    expected = only_shapes.calls_per_shape()
+    if expected and any(len(g) != expected for g in per):
+        return f"{len(per[0])} call(s) a shape, not the {expected} chosen"
+    if any(only_shapes.is_stand_in(res) != out for res, out in zip(results, left_out)):
+        return "the results are not in the order they were timed"
+    return ""
 
 
 def _calls_per_result(calls: list, n_results: int):
@@ -84,45 +103,71 @@ def _timing_of(group: list, fits: bool) -> dict:
     }
 
 
+def _process(record: logging.LogRecord) -> bool:
+    """Once per log record of the corpus' record logger: a result record becomes a `record` event
+    (with each result's timing), and its line for run.log names the test; a more pass' results whose
+    shapes were left out (plugins/only_shapes.py) are taken out of the message itself, so that no log
+    (the corpus' own result log included) shows their stand-in values. False: nothing is left to log."""
+    if hasattr(record, "zlbench_line"):
+        return record.zlbench_line is not None
+    message = record.getMessage()
+    record.zlbench_line, record.zlbench_extra = f"[{record.levelname}] {message}", []
+    try:
+        payload = json.loads(message)
+    except (TypeError, ValueError):
+        payload = None
+    if not (isinstance(payload, dict) and "op_name" in payload and "result" in payload):
+        return True
+    results = payload.get("result") or []
+    timing = _markers_for_results(results)
+    for res, tinfo in zip(results, timing):
+        res.update({k: v for k, v in tinfo.items() if k in ("timer_used", "markers")})
+    _runtime.emit("record", node=_runtime.current_node, op=_runtime.current_op, payload=payload, timing=timing)
+    timed = [(res, tinfo) for res, tinfo in zip(results, timing) if not tinfo.get("untimed")]
+    if results and not timed:
+        record.zlbench_line = None  # a more pass that timed none of these shapes: nothing to log
+        return False
+    if len(timed) < len(results):
+        original = json.loads(message)
+        original["result"] = [r for r, t in zip(original["result"], timing) if not t.get("untimed")]
+        record.msg, record.args = json.dumps(original), ()
+        payload = {**payload, "result": [res for res, _ in timed]}
+    # run.log names the test (an extra key FlagGems' tools pass over): tests of one op may time one
+    # shape, and a log read back must not take one test's record for another's round
+    record.zlbench_line = "[INFO] " + json.dumps({**payload, "node": _runtime.current_node}
+                                                 if _runtime.current_node else payload)
+    record.zlbench_extra = [
+        f"[WARNING] {MARKER_FALLBACK} op={payload['op_name']} dtype={payload['dtype']} "
+        f"shape={json.dumps(res.get('shape_detail'))} reason={tinfo['marker_reason']}"
+        for res, tinfo in timed if MARKER_FALLBACK in tinfo["markers"]]
+    return True
+
+
+class _RecordFilter(logging.Filter):
+    """On the record logger itself: it runs before any of its handlers, the corpus' result log too."""
+
+    def filter(self, record):
+        return _process(record)
+
+
 class _RecordHandler(logging.Handler):
     def emit(self, record):
-        message = record.getMessage()
-        line = f"[{record.levelname}] {message}"
-        try:
-            payload = json.loads(message)
-        except (TypeError, ValueError):
-            payload = None
-        if isinstance(payload, dict) and "op_name" in payload and "result" in payload:
-            results = payload.get("result") or []
-            timing = _markers_for_results(len(results))
-            for res, tinfo in zip(results, timing):
-                res.update({k: v for k, v in tinfo.items() if k in ("timer_used", "markers")})
-            _runtime.emit("record", node=_runtime.current_node, op=_runtime.current_op,
-                          payload=payload, timing=timing)
-            # run.log names the test (an extra key FlagGems' tools pass over): tests of one op may
-            # time one shape, and a log read back must not take one test's record for another's round
-            timed = [res for res, tinfo in zip(results, timing) if not tinfo.get("untimed")]
-            if results and not timed:
-                return  # a more pass that timed none of these shapes: no line for the log
-            shown = {**payload, "result": timed} if len(timed) < len(results) else payload
-            line = "[INFO] " + json.dumps({**shown, "node": _runtime.current_node} if _runtime.current_node
-                                          else shown)
-            for res, tinfo in zip(results, timing):
-                if MARKER_FALLBACK in tinfo["markers"]:
-                    _runtime.emit("log", line=(
-                        f"[WARNING] {MARKER_FALLBACK} op={payload['op_name']} dtype={payload['dtype']} "
-                        f"shape={json.dumps(res.get('shape_detail'))} reason={tinfo['marker_reason']}"
-                    ))
-        _runtime.emit("log", line=line)
+        if not _process(record):  # a record that reached the handler alone (from a child logger)
+            return
+        for line in record.zlbench_extra:
+            _runtime.emit("log", line=line)
+        _runtime.emit("log", line=record.zlbench_line)
 
 
 _handler = _RecordHandler(level=logging.INFO)
+_filter = _RecordFilter()
 _reports = {}
 
 def pytest_sessionstart(session):
     # The corpus' pytest_configure replaces its record logger's handlers; attach ours after it.
     logger = logging.getLogger(RECORD_LOGGER)
     logger.addHandler(_handler)
+    logger.addFilter(_filter)
     logger.setLevel(logging.INFO)
     _runtime.emit("session_start", unit=_runtime.config().get("unit"))
 

@@ -75,7 +75,7 @@ class TimingPolicy:
     def stand_in(*a, **kw):
         """What a call left out returns to the corpus (its shape becomes no row)."""
         call = Call.of(*a, **kw)
-        return sampling.summarize([1.0], call.quantiles, call.return_mode)
+        return sampling.summarize([only_shapes.STAND_IN_MS], call.quantiles, call.return_mode)
 
     def graph_entry(self, fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean", **kw):
         # The corpus asked for graph timing itself (--mode cudagraph): apply the same policy.
