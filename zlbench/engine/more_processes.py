@@ -39,7 +39,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
     units, devices). spares: how many more passes have their processes started already
     (engine/spares.py: no start-up left). baseline_off: the more passes time the op only (one call
     a shape where the planned passes made two)."""
-    from zlbench.results.process_stats import relative_width, wide_rows
+    from zlbench.results.process_stats import relative_width, wide_nodes, wide_rows
     from zlbench.results.tables import collect
 
     first, last = plan.processes or 1, plan.max_processes or 0
@@ -52,9 +52,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
     rows = wide_rows(collect(run_dir)[0], target)
     if not rows:
         return MoreChoice([], first, "", {})
-    wide: Dict[str, Mapping] = {}  # node -> its widest row
-    for r in rows:
-        wide.setdefault(base_node(r.get("node") or ""), r)
+    wide = wide_nodes(rows, target)  # node -> its widest row
     shapes, shares = chosen_shapes(run_dir, plan, rows, baseline_off)
     startup, measuring = pass_seconds(run_dir, plan, list(wide), shares)
     per_pass = startup + measuring

@@ -86,4 +86,3 @@ def chosen(shapes: List[int], per_shape: int) -> Dict[str, object]:
     """An item's entry in more_shapes.json: the call numbers of its chosen shapes (their places
     among the item's results) and the calls a shape takes."""
     return {"calls": sorted(s * per_shape + j for s in shapes for j in range(per_shape)), "per_shape": per_shape}
-
