@@ -362,7 +362,8 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     ab = json.loads((out_dir / "ab.json").read_text())
     assert ab["rows"] and "not live" not in {r["verdict"] for r in ab["rows"]}, ab["rows"]
     assert not {"slower", "faster"} & {r["verdict"] for r in ab["rows"]}, ab["rows"]
-    assert "Liveness: **unknown**" in (out_dir / "ab.md").read_text()
+    md = (out_dir / "ab.md").read_text()
+    assert "Liveness: **unknown**" in md and "share_kernels=false for the evidence" in md, md[:2000]
 
 
 @pytest.mark.slow

@@ -266,8 +266,11 @@ def _liveness_line(summary: Mapping) -> str:
                 "where a row has one, is an A/A noise check, not an effect)." +
                 (f" {unknown} row(s) had no kernels to compare (liveness unknown)." if unknown else ""))
     if summary["liveness"] == "unknown":
+        plain = (" Two plain runs at defaults (`share_kernels`) load what an earlier run of their compile "
+                 "environment compiled, and record only what they compile: make a pair's sides with "
+                 "share_kernels=false for the evidence.") if summary.get("interval_rows") else ""
         return ("Liveness: **unknown** (no compiled artifacts to compare: e.g. a CPU run, or shared "
-                "caches). A 'no difference' here cannot tell a dead switch from a neutral one.")
+                "caches). A 'no difference' here cannot tell a dead switch from a neutral one." + plain)
     if not summary["live_rows"]:
         return (f"Liveness: **live**, on no paired row: an unpaired op compiled other kernels on each side (its "
                 f"rows are listed below); {summary['not_live_rows']} row(s) compiled identical kernels (excluded).")
