@@ -70,8 +70,9 @@ def _misfit(results: list, per: list, fits: bool, left_out: list) -> str:
     if any(any(c.get("skipped") for c in g) and not all(c.get("skipped") for c in g) for g in per):
         return "a shape's calls were made in part"
     expected = only_shapes.calls_per_shape()
-    if expected and any(len(g) != expected for g in per):
-        return f"{len(per[0])} call(s) a shape, not the {expected} chosen"
+    other = next((len(g) for g in per if len(g) != expected), None) if expected else None
+    if other is not None:
+        return f"{other} call(s) a shape, not the {expected} chosen"
     if any(only_shapes.is_stand_in(res) != out for res, out in zip(results, left_out)):
         return "the results are not in the order they were timed"
     return ""
