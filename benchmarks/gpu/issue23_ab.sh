@@ -62,8 +62,8 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
   fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
         timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
-        ${FGMARKS:+-m "$FGMARKS"} --mode cudagraph --level core --dtypes float16 --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1
-      mkdir -p "$WORK/fg$TAG"; mv "$WORK/fg$TAG.txt" "$WORK/fg$TAG/";;
+        ${FGMARKS:+-m "$FGMARKS"} --mode cudagraph --level core --dtypes float16 --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1; local rc=$?  # 124: cut at LIMIT
+      mkdir -p "$WORK/fg$TAG"; mv "$WORK/fg$TAG.txt" "$WORK/fg$TAG/"; return $rc;;
   *) echo "unknown step $1"; return 2;;
   esac; }
 for s in $STEPS; do
