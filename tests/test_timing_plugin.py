@@ -2,6 +2,7 @@
 drive the timer's own budget."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -459,3 +460,51 @@ def test_a_capture_is_bracketed_by_events_and_a_test_whose_capture_killed_its_pr
     monkeypatch.setattr(_runtime, "current_node", "benchmark/test_x.py::test_b[float16]")
     policy(device.draw, rep=20)
     assert "capture" in device.log  # another test of the process is captured as before
+
+
+def test_what_torch_loads_on_first_use_loads_while_the_process_waits_at_its_gate(monkeypatch, tmp_path):
+    """On a device backend the lazy imports run in a thread while the process waits at its gate
+    (the gate opens only once the import has begun), are finished before the first test, and a
+    module this torch or Triton lacks is skipped. The CPU backend preloads nothing."""
+    import sys
+    import threading
+    import types
+
+    from zlbench.backends import get_backend
+    from zlbench.plugins import device_setup
+
+    signals = types.ModuleType("zl_preload_signals")
+    signals.began = threading.Event()
+    monkeypatch.setitem(sys.modules, "zl_preload_signals", signals)
+    (tmp_path / "zl_slow_lazy.py").write_text(
+        "import time, zl_preload_signals as s\ns.began.set()\ntime.sleep(0.2)\ndone = True\n")
+    (tmp_path / "zl_calls.py").write_text("calls = []\ndef key():\n    calls.append(1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(device_setup, "LAZY_IMPORTS", ("zl_no_such_module", "zl_slow_lazy"))
+    monkeypatch.setattr(device_setup, "LAZY_CALLS", (("zl_calls", "key"), ("zl_calls", "missing")))
+    emitted = []
+    monkeypatch.setattr(_runtime, "emit", lambda event, **kw: emitted.append((event, kw)))
+    session = types.SimpleNamespace(items=[])
+
+    for backend, preloads in (("musa", True), ("cpu", False)):
+        for name in ("zl_slow_lazy", "zl_calls"):
+            sys.modules.pop(name, None)
+        signals.began.clear()
+        emitted.clear()
+        read, write = os.pipe()
+        monkeypatch.setattr(device_setup, "_gate_fd", str(read))
+        monkeypatch.setattr(device_setup, "_backend", get_backend(backend))
+        opener = threading.Thread(target=lambda: (signals.began.wait(10), os.write(write, b"1")))
+        opener.start()
+        if not preloads:  # nothing begins the import: the gate opens on its own
+            signals.began.set()
+        device_setup.pytest_collection_finish(session)
+        opener.join()
+        os.close(write)
+        gate = dict(emitted)["gate"]
+        if preloads:
+            assert sys.modules["zl_slow_lazy"].done is True  # finished before the hook returned
+            assert sys.modules["zl_calls"].calls == [1]
+            assert gate["preload_s"] >= 0.2 and gate["preload_late_s"] >= 0.0, gate
+        else:
+            assert "zl_slow_lazy" not in sys.modules and "preload_s" not in gate, gate
