@@ -232,16 +232,20 @@ def timeline(runs, as_json):
             # A process killed (a node's or the run's time limit) has no session end: measuring until its exit.
             procs.append({"unit": unit.name, "startup_s": reached - launch, "waited_s": opened - reached,
                           "measuring_s": (end or exited or opened) - opened, "nodes_s": nodes,
-                          "teardown_s": (exited - end) if exited and end else None})
+                          "teardown_s": (exited - end) if exited and end else None,
+                          # since 751b3eb: what torch/Triton load on first use, at the gate; late: not hidden
+                          "preload_s": gate.get("preload_s") if gate else None,
+                          "preload_late_s": gate.get("preload_late_s") if gate else None})
             first = launch if first is None else min(first, launch)
             last = exited if last is None or (exited and exited > last) else last
         out[str(run)] = {"wall_s": (last - first) if first and last else None, "processes": procs}
         print(f"### {run.name}: wall {out[str(run)]['wall_s']:.1f} s (first launch to last exit)\n")
-        print("| process | start-up (s) | waited at gate (s) | measuring (s) | nodes' wall (s) | teardown (s) |")
-        print("|---|---|---|---|---|---|")
+        print("| process | start-up (s) | waited at gate (s) | preload (late) (s) | measuring (s) | nodes' wall (s) | teardown (s) |")
+        print("|---|---|---|---|---|---|---|")
         for pr in procs:
             f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
-            print(f"| {pr['unit']} | {f(pr['startup_s'])} | {f(pr['waited_s'])} | {f(pr['measuring_s'])} | "
+            pre = "-" if pr["preload_s"] is None else f"{pr['preload_s']:.1f} ({pr['preload_late_s']:.1f})"
+            print(f"| {pr['unit']} | {f(pr['startup_s'])} | {f(pr['waited_s'])} | {pre} | {f(pr['measuring_s'])} | "
                   f"{f(pr['nodes_s'])} | {f(pr['teardown_s'])} |")
         print()
     if as_json:
