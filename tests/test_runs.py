@@ -174,6 +174,7 @@ def test_a_run_cut_between_the_cases_of_a_test_says_so_and_its_resume_measures_t
     assert cut.returncode == 4, cut.stderr[-3000:]  # cut: the float32 case never ended
     status = list(csv.DictReader(open(run / "ops_status.csv")))
     assert [(s["status"], s["rows"]) for s in status] == [("timeout", "2")], status
+    assert re.search(r"run_timeout_s\) reached while it ran, \d+ s in", status[0]["reason"]), status
     rows = [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines()]
     assert {r["dtype"] for r in rows if r["status"] == "ok"} == {"torch.float16"}  # kept, not lost
     again = zlbench(*args, f"resume={run}", cwd=tmp_path, env={"PARAM_WAIT_S": "0"})

@@ -128,7 +128,9 @@ def _in_flight_outcome(attempt: Attempt, flight: dict, history: Sequence[dict], 
     if attempt.killed_for == "node_timeout":
         status, reason = "timeout", f"exceeded launcher.node_timeout_s={node_timeout:g}s"
     elif attempt.killed_for == "deadline":
-        status, reason = "timeout", ev.DEADLINE_REASON
+        # How long it had run says whether the limit or the node is at fault (a node that tunes
+        # for a minute per process needs a longer limit, or timer.share_tuning=true).
+        status, reason = "timeout", f"{ev.DEADLINE_REASON} while it ran, {time.time() - flight['t']:.0f} s in"
     elif poison is not None:
         status, reason = "poisoned", f"capture poisoned the device context: {poison['reason']}"
     else:
