@@ -153,6 +153,23 @@ def test_sequential_rounds_stop_a_clear_effect_at_the_minimum(run_zlbench):
     assert max(r[3] for r in runs) == 2 and len(runs) == 6
 
 
+def test_a_node_with_nothing_to_compare_stops_after_round_one_and_keeps_no_round_alive(run_zlbench):
+    # live_op settles at round 3; view_op (no device work) and skip_op (not applicable) can never
+    # give a row to compare, so they run in round 1 only, and no round 4.. runs for them.
+    res = run_zlbench(*CORPUS, "ops=[live_op,view_op,skip_op]", "ab.rounds=6", "ab.min_rounds=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = node_runs(res.run_dir)
+    by_node = defaultdict(set)
+    for r in runs:
+        by_node[r[4].split("::")[-1]].add(r[3])
+    assert by_node == {"test_perf_live_op": {0, 1, 2}, "test_perf_view_op": {0}, "test_perf_skip_op": {0}}, by_node
+    rows = ab_rows(res.run_dir)
+    assert {(k[0], v["rounds"], v["stop"]) for k, v in rows.items()} == {("live_op", "3", "settled")}
+    md = (res.run_dir / "ab.md").read_text()
+    assert md.count("launched no device work on either side") == 2 and "in 1 round(s)" in md
+    assert "Run cut short" not in md
+
+
 def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resumes(run_zlbench, tmp_path):
     # Cut (Ctrl-C) once slow_op's 7th run (round 4, side on) started: 3 of its 4 rounds measured.
     env = {"ZL_FIXTURE_SWING": "0.2", "ZL_FIXTURE_SLEEP": "0.05", "ZL_FIXTURE_RUNS": str(tmp_path / "runs"),

@@ -7,7 +7,8 @@ a row are timed seconds apart, and only one process runs a node on the device at
 
 Liveness first: in round 1 the first side times each node and the second side's prober (a resident
 process of its own, with untimed autotuning and a scratch tuning cache: plugins/untimed_tuning.py)
-compiles it; a node whose kernels are identical on both sides is not timed again ("not live"). From
+compiles it; a node whose kernels are identical on both sides is not timed again ("not live"), nor
+is a node with nothing to compare (every row skipped or a view, on both sides). From
 `min_rounds` on, a node whose live rows all have a settled verdict (zlbench/ab/sequential.py, valid
 although it looks after every round) stops. Both decisions are written as `stopped` events into the
 rounds left out, so a resume makes the same ones and nothing reads as cut. On several devices a
@@ -34,6 +35,7 @@ from zlbench.engine.locks import DeviceLock
 from zlbench.ab.fingerprints import cache_entries
 from zlbench.ab.kernels import compare_kernels
 from zlbench.results import events as ev
+from zlbench.results.schema import did_no_device_work
 from zlbench.results.rundir import load_plan
 from zlbench.engine.side_process import SideProcess, wait_served
 from zlbench.engine.stealing import HEARTBEAT_S, RoundStealing
@@ -303,13 +305,18 @@ class DeviceAB:
 
     # -- stopping --------------------------------------------------------------------------------
     def _stop_decided(self, r: int) -> None:
-        """Before round r: nodes whose rows have all settled stop (rounds r.. get `stopped`)."""
-        if r < int(self.schedule["min_rounds"]):
-            return
+        """Before round r: nodes with nothing to compare (from round 2) and nodes whose rows have all
+        settled (from min_rounds) stop (rounds r.. get `stopped`)."""
         nodes = self.units[(self.sides[0], r)]["nodes"]
         stopped = set(ev.stopped(self._events(self.units[(self.sides[0], r)])))
         live = [n for n in nodes if n not in stopped]
-        for n in settled_nodes(self._rows_so_far(r), live, self.schedule, self.rounds):
+        rows = self._rows_so_far(r)
+        for n in uncomparable_nodes(rows, live, self.sides):
+            self._stop(n, NOTHING_TO_COMPARE, r)
+            live.remove(n)
+        if r < int(self.schedule["min_rounds"]):
+            return
+        for n in settled_nodes(rows, live, self.schedule, self.rounds):
             self._stop(n, "settled", r)
 
     def _rows_so_far(self, r: int) -> Dict[str, List[dict]]:
@@ -345,8 +352,11 @@ class DeviceAB:
     def _run_taken(self, node: str, r: int) -> bool:
         """Another device's node, round r, both sides here, in the ABBA order its device would have
         used; False when the run's time limit cut it."""
-        if r >= int(self.schedule["min_rounds"]) and settled_nodes(
-                self.steal.rows_before(r, self.steal.home_nodes(node)), [node], self.schedule, self.rounds):
+        before = self.steal.rows_before(r, self.steal.home_nodes(node))
+        if uncomparable_nodes(before, [node], self.sides):
+            self._stop(node, NOTHING_TO_COMPARE, r)
+            return True
+        if r >= int(self.schedule["min_rounds"]) and settled_nodes(before, [node], self.schedule, self.rounds):
             self._stop(node, "settled", r)
             return True
         every = int(self.schedule.get("respawn_every") or 0)
@@ -378,6 +388,30 @@ def node_kernels(events: Sequence[dict], node: str) -> set:
     """The kernels one node compiled, as its `artifacts` events say."""
     return {k for e in events if e.get("event") == "artifacts" and ev.base_node(e.get("node") or "") == node
             for k in e.get("kernels", [])}
+
+
+# Why a node stopped after its first round: each of its rows was skipped (not applicable) or launched
+# no device work on both sides (a view): no round can ever give it a row to compare, and a node kept
+# running would keep every later round alive (two process start-ups a round with respawn).
+NOTHING_TO_COMPARE = "nothing to compare"
+
+
+def uncomparable_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], sides: Sequence[str]) -> List[str]:
+    """Nodes that ran on every side and gave nothing a later round could compare: every row of
+    theirs is a skip (a node-level row: not applicable) or timed no device work
+    (results.schema.did_no_device_work). A row that failed or crashed is not such a row: it may
+    measure in a later round."""
+    def nothing(r: dict) -> bool:
+        if r.get("dtype") is None and r.get("shape") is None:
+            return r.get("status") == "skipped"
+        return r.get("status") == "ok" and did_no_device_work(r, "latency")
+
+    by_side = {s: {} for s in sides}
+    for s in sides:
+        for r in rows.get(s, []):
+            by_side[s].setdefault(ev.base_node(r.get("node") or ""), []).append(r)
+    return [n for n in nodes
+            if all(by_side[s].get(n) and all(nothing(r) for r in by_side[s][n]) for s in sides)]
 
 
 def settled_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], schedule: Mapping, rounds: int) -> List[str]:

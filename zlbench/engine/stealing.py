@@ -143,12 +143,24 @@ class RoundStealing:
         return {n for u in self._units_of(side, r) for n in self.events.done(u["unit_id"])}
 
     def rows_before(self, r: int, nodes: Sequence[str]) -> Dict[str, List[dict]]:
-        """Rows of rounds < r of these nodes, wherever they ran (the stop rule's input)."""
+        """Rows of rounds < r of these nodes, wherever they ran (the stop rules' input); a node that
+        ended without rows (skipped, failed before any shape) has a node-level row, dtype and shape
+        None, with its status, as rows.jsonl holds it."""
         wanted = set(nodes)
-        return {s: [row for rr in range(r) for u in self._units_of(s, rr)
-                    for row in self.events.rows(u)
-                    if ev.base_node(row.get("node") or "") in wanted]
-                for s in self.sides}
+        out: Dict[str, List[dict]] = {}
+        for s in self.sides:
+            rows: List[dict] = []
+            for rr in range(r):
+                for u in self._units_of(s, rr):
+                    got = [row for row in self.events.rows(u) if ev.base_node(row.get("node") or "") in wanted]
+                    with_rows = {ev.base_node(row.get("node") or "") for row in got}
+                    rows += got
+                    rows += [{"node": n, "status": e.get("status"), "reason": e.get("reason"), "dtype": None,
+                              "shape": None, "side": s, "round": rr}
+                             for n, e in ev.final_ends(self.events.of(u["unit_id"])).items()
+                             if n in wanted and n not in with_rows]
+            out[s] = rows
+        return out
 
     def home_nodes(self, node: str) -> List[str]:
         return [n for n, d in self.home.items() if d == self.home[node]]

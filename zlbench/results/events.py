@@ -10,7 +10,7 @@ An event is one JSON line: {"event": <kind>, "t": <unix time>, "pid": <writer>, 
   capturing, and its node's retry times it directly: a `retry` with `capture_crash`),
   session_end, exited (worker: the process is gone); ready / served (a resident process of a
   node-level A/B is ready for commands / ran one); stopped (the A/B scheduler will not run a node
-  in this unit's round: `why` is "not live" or "settled").
+  in this unit's round: `why` is "not live", "settled" or "nothing to compare").
 An `end` with `resumable: true` is a placeholder: the node did not run to an end of its own (its
 job was killed, cancelled or interrupted) and a resume measures it again.
 """
