@@ -337,6 +337,37 @@ def test_the_overall_interval_resamples_tests_not_rows():
     assert overall(ratios[:21], clusters=tests[:21])["lo"] is None
 
 
+def test_the_overall_interval_resamples_rounds_as_well_as_tests():
+    """A round's side processes run every test of that round, so what they draw moves all its rows:
+    an A/A whose 12 tests share round offsets of -1.2..+1% (a +0.2% mean) and rows that agree within
+    0.1% reads a settled overall change resampled over tests alone; resampled over rounds too, 0 is
+    inside. A real -5% on every row stays outside."""
+    import numpy as np
+
+    from zlbench.ab.stats import overall
+
+    rng = np.random.default_rng(1)
+    offsets = [0.01, -0.012, 0.008, 0.003, -0.004, 0.006]  # one per round, shared by every row
+    tests = [f"t{i // 3}" for i in range(36)]
+    for effect in (0.0, -0.05):
+        rounds = [{r: effect + off + rng.normal(0, 0.001) for r, off in enumerate(offsets)} for _ in tests]
+        ratios = [float(np.exp(np.mean(list(d.values())))) for d in rounds]
+        by_tests = overall(ratios, clusters=tests)
+        crossed = overall(ratios, clusters=tests, rounds=rounds)
+        assert by_tests["geomean"] == crossed["geomean"]
+        assert crossed["resampled"] == "tests and rounds" and by_tests["resampled"] == "tests"
+        if effect == 0.0:
+            assert by_tests["lo"] > 1.0, by_tests  # narrow, and wrong
+            assert crossed["lo"] < 1.0 < crossed["hi"], crossed
+        else:
+            assert crossed["hi"] < 0.97, crossed
+    # one round only (two plain runs: a value a side): tests alone, as before
+    one = [{0: 0.01 * (i % 3 - 1)} for i in range(36)]
+    same = overall([float(np.exp(d[0])) for d in one], clusters=tests, rounds=one)
+    assert same["resampled"] == "tests"
+    assert same == {**overall([float(np.exp(d[0])) for d in one], clusters=tests), "resampled": "tests"}
+
+
 def test_a_cut_runs_first_line_says_what_the_cut_voided():
     from zlbench.report.ab import cut_line
 

@@ -140,6 +140,7 @@ def _usable(r: dict, field_name: str) -> bool:
 class PairedRow:
     key: Key
     a: List[float] = field(default_factory=list)  # per round, same order as b
+    rounds: List[int] = field(default_factory=list)  # the round numbers of a and b, in their order
     b: List[float] = field(default_factory=list)
     a_base: List[float] = field(default_factory=list)  # the torch baseline: a free control
     b_base: List[float] = field(default_factory=list)
@@ -217,6 +218,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
             no_work.append(rnd)
             continue
         kept.append(rnd)
+        p.rounds.append(rnd)
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))
         if _usable(x, "latency_base") and _usable(y, "latency_base"):

@@ -16,7 +16,7 @@ then BH); a row with fewer than min_rounds rounds is "inconclusive (cut)"."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Hashable, List, Optional, Sequence
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import stats
@@ -91,24 +91,64 @@ def _sequential_looks(stats_rows: List[RowStat], threshold: float, min_rounds: i
 
 
 def overall(ratios: Sequence[float], seed: int = 0,
-            clusters: Optional[Sequence[Hashable]] = None) -> Dict[str, Optional[float]]:
+            clusters: Optional[Sequence[Hashable]] = None,
+            rounds: Optional[Sequence[Optional[Mapping[int, float]]]] = None) -> Dict[str, Optional[float]]:
     """Geometric mean of row ratios with a percentile bootstrap CI. clusters: each row's test (its
     node): the rows of one test share its processes' draws (autotune picks, input placement), so
-    tests, not rows, are resampled; without them each row is its own. Fewer than 3: no interval."""
+    tests, not rows, are resampled; without them each row is its own. rounds: each row's log ratio
+    per round number (the rounds its ratio rests on): a round's processes run every test of that
+    round, so what they draw moves all its rows at once, and rounds are resampled too, crossed with
+    the tests (Owen's pigeonhole bootstrap; slightly conservative). Resampled over tests alone, 2
+    of 9 A/As and a neutral axis on the H200 read an overall change whose interval left out 0; over
+    tests and rounds none did (RESULTS.md, twenty-eighth session). Fewer than 3 tests: no interval."""
     keys = list(clusters) if clusters is not None else list(range(len(ratios)))
-    kept = [(math.log(r), k) for r, k in zip(ratios, keys) if r and r > 0]
+    per_round = list(rounds) if rounds is not None else [None] * len(ratios)
+    kept = [(math.log(r), k, d) for r, k, d in zip(ratios, keys, per_round) if r and r > 0]
     if not kept:
         return {"geomean": None, "lo": None, "hi": None, "rows": 0}
-    logs = np.asarray([x for x, _ in kept], float)
+    logs = np.asarray([x for x, _, _ in kept], float)
     gm = float(np.exp(logs.mean()))
-    groups: Dict[Hashable, List[float]] = {}
-    for x, k in kept:
-        groups.setdefault(k, []).append(x)
+    groups: Dict[Hashable, List[int]] = {}
+    for i, (_, k, _) in enumerate(kept):
+        groups.setdefault(k, []).append(i)
     if len(groups) < 3 or np.all(logs == logs[0]):
         return {"geomean": gm, "lo": None, "hi": None, "rows": int(len(logs))}
-    sums = np.asarray([sum(v) for v in groups.values()])
-    counts = np.asarray([len(v) for v in groups.values()], float)
-    pick = np.random.default_rng(seed).integers(0, len(groups), size=(2000, len(groups)))
-    means = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+    test_of = np.empty(len(kept), int)
+    for g, members in enumerate(groups.values()):
+        test_of[members] = g
+    rng = np.random.default_rng(seed)
+    # How often each test is drawn, per replicate.
+    test_weight = np.apply_along_axis(np.bincount, 1, rng.integers(0, len(groups), size=(BOOTSTRAP, len(groups))),
+                                      minlength=len(groups)).astype(float)
+    round_numbers = sorted({r for _, _, d in kept if d for r in d})
+    if len(round_numbers) >= 2 and all(d for _, _, d in kept):
+        row_means = _round_resampled_means([d for _, _, d in kept], round_numbers, rng)
+        resampled = "tests and rounds"
+    else:
+        row_means = np.broadcast_to(logs, (BOOTSTRAP, len(logs)))
+        resampled = "tests"
+    w = test_weight[:, test_of]
+    means = (w * row_means).sum(axis=1) / w.sum(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
-    return {"geomean": gm, "lo": float(np.exp(lo)), "hi": float(np.exp(hi)), "rows": int(len(logs))}
+    return {"geomean": gm, "lo": float(np.exp(lo)), "hi": float(np.exp(hi)), "rows": int(len(logs)),
+            "resampled": resampled}
+
+
+BOOTSTRAP = 2000
+
+
+def _round_resampled_means(per_round: Sequence[Mapping[int, float]], round_numbers: Sequence[int],
+                           rng: np.random.Generator) -> np.ndarray:
+    """(replicates x rows) each row's mean log ratio over one draw of the run's rounds (with
+    replacement), the same draw for every row; a row none of whose rounds was drawn keeps its own mean."""
+    col = {r: j for j, r in enumerate(round_numbers)}
+    values = np.zeros((len(per_round), len(round_numbers)))
+    present = np.zeros_like(values)
+    for i, d in enumerate(per_round):
+        for r, x in d.items():
+            values[i, col[r]], present[i, col[r]] = x, 1.0
+    own = values.sum(axis=1) / present.sum(axis=1)
+    drawn = np.apply_along_axis(np.bincount, 1, rng.integers(0, len(round_numbers), size=(BOOTSTRAP, len(round_numbers))),
+                                minlength=len(round_numbers)).astype(float)
+    total, count = drawn @ values.T, drawn @ present.T
+    return np.where(count > 0, total / np.where(count > 0, count, 1.0), own)

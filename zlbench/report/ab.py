@@ -79,7 +79,12 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     # An op whose kernels differ but whose rows did not pair (it crashed on a side after compiling)
     # shows the switch reaches the compiler: the axis is live, not dead.
     unpaired_live = not aa and any(liveness_of(k[0], artifacts_a or {}, artifacts_b or {}) for k, _ in unpaired)
-    summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live)
+    # Each row's log ratio per round, over the rounds its ratio rests on (its look): the overall
+    # interval resamples rounds as well as tests.
+    by_round = [{r: math.log(b / a) for r, a, b in list(zip(p.rounds, p.a, p.b))[:s.look or len(p.a)]}
+                for p, s in zip(pairing.rows, row_stats)]
+    summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live,
+                       by_round + [None] * len(not_live))
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
@@ -167,8 +172,9 @@ def _median(values: Sequence[float]) -> Optional[float]:
 
 
 def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int,
-             unpaired_live: bool = False) -> Dict:
+             unpaired_live: bool = False, by_round: Optional[Sequence[Optional[Mapping[int, float]]]] = None) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
+    considered_rounds = [d for d, lv in zip(by_round or [None] * len(table), live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
     # Machine drift moves every row's torch baseline alike: it is read over the rows the run's timer
     # timed (a shape the capture refused is timed directly, and its baseline can move 50% between
@@ -184,7 +190,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": stats.overall([t["ratio"] for t in considered],
-                                 clusters=[t["node"] or t["op"] for t in considered]),
+                                 clusters=[t["node"] or t["op"] for t in considered], rounds=considered_rounds),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
@@ -229,7 +235,8 @@ def headline(summary: Mapping) -> List[str]:
     lines.append(_liveness_line(summary))
     o = summary["overall"]
     if o["geomean"] is not None:
-        ci = f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling tests)" if o["lo"] is not None else ""
+        ci = (f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling "
+              f"{o.get('resampled') or 'tests'})") if o["lo"] is not None else ""
         lines.append(f"Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                      "(geometric mean; negative = B faster).")
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"
