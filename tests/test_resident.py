@@ -170,6 +170,17 @@ def test_a_node_with_nothing_to_compare_stops_after_round_one_and_keeps_no_round
     assert "Run cut short" not in md
 
 
+def test_a_node_whose_kernel_case_failed_in_round_one_is_not_stopped_for_its_views(run_zlbench, tmp_path):
+    # half_op's view case records rows in round 1 while its kernel case fails on both sides: a
+    # failure may measure in a later round, so the node runs on and its kernel row is compared.
+    res = run_zlbench(*CORPUS, "ops=[half_op]", "ab.rounds=4", "ab.min_rounds=3", "fail_on=[]",
+                      env={"ZL_FIXTURE_FAIL_ONCE": str(tmp_path / "failed_once")})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert {r[3] for r in node_runs(res.run_dir)} == {0, 1, 2, 3}
+    rows = ab_rows(res.run_dir)
+    assert list(rows) == [("half_op", "[[128]]")] and rows[("half_op", "[[128]]")]["rounds"] == "3", rows
+
+
 def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resumes(run_zlbench, tmp_path):
     # Cut (Ctrl-C) once slow_op's 7th run (round 4, side on) started: 3 of its 4 rounds measured.
     env = {"ZL_FIXTURE_SWING": "0.2", "ZL_FIXTURE_SLEEP": "0.05", "ZL_FIXTURE_RUNS": str(tmp_path / "runs"),

@@ -399,8 +399,8 @@ NOTHING_TO_COMPARE = "nothing to compare"
 def uncomparable_nodes(rows: Mapping[str, List[dict]], nodes: Sequence[str], sides: Sequence[str]) -> List[str]:
     """Nodes that ran on every side and gave nothing a later round could compare: every row of
     theirs is a skip (a node-level row: not applicable) or timed no device work
-    (results.schema.did_no_device_work). A row that failed or crashed is not such a row: it may
-    measure in a later round."""
+    (results.schema.did_no_device_work). A case that failed, crashed or timed out (its node-level
+    row, RoundStealing.rows_before) is not such a row: it may measure in a later round."""
     def nothing(r: dict) -> bool:
         if r.get("dtype") is None and r.get("shape") is None:
             return r.get("status") == "skipped"

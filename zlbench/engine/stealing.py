@@ -143,22 +143,22 @@ class RoundStealing:
         return {n for u in self._units_of(side, r) for n in self.events.done(u["unit_id"])}
 
     def rows_before(self, r: int, nodes: Sequence[str]) -> Dict[str, List[dict]]:
-        """Rows of rounds < r of these nodes, wherever they ran (the stop rules' input); a node that
-        ended without rows (skipped, failed before any shape) has a node-level row, dtype and shape
-        None, with its status, as rows.jsonl holds it."""
+        """Rows of rounds < r of these nodes, wherever they ran (the stop rules' input), and a
+        node-level row (dtype and shape None, its status) for each final end of theirs that is not
+        ok: a node that ended without rows (skipped, failed before any shape) and a case that failed
+        or crashed after others recorded rows."""
         wanted = set(nodes)
         out: Dict[str, List[dict]] = {}
         for s in self.sides:
             rows: List[dict] = []
             for rr in range(r):
                 for u in self._units_of(s, rr):
-                    got = [row for row in self.events.rows(u) if ev.base_node(row.get("node") or "") in wanted]
-                    with_rows = {ev.base_node(row.get("node") or "") for row in got}
-                    rows += got
-                    rows += [{"node": n, "status": e.get("status"), "reason": e.get("reason"), "dtype": None,
-                              "shape": None, "side": s, "round": rr}
-                             for n, e in ev.final_ends(self.events.of(u["unit_id"])).items()
-                             if n in wanted and n not in with_rows]
+                    rows += [row for row in self.events.rows(u) if ev.base_node(row.get("node") or "") in wanted]
+                    rows += [{"node": ev.base_node(e["node"]), "status": e.get("status"), "reason": e.get("reason"),
+                              "dtype": None, "shape": None, "side": s, "round": rr}
+                             for e in self.events.of(u["unit_id"])
+                             if e.get("event") == "end" and ev.is_final_end(e) and e.get("status") != "ok"
+                             and ev.base_node(e["node"]) in wanted]
             out[s] = rows
         return out
 
