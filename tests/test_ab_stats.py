@@ -361,11 +361,34 @@ def test_the_overall_interval_resamples_rounds_as_well_as_tests():
             assert crossed["lo"] < 1.0 < crossed["hi"], crossed
         else:
             assert crossed["hi"] < 0.97, crossed
+    # rounds that shared their processes (ab.respawn_every=3: two periods of three) are drawn
+    # together, and a run that never respawned (0) has one period: tests alone
+    by_period = overall(ratios, clusters=tests, rounds=rounds, round_period=3)
+    assert by_period["resampled"] == "tests and rounds" and by_period["lo"] != crossed["lo"]
+    assert overall(ratios, clusters=tests, rounds=rounds, round_period=0)["resampled"] == "tests"
     # one round only (two plain runs: a value a side): tests alone, as before
     one = [{0: 0.01 * (i % 3 - 1)} for i in range(36)]
     same = overall([float(np.exp(d[0])) for d in one], clusters=tests, rounds=one)
     assert same["resampled"] == "tests"
     assert same == {**overall([float(np.exp(d[0])) for d in one], clusters=tests), "resampled": "tests"}
+
+
+def test_the_overall_line_leaves_out_rows_too_noisy_to_judge_and_says_how_many():
+    """An A/A of four quiet ops and one whose rounds swing 2x (a pick drawn per process): the report
+    calls that row unstable and judges nothing; in a mean over five rows it moved the overall by
+    -10%. It is left out of the overall line, and counted there."""
+    a, b = [], []
+    for i, op in enumerate(["exp", "abs", "neg", "sin"]):
+        a += rows([1.0, 1.0, 1.0, 1.0, 1.0, 1.0], op=op)
+        b += rows([1.0 + 0.001 * ((r + i) % 3 - 1) for r in range(6)], op=op)
+    a += rows([1.0] * 6, op="pick")
+    b += rows([0.5, 1.0, 0.5, 0.5, 1.0, 0.5], op="pick")
+    res = compare(a, b, "off", "on", aa=True)
+    verdicts = {t["op"]: t["verdict"] for t in res["rows"]}
+    assert verdicts["pick"] == "unstable"
+    o = res["summary"]["overall"]
+    assert o["rows"] == 4 and o["unstable_left_out"] == 1 and abs(o["geomean"] - 1) < 0.002, o
+    assert "over 4 row(s) (geometric mean; negative = B faster; 1 unstable row(s) left out" in res["markdown"]
 
 
 def test_a_cut_runs_first_line_says_what_the_cut_voided():

@@ -92,15 +92,19 @@ def _sequential_looks(stats_rows: List[RowStat], threshold: float, min_rounds: i
 
 def overall(ratios: Sequence[float], seed: int = 0,
             clusters: Optional[Sequence[Hashable]] = None,
-            rounds: Optional[Sequence[Optional[Mapping[int, float]]]] = None) -> Dict[str, Optional[float]]:
+            rounds: Optional[Sequence[Optional[Mapping[int, float]]]] = None,
+            round_period: int = 1) -> Dict[str, Optional[float]]:
     """Geometric mean of row ratios with a percentile bootstrap CI. clusters: each row's test (its
     node): the rows of one test share its processes' draws (autotune picks, input placement), so
     tests, not rows, are resampled; without them each row is its own. rounds: each row's log ratio
     per round number (the rounds its ratio rests on): a round's processes run every test of that
     round, so what they draw moves all its rows at once, and rounds are resampled too, crossed with
-    the tests (Owen's pigeonhole bootstrap; slightly conservative). Resampled over tests alone, 2
-    of 9 A/As and a neutral axis on the H200 read an overall change whose interval left out 0; over
-    tests and rounds none did (RESULTS.md, twenty-eighth session). Fewer than 3 tests: no interval."""
+    the tests (Owen's pigeonhole bootstrap; slightly conservative). round_period: how many
+    consecutive rounds share their side processes (ab.respawn_every; 0: the whole run), drawn
+    together. Resampled over tests alone, 3 of 11 A/As and a neutral axis on the H200 read an
+    overall change whose interval left out 0; over tests and rounds (and without the rows the
+    report calls unstable: report.ab._overall) none did (RESULTS.md, twenty-eighth session).
+    Fewer than 3 tests: no interval."""
     keys = list(clusters) if clusters is not None else list(range(len(ratios)))
     per_round = list(rounds) if rounds is not None else [None] * len(ratios)
     kept = [(math.log(r), k, d) for r, k, d in zip(ratios, keys, per_round) if r and r > 0]
@@ -117,30 +121,41 @@ def overall(ratios: Sequence[float], seed: int = 0,
     for g, members in enumerate(groups.values()):
         test_of[members] = g
     rng = np.random.default_rng(seed)
-    # How often each test is drawn, per replicate.
-    test_weight = np.apply_along_axis(np.bincount, 1, rng.integers(0, len(groups), size=(BOOTSTRAP, len(groups))),
-                                      minlength=len(groups)).astype(float)
-    round_numbers = sorted({r for _, _, d in kept if d for r in d})
-    if len(round_numbers) >= 2 and all(d for _, _, d in kept):
-        row_means = _round_resampled_means([d for _, _, d in kept], round_numbers, rng)
+    test_weight = _draw_counts(rng, len(groups))  # how often each test is drawn, per replicate
+    row_counts = np.bincount(test_of, minlength=len(groups)).astype(float)
+    by_round = [d for _, _, d in kept] if all(d for _, _, d in kept) else None
+    periods = sorted({_period(r, round_period) for d in by_round for r in d}) if by_round else []
+    if len(periods) >= 2:
+        means = _crossed_means(by_round, test_of, test_weight, row_counts, periods, round_period, rng)
         resampled = "tests and rounds"
     else:
-        row_means = np.broadcast_to(logs, (BOOTSTRAP, len(logs)))
+        means = (test_weight @ np.bincount(test_of, weights=logs, minlength=len(groups))) / (test_weight @ row_counts)
         resampled = "tests"
-    w = test_weight[:, test_of]
-    means = (w * row_means).sum(axis=1) / w.sum(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return {"geomean": gm, "lo": float(np.exp(lo)), "hi": float(np.exp(hi)), "rows": int(len(logs)),
             "resampled": resampled}
 
 
 BOOTSTRAP = 2000
+CHUNK = 200  # replicates at a time: a corpus-wide A/B has thousands of rows
 
 
-def _round_resampled_means(per_round: Sequence[Mapping[int, float]], round_numbers: Sequence[int],
-                           rng: np.random.Generator) -> np.ndarray:
-    """(replicates x rows) each row's mean log ratio over one draw of the run's rounds (with
-    replacement), the same draw for every row; a row none of whose rounds was drawn keeps its own mean."""
+def _draw_counts(rng: np.random.Generator, n: int) -> np.ndarray:
+    """(BOOTSTRAP x n) how often each of n units is drawn, n draws with replacement per replicate."""
+    return np.apply_along_axis(np.bincount, 1, rng.integers(0, n, size=(BOOTSTRAP, n)), minlength=n).astype(float)
+
+
+def _period(round_number: int, round_period: int) -> int:
+    return round_number // round_period if round_period else 0
+
+
+def _crossed_means(per_round: Sequence[Mapping[int, float]], test_of: np.ndarray, test_weight: np.ndarray,
+                   row_counts: np.ndarray, periods: Sequence[int], round_period: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """The overall mean log ratio per replicate: tests drawn (test_weight) and, crossed with them,
+    the run's round periods, the same draw for every row. Each row's mean is over the drawn rounds
+    it has; a row none of whose rounds was drawn keeps its own mean."""
+    round_numbers = sorted({r for d in per_round for r in d})
     col = {r: j for j, r in enumerate(round_numbers)}
     values = np.zeros((len(per_round), len(round_numbers)))
     present = np.zeros_like(values)
@@ -148,7 +163,15 @@ def _round_resampled_means(per_round: Sequence[Mapping[int, float]], round_numbe
         for r, x in d.items():
             values[i, col[r]], present[i, col[r]] = x, 1.0
     own = values.sum(axis=1) / present.sum(axis=1)
-    drawn = np.apply_along_axis(np.bincount, 1, rng.integers(0, len(round_numbers), size=(BOOTSTRAP, len(round_numbers))),
-                                minlength=len(round_numbers)).astype(float)
-    total, count = drawn @ values.T, drawn @ present.T
-    return np.where(count > 0, total / np.where(count > 0, count, 1.0), own)
+    period_col = np.asarray([periods.index(_period(r, round_period)) for r in round_numbers])
+    round_weight = _draw_counts(rng, len(periods))[:, period_col]  # a drawn period brings all its rounds
+    onehot = np.zeros((len(per_round), len(row_counts)))
+    onehot[np.arange(len(per_round)), test_of] = 1.0
+    means = np.empty(BOOTSTRAP)
+    for lo in range(0, BOOTSTRAP, CHUNK):
+        w = round_weight[lo:lo + CHUNK]
+        total, count = w @ values.T, w @ present.T
+        row_means = np.where(count > 0, total / np.where(count > 0, count, 1.0), own)
+        t = test_weight[lo:lo + CHUNK]
+        means[lo:lo + CHUNK] = (t * (row_means @ onehot)).sum(axis=1) / (t @ row_counts)
+    return means

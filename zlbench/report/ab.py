@@ -54,13 +54,14 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
             caveats: Sequence[str] = (), stops: Optional[Mapping[str, Mapping]] = None,
             rounds: Optional[Mapping[str, int]] = None, cut: Collection[str] = (),
-            fixed_rounds: Optional[int] = None, failed: Collection[str] = ()) -> Dict:
+            fixed_rounds: Optional[int] = None, failed: Collection[str] = (), round_period: int = 1) -> Dict:
     """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk).
 
     stops: test node -> the scheduler's `stopped` event (why it ran no more rounds: not live,
     settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
     fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish;
-    failed: test nodes that failed (crashed, timed out) in some round."""
+    failed: test nodes that failed (crashed, timed out) in some round; round_period: how many
+    consecutive rounds shared their side processes (ab.respawn_every; 0: the whole run)."""
     pairing = pair(rows_a, rows_b, "latency")
     one_sided = _one_sided(rows_a, rows_b, stops or {}, pairing.key)
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
@@ -84,7 +85,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     by_round = [{r: math.log(b / a) for r, a, b in list(zip(p.rounds, p.a, p.b))[:s.look or len(p.a)]}
                 for p, s in zip(pairing.rows, row_stats)]
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live,
-                       by_round + [None] * len(not_live))
+                       by_round + [None] * len(not_live), round_period)
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
@@ -172,7 +173,8 @@ def _median(values: Sequence[float]) -> Optional[float]:
 
 
 def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int,
-             unpaired_live: bool = False, by_round: Optional[Sequence[Optional[Mapping[int, float]]]] = None) -> Dict:
+             unpaired_live: bool = False, by_round: Optional[Sequence[Optional[Mapping[int, float]]]] = None,
+             round_period: int = 1) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
     considered_rounds = [d for d, lv in zip(by_round or [None] * len(table), live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
@@ -189,11 +191,22 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
-        "overall": stats.overall([t["ratio"] for t in considered],
-                                 clusters=[t["node"] or t["op"] for t in considered], rounds=considered_rounds),
+        "overall": _overall(considered, considered_rounds, round_period),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
+
+
+def _overall(considered: Sequence[Mapping], by_round: Sequence[Optional[Mapping[int, float]]],
+             round_period: int) -> Dict:
+    """The overall change over the considered rows but those the report calls unstable: rounds so
+    noisy (sd of the log ratio > stats.UNSTABLE_SD) that nothing is judged carry noise, not
+    information, into a mean over rows (one such row of 85 moved an A/A's overall interval to
+    -7..+9%); they are left out, and counted."""
+    kept = [(t, d) for t, d in zip(considered, by_round) if t["verdict"] != "unstable"]
+    return {**stats.overall([t["ratio"] for t, _ in kept], clusters=[t["node"] or t["op"] for t, _ in kept],
+                            rounds=[d for _, d in kept], round_period=round_period),
+            "unstable_left_out": len(considered) - len(kept)}
 
 
 def _table_row(p, s, lv) -> Dict:
@@ -237,8 +250,10 @@ def headline(summary: Mapping) -> List[str]:
     if o["geomean"] is not None:
         ci = (f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling "
               f"{o.get('resampled') or 'tests'})") if o["lo"] is not None else ""
+        left_out = (f"; {o['unstable_left_out']} unstable row(s) left out: their rounds judge nothing"
+                    if o.get("unstable_left_out") else "")
         lines.append(f"Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
-                     "(geometric mean; negative = B faster).")
+                     f"(geometric mean; negative = B faster{left_out}).")
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"
     unstable = (f" Unstable: the rounds' B/A moved by more than {stats.UNSTABLE_SD:g} (sd of its log) and the "
                 "interval does not lie wholly beyond the threshold, so nothing is judged: more rounds, or a "

@@ -99,7 +99,9 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1),
-                     failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES})
+                     failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES},
+                     # rounds that shared their side processes are drawn together in the overall interval
+                     round_period=int(ab.get("respawn_every", 1)) if ab.get("schedule", "node") == "node" else 1)
     from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, plot_title
 
     # Each form is decided before anything is written: at corpus scale ab.md is the Markdown that
