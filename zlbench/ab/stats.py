@@ -165,13 +165,14 @@ def _crossed_means(per_round: Sequence[Mapping[int, float]], test_of: np.ndarray
     own = values.sum(axis=1) / present.sum(axis=1)
     period_col = np.asarray([periods.index(_period(r, round_period)) for r in round_numbers])
     round_weight = _draw_counts(rng, len(periods))[:, period_col]  # a drawn period brings all its rounds
-    onehot = np.zeros((len(per_round), len(row_counts)))
-    onehot[np.arange(len(per_round)), test_of] = 1.0
+    by_test = np.argsort(test_of, kind="stable")  # rows grouped by test: each test's sum is one reduceat
+    starts = np.searchsorted(test_of[by_test], np.arange(len(row_counts)))
     means = np.empty(BOOTSTRAP)
     for lo in range(0, BOOTSTRAP, CHUNK):
         w = round_weight[lo:lo + CHUNK]
         total, count = w @ values.T, w @ present.T
         row_means = np.where(count > 0, total / np.where(count > 0, count, 1.0), own)
         t = test_weight[lo:lo + CHUNK]
-        means[lo:lo + CHUNK] = (t * (row_means @ onehot)).sum(axis=1) / (t @ row_counts)
+        test_sums = np.add.reduceat(row_means[:, by_test], starts, axis=1)
+        means[lo:lo + CHUNK] = (t * test_sums).sum(axis=1) / (t @ row_counts)
     return means
