@@ -202,7 +202,7 @@ def _lost_side(ra: Mapping[int, dict], rb: Mapping[int, dict], field_name: str) 
 def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
     """The rounds both sides measured usably, and why the others were left out (p.dropped)."""
     p = PairedRow(key)
-    reasons, no_work, kept = p.dropped, [], []
+    reasons, no_work = p.dropped, []
     for rnd in sorted(set(ra) | set(rb)):
         x, y = ra.get(rnd), rb.get(rnd)
         if x is None or y is None:
@@ -217,7 +217,6 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
             # (a view on one side and a kernel on the other is a change, and is compared)
             no_work.append(rnd)
             continue
-        kept.append(rnd)
         p.rounds.append(rnd)
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))
@@ -227,7 +226,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])
         p.node = p.node or x.get("node")
     if len(p.a) == 1 and field_name == "latency":  # latency_ci is the latency's
-        x, y = ra[kept[0]], rb[kept[0]]
+        x, y = ra[p.rounds[0]], rb[p.rounds[0]]
         p.a_ci, p.b_ci = interval(x.get("latency_ci")), interval(y.get("latency_ci"))
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
