@@ -391,6 +391,46 @@ def test_the_overall_line_leaves_out_rows_too_noisy_to_judge_and_says_how_many()
     assert "over 4 row(s) (geometric mean; negative = B faster; 1 unstable row(s) left out" in res["markdown"]
 
 
+def test_an_offset_shared_by_every_row_widens_the_overall_interval_in_quadrature():
+    """Two runs' offset over all their rows: no resampling of rows sees it, so overall()'s interval
+    gets it added to each side (95%: 1.96 sd); the point estimate stays, no interval stays none."""
+    o = {"geomean": 1.01, "lo": 1.005, "hi": 1.02, "rows": 30}
+    w = stats.widened(o, 0.004)
+    extra = 1.959964 * 0.004
+    assert w["geomean"] == 1.01 and w["rows"] == 30
+    assert math.log(1.01 / w["lo"]) == pytest.approx(math.hypot(math.log(1.01 / 1.005), extra), rel=1e-4)
+    assert math.log(w["hi"] / 1.01) == pytest.approx(math.hypot(math.log(1.02 / 1.01), extra), rel=1e-4)
+    assert stats.widened(o, 0.0) is o
+    assert stats.widened({"geomean": 1.0, "lo": None, "hi": None, "rows": 2}, 0.004)["lo"] is None
+    # Two separate runs compared as an A/B (`summary A --ab B`): rows 0.3% apart with little spread
+    # read a change without the run offset, and none with it.
+    a = [r for i, op in enumerate(["exp", "abs", "neg", "sin", "cos", "tanh"]) for r in rows([1.0], op=op)]
+    b = [r for i, op in enumerate(["exp", "abs", "neg", "sin", "cos", "tanh"])
+         for r in rows([1.003 + 0.0005 * (i % 3 - 1)], op=op)]
+    tight = compare(a, b, "A", "B")["summary"]["overall"]
+    assert tight["lo"] > 1 and tight["run_offset_sd"] is None
+    res = compare(a, b, "A", "B", run_offset_sd=0.002)
+    o = res["summary"]["overall"]
+    assert o["lo"] < 1 < o["hi"] and o["geomean"] == pytest.approx(tight["geomean"]) and o["run_offset_sd"] == 0.002
+    assert "widened by each run's offset over all its rows, sd 0.2% a run" in res["markdown"]
+
+
+def test_two_plain_runs_overall_leaves_out_rows_whose_processes_disagreed():
+    """`summary A --ab B` of two plain runs: a row marked BENCHMARK_PROCESS_UNSTABLE (its processes
+    read two autotune picks) moved 40%; its value is a draw, so the overall leaves it out, counts
+    it, and its own intervals judge it."""
+    a, b = [], []
+    for op in ["exp", "abs", "neg", "sin", "pick"]:
+        for side, out in ((a, 1.0), (b, 0.6 if op == "pick" else 1.0)):
+            r = rows([out], op=op, markers=["BENCHMARK_PROCESS_UNSTABLE"] if op == "pick" and side is b else None)[0]
+            side.append({**r, "latency_ci": [out * 0.98, out * 1.02], "processes": 3})
+    res = compare(a, b, "A", "B", run_offset_sd=0.002)
+    o = res["summary"]["overall"]
+    assert o["rows"] == 4 and o["process_unstable_left_out"] == 1 and o["geomean"] == pytest.approx(1.0), o
+    assert "1 process-unstable row(s) left out: each judged on its own intervals" in res["markdown"]
+    assert {t["op"]: t["verdict"] for t in res["rows"]}["pick"] == "faster"
+
+
 def test_a_cut_runs_first_line_says_what_the_cut_voided():
     from zlbench.report.ab import cut_line
 

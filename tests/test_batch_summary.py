@@ -49,8 +49,11 @@ def test_multirun_sides_are_named_and_said_not_interleaved(sweep, tmp_path):
     assert "A (ZL_FIXTURE_SWITCH=0 (off)) ran " in line and "B (ZL_FIXTURE_SWITCH=1 (on)) ran " in line
     assert "after A ended" in line  # the local launcher ran the sweep's jobs one after the other
     assert "`python -m zlbench ab=env ab.var=ZL_FIXTURE_SWITCH`" in line
-    runs = json.loads((tmp_path / "cmp" / "ab.json").read_text())["summary"]["runs"]
+    summary_json = json.loads((tmp_path / "cmp" / "ab.json").read_text())["summary"]
+    runs = summary_json["runs"]
     assert runs["interleaved"] is False
+    # Two runs, not the sides of one: the overall interval carries each run's offset over its rows.
+    assert summary_json["overall"]["run_offset_sd"] == 0.002
     assert runs["start_gap_s"] == pytest.approx(first_event(b) - first_event(a), abs=0.1)
     assert runs["a"]["first"] == datetime.fromtimestamp(first_event(a), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert out.stdout.strip() == md.strip()

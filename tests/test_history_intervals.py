@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from zlbench.ab import stats
 from zlbench.ab.intervals import interval_stat, interval_verdict, moved
 
 from . import history_runs as H
@@ -184,6 +185,50 @@ def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
     code, out = history(capsys, "compare", "3", "3", "--url", url)
     assert code == 2 and "both name run 3" in out.err
     assert result["summary"]["without_intervals"] == {"A": 3, "B": 0}
+
+
+def _offset_pair(tmp_path, factor, moved_row=None):
+    """Two plain runs of 12 ops x 3 shapes with process-level intervals (+-2%): B's rows are A's
+    times factor(i) (i: the row's index). moved_row: that op's rows in B are 40% faster and marked
+    BENCHMARK_PROCESS_UNSTABLE (their processes disagreed)."""
+    ops = [f"op{k:02d}" for k in range(12)]
+    runs = []
+    for run in (0, 1):
+        ident = H.identity(created=f"2026-11-0{run + 1}T00:00:00+0000", processes=3, ops=ops)
+        rows = []
+        for i, (op, shape) in enumerate((op, shape) for op in ops for shape in H.SHAPES):
+            lat = 0.01 * (1 + i % 5) * (factor(i) if run else 1.0)
+            unstable = run and op == moved_row
+            lat *= 0.6 if unstable else 1.0
+            rows.append(H.row(op, shape, lat, 0.02, ci=[lat * 0.98, lat * 1.02],
+                              markers=["BENCHMARK_PROCESS_UNSTABLE"] if unstable else []))
+        runs.append(H.write_run(tmp_path / f"r{run}", ident, rows))
+    return runs
+
+
+def test_the_overall_line_of_two_runs_carries_their_offset_and_leaves_out_rows_drawn_per_process(tmp_path, url,
+                                                                                                capsys):
+    """Repeat plain runs on the H200 differ by an offset over all their rows (0.1-0.5%) that no
+    resampling of rows sees: 14 of 44 such pairs read an overall change whose interval left out 0.
+    B here is A plus 0.3% on every row (a little spread): the overall interval holds 0. A real 5%
+    slowdown of every row stays outside it. A row whose processes disagreed (40% off in B) is left
+    out of the mean, and counted."""
+    imported(capsys, url, _offset_pair(tmp_path / "offset", lambda i: 1.003 + 0.0004 * (i % 3 - 1),
+                                       moved_row="op05"))
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")
+    o = json.loads(out.out)["summary"]["overall"]
+    assert o["lo"] < 1 < o["hi"] and o["geomean"] == pytest.approx(1.003, abs=2e-4), o
+    assert o["rows"] == 33 and o["process_unstable_left_out"] == 3 and o["run_offset_sd"] == 0.002
+    # Without the run's offset (resampling tests alone) the same rows read a settled +0.3%.
+    assert stats.overall([1.003 + 0.0004 * (i % 3 - 1) for i in range(33)], clusters=[i // 3 for i in range(33)])["lo"] > 1
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
+    assert re.search(r"Overall B/A latency: \*\*\+0\.30%\*\* \(95% CI -0\.\d\d% \.\. \+0\.\d\d%: a bootstrap "
+                     r"resampling tests, widened by each run's offset over all its rows, sd 0\.2% a run\) over 33 "
+                     r"row\(s\) \(geometric mean; negative = B faster\); 3 process-unstable row\(s\) left out", out.out), out.out
+    imported(capsys, url, _offset_pair(tmp_path / "slower", lambda i: 1.05 + 0.002 * (i % 3 - 1)))
+    code, out = history(capsys, "compare", "3", "4", "--url", url, "--format", "json")
+    o = json.loads(out.out)["summary"]["overall"]
+    assert code == 1 and o["lo"] > 1.04 and o["process_unstable_left_out"] == 0, o
 
 
 def test_the_interval_rule_each_value_outside_the_others_interval():

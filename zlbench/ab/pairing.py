@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.results.events import base_node
-from zlbench.results.schema import MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work, interval
+from zlbench.results.schema import (MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, MARKER_PROCESS_UNSTABLE, did_no_device_work,
+                                    interval)
 
 Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
 Key3 = Tuple[str, str, str]  # (op, dtype, shape): what a FlagGems log's row names
@@ -150,6 +151,8 @@ class PairedRow:
     # Each side's process-level interval (latency_ci) where it has one round: two plain runs' row
     a_ci: Optional[Tuple[float, float]] = None
     b_ci: Optional[Tuple[float, float]] = None
+    # ... and whether its processes disagreed on a side (BENCHMARK_PROCESS_UNSTABLE: its value is a draw)
+    process_unstable: bool = False
 
 
 @dataclass
@@ -228,6 +231,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
     if len(p.a) == 1 and field_name == "latency":  # latency_ci is the latency's
         x, y = ra[p.rounds[0]], rb[p.rounds[0]]
         p.a_ci, p.b_ci = interval(x.get("latency_ci")), interval(y.get("latency_ci"))
+        p.process_unstable = MARKER_PROCESS_UNSTABLE in (x.get("markers") or []) + (y.get("markers") or [])
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                        f"times no kernel) in {len(no_work)} round(s)")

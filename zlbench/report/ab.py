@@ -54,14 +54,17 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
             artifacts_b: Optional[Mapping[str, str]] = None, aa: bool = False,
             caveats: Sequence[str] = (), stops: Optional[Mapping[str, Mapping]] = None,
             rounds: Optional[Mapping[str, int]] = None, cut: Collection[str] = (),
-            fixed_rounds: Optional[int] = None, failed: Collection[str] = (), round_period: int = 1) -> Dict:
+            fixed_rounds: Optional[int] = None, failed: Collection[str] = (), round_period: int = 1,
+            run_offset_sd: float = 0.0) -> Dict:
     """Pair, test and judge: {"summary", "rows", "unpaired", "markdown"} (write() puts it on disk).
 
     stops: test node -> the scheduler's `stopped` event (why it ran no more rounds: not live,
     settled); rounds: {"min", "max"} planned per row of a sequential run (node by node), or
     fixed_rounds: the rounds every row gets (round by round); cut: test nodes the run did not finish;
     failed: test nodes that failed (crashed, timed out) in some round; round_period: how many
-    consecutive rounds shared their side processes (ab.respawn_every; 0: the whole run)."""
+    consecutive rounds shared their side processes (ab.respawn_every; 0: the whole run);
+    run_offset_sd: where A and B are two runs, not the sides of one (`summary A --ab B`), the sd of
+    the offset each run's rows share (process_stats.RUN_OFFSET_SD), added to the overall interval."""
     pairing = pair(rows_a, rows_b, "latency")
     one_sided = _one_sided(rows_a, rows_b, stops or {}, pairing.key)
     unpaired = [(k, why) for k, why in pairing.unpaired if k not in one_sided]
@@ -85,7 +88,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     by_round = [{r: math.log(b / a) for r, a, b in list(zip(p.rounds, p.a, p.b))[:s.look or len(p.a)]}
                 for p, s in zip(pairing.rows, row_stats)]
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live,
-                       by_round + [None] * len(not_live), round_period)
+                       by_round + [None] * len(not_live), round_period, run_offset_sd)
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
@@ -174,7 +177,7 @@ def _median(values: Sequence[float]) -> Optional[float]:
 
 def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int,
              unpaired_live: bool = False, by_round: Optional[Sequence[Optional[Mapping[int, float]]]] = None,
-             round_period: int = 1) -> Dict:
+             round_period: int = 1, run_offset_sd: float = 0.0) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
     considered_rounds = [d for d, lv in zip(by_round or [None] * len(table), live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
@@ -191,22 +194,27 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
-        "overall": _overall(considered, considered_rounds, round_period),
+        "overall": _overall(considered, considered_rounds, round_period, run_offset_sd),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
 
 
 def _overall(considered: Sequence[Mapping], by_round: Sequence[Optional[Mapping[int, float]]],
-             round_period: int) -> Dict:
+             round_period: int, run_offset_sd: float = 0.0) -> Dict:
     """The overall change over the considered rows but those the report calls unstable: rounds so
     noisy (sd of the log ratio > stats.UNSTABLE_SD) that nothing is judged carry noise, not
     information, into a mean over rows (one such row of 85 moved an A/A's overall interval to
-    -7..+9%); they are left out, and counted."""
-    kept = [(t, d) for t, d in zip(considered, by_round) if t["verdict"] != "unstable"]
-    return {**stats.overall([t["ratio"] for t, _ in kept], clusters=[t["node"] or t["op"] for t, _ in kept],
-                            rounds=[d for _, d in kept], round_period=round_period),
-            "unstable_left_out": len(considered) - len(kept)}
+    -7..+9%); they are left out, and counted, as are rows of two plain runs whose processes
+    disagreed on a side (process-unstable: their value is a draw). run_offset_sd: see compare()."""
+    kept = [(t, d) for t, d in zip(considered, by_round)
+            if t["verdict"] != "unstable" and not t.get("process_unstable")]
+    o = stats.overall([t["ratio"] for t, _ in kept], clusters=[t["node"] or t["op"] for t, _ in kept],
+                      rounds=[d for _, d in kept], round_period=round_period)
+    return {**stats.widened(o, run_offset_sd * math.sqrt(2.0)), "run_offset_sd": run_offset_sd or None,
+            "unstable_left_out": sum(1 for t in considered if t["verdict"] == "unstable"),
+            "process_unstable_left_out": sum(1 for t in considered
+                                             if t["verdict"] != "unstable" and t.get("process_unstable"))}
 
 
 def _table_row(p, s, lv) -> Dict:
@@ -219,6 +227,7 @@ def _table_row(p, s, lv) -> Dict:
         "p": s.p, "q": s.q, "mde_pct": None if s.mde is None else round(s.mde * 100, 2),
         "live": {True: "live", False: "not live", None: "unknown"}[lv],
         "fallback": p.fallback, "verdict": s.verdict, "ratio": s.ratio, "lo": s.lo, "hi": s.hi,
+        "process_unstable": p.process_unstable,
     }
 
 
@@ -249,9 +258,13 @@ def headline(summary: Mapping) -> List[str]:
     o = summary["overall"]
     if o["geomean"] is not None:
         ci = (f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling "
-              f"{o.get('resampled') or 'tests'})") if o["lo"] is not None else ""
+              f"{o.get('resampled') or 'tests'}"
+              + (f", widened by each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run"
+                 if o.get("run_offset_sd") else "") + ")") if o["lo"] is not None else ""
         left_out = (f"; {o['unstable_left_out']} unstable row(s) left out: their rounds judge nothing"
                     if o.get("unstable_left_out") else "")
+        left_out += (f"; {o['process_unstable_left_out']} process-unstable row(s) left out: each judged on its "
+                     "own intervals" if o.get("process_unstable_left_out") else "")
         lines.append(f"Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                      f"(geometric mean; negative = B faster{left_out}).")
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"

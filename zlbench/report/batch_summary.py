@@ -215,6 +215,7 @@ def one_side(rows: Sequence[dict], path: Path) -> None:
 
 def compare_two(args) -> int:
     from zlbench.report.ab import compare, render_markdown, write
+    from zlbench.results.process_stats import RUN_OFFSET_SD
 
     if args.out is not None:
         check_out(args.out)
@@ -226,7 +227,8 @@ def compare_two(args) -> int:
     a, b = Source(args.path), Source(args.ab)
     label_a, label_b = a.label(name_a), b.label(name_b)
     caveats, info = [], {"interleaved": None}
-    if a.run_dir is not None and a.run_dir == b.run_dir:
+    one_run = a.run_dir is not None and a.run_dir == b.run_dir
+    if one_run:
         text = f"Both sides come from one run ({a.run_dir}): its own ab.md has the interleaved A/B."
     else:
         text, info = not_interleaved(a, b, label_a, label_b)
@@ -235,7 +237,8 @@ def compare_two(args) -> int:
         caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
                        "on fewer rounds")
     result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=a.artifacts(),
-                     artifacts_b=b.artifacts(), caveats=caveats, aa=a.aa and b.aa)
+                     artifacts_b=b.artifacts(), caveats=caveats, aa=a.aa and b.aa,
+                     run_offset_sd=0.0 if one_run else RUN_OFFSET_SD)
     result["summary"]["runs"] = info
     result["dropped_rounds"] = dropped
     title, rest = render_markdown(result).split("\n", 1)

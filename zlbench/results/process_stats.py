@@ -49,6 +49,13 @@ KEY = ("node", "op", "dtype", "shape", "side")
 # twenty-first session: 0.07-0.13% on rows >= 100 us whose processes agree within 0.15-0.25%;
 # without it a 1 ms row's interval missed the next run's value 1 time in 8).
 RUN_SD = 0.001
+# What all rows of one run share against another run of the same caliber: sd of ln of a run's
+# offset over its rows (the geometric mean), small rows' launch-bound times moving together among
+# them. History compare's overall line carries it (history/compare.py). H200, 44 pairs of repeat
+# plain runs over 14 op sets (benchmarks/gpu/overall_plain23.py, RESULTS.md, twenty-ninth
+# session): the pairs' median row offsets have rms 0.20% (0.14% a run), up to 0.5%; without it 14 of
+# the 44 overall intervals left out 0, with it (and process-unstable rows left out) 3.
+RUN_OFFSET_SD = 0.002
 # Rows below this size (ms) keep the interval they have, however wide: a few-us row's processes
 # differ by several % (launch timing, autotune picks) that more processes narrow slowly (issue 23
 # accepts such rows wide), and they are in most op files, whose wall more processes would double.
