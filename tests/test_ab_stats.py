@@ -412,6 +412,8 @@ def test_an_offset_shared_by_every_row_widens_the_overall_interval_in_quadrature
     res = compare(a, b, "A", "B", run_offset_sd=0.002)
     o = res["summary"]["overall"]
     assert o["lo"] < 1 < o["hi"] and o["geomean"] == pytest.approx(tight["geomean"]) and o["run_offset_sd"] == 0.002
+    both_runs = 1.959964 * 0.002 * math.sqrt(2)  # each run's offset: two runs, sqrt 2
+    assert min(math.log(o["geomean"] / o["lo"]), math.log(o["hi"] / o["geomean"])) >= both_runs - 1e-9
     assert "widened by each run's offset over all its rows, sd 0.2% a run" in res["markdown"]
 
 
@@ -420,15 +422,18 @@ def test_two_plain_runs_overall_leaves_out_rows_whose_processes_disagreed():
     read two autotune picks) moved 40%; its value is a draw, so the overall leaves it out, counts
     it, and its own intervals judge it."""
     a, b = [], []
-    for op in ["exp", "abs", "neg", "sin", "pick"]:
+    for op in ["exp", "abs", "neg", "sin", "pick", "tune"]:
         for side, out in ((a, 1.0), (b, 0.6 if op == "pick" else 1.0)):
-            r = rows([out], op=op, markers=["BENCHMARK_PROCESS_UNSTABLE"] if op == "pick" and side is b else None)[0]
+            marked = (op == "pick" and side is b) or (op == "tune" and side is a)  # on either side
+            r = rows([out], op=op, markers=["BENCHMARK_PROCESS_UNSTABLE"] if marked else None)[0]
             side.append({**r, "latency_ci": [out * 0.98, out * 1.02], "processes": 3})
     res = compare(a, b, "A", "B", run_offset_sd=0.002)
     o = res["summary"]["overall"]
-    assert o["rows"] == 4 and o["process_unstable_left_out"] == 1 and o["geomean"] == pytest.approx(1.0), o
-    assert "1 process-unstable row(s) left out: each judged on its own intervals" in res["markdown"]
-    assert {t["op"]: t["verdict"] for t in res["rows"]}["pick"] == "faster"
+    assert o["rows"] == 4 and o["process_unstable_left_out"] == 2 and o["geomean"] == pytest.approx(1.0), o
+    assert "2 process-unstable row(s) left out: each judged on its own intervals" in res["markdown"]
+    verdicts = {t["op"]: t["verdict"] for t in res["rows"]}
+    assert verdicts["pick"] == "faster" and "| faster (process-unstable) [unknown]" in res["markdown"]
+    assert {t["op"] for t in res["rows"] if t["process_unstable"]} == {"pick", "tune"}
 
 
 def test_a_cut_runs_first_line_says_what_the_cut_voided():

@@ -124,6 +124,11 @@ def test_an_ab_run_dir_is_refused_as_one_side_and_a_run_against_itself(sweep, ab
     # A side's log is what the refusal names: it pairs.
     out = summary(ab_run / "run.off.log", "--ab", ab_run / "run.on.log")
     assert out.returncode == 0 and "Both sides come from one run" in out.stdout, out.stderr
+    # ... however its path is spelled. Its sides ran interleaved: no run offset between them.
+    other_spelling = ab_run.parent / ".." / ab_run.parent.name / ab_run.name / "run.on.log"
+    out = summary(ab_run / "run.off.log", "--ab", other_spelling, "--out", tmp_path / "one")
+    assert out.returncode == 0 and "Both sides come from one run" in out.stdout, out.stdout[-2000:]
+    assert json.loads((tmp_path / "one" / "ab.json").read_text())["summary"]["overall"]["run_offset_sd"] is None
     # The same run twice, as a dir or a file, as history compare refuses it.
     for same in ((a, a), (a, f"{a}/"), (a / "run.log", a / "run.log")):
         out = summary(same[0], "--ab", same[1], "--out", tmp_path / "cmp")

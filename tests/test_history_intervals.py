@@ -6,6 +6,7 @@ cases; one real pair of demo runs where the running zlbench measures processes."
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -209,18 +210,23 @@ def _offset_pair(tmp_path, factor, moved_row=None):
 def test_the_overall_line_of_two_runs_carries_their_offset_and_leaves_out_rows_drawn_per_process(tmp_path, url,
                                                                                                 capsys):
     """Repeat plain runs on the H200 differ by an offset over all their rows (0.1-0.5%) that no
-    resampling of rows sees: 14 of 44 such pairs read an overall change whose interval left out 0.
+    resampling of rows sees: 15 of 46 such pairs read an overall change whose interval left out 0.
     B here is A plus 0.3% on every row (a little spread): the overall interval holds 0. A real 5%
     slowdown of every row stays outside it. A row whose processes disagreed (40% off in B) is left
     out of the mean, and counted."""
     imported(capsys, url, _offset_pair(tmp_path / "offset", lambda i: 1.003 + 0.0004 * (i % 3 - 1),
                                        moved_row="op05"))
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")
-    o = json.loads(out.out)["summary"]["overall"]
+    result = json.loads(out.out)
+    o = result["summary"]["overall"]
     assert o["lo"] < 1 < o["hi"] and o["geomean"] == pytest.approx(1.003, abs=2e-4), o
     assert o["rows"] == 33 and o["process_unstable_left_out"] == 3 and o["run_offset_sd"] == 0.002
-    # Without the run's offset (resampling tests alone) the same rows read a settled +0.3%.
-    assert stats.overall([1.003 + 0.0004 * (i % 3 - 1) for i in range(33)], clusters=[i // 3 for i in range(33)])["lo"] > 1
+    # Each side is at least both runs' offset (1.96 x 0.2% x sqrt 2) from the estimate.
+    both_runs = 1.959964 * 0.002 * math.sqrt(2)
+    assert min(math.log(o["geomean"] / o["lo"]), math.log(o["hi"] / o["geomean"])) >= both_runs - 1e-9, o
+    # The same kept rows resampled over tests alone read a settled +0.3%: what the line said before.
+    kept = [r for r in result["rows"] if not r["process_unstable"]]
+    assert stats.overall([r["ratio"] for r in kept], clusters=[r["node"] for r in kept])["lo"] > 1
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
     assert re.search(r"Overall B/A latency: \*\*\+0\.30%\*\* \(95% CI -0\.\d\d% \.\. \+0\.\d\d%: a bootstrap "
                      r"resampling tests, widened by each run's offset over all its rows, sd 0\.2% a run\) over 33 "
@@ -229,6 +235,26 @@ def test_the_overall_line_of_two_runs_carries_their_offset_and_leaves_out_rows_d
     code, out = history(capsys, "compare", "3", "4", "--url", url, "--format", "json")
     o = json.loads(out.out)["summary"]["overall"]
     assert code == 1 and o["lo"] > 1.04 and o["process_unstable_left_out"] == 0, o
+
+
+def test_the_overall_line_of_two_runs_leaves_out_rows_whose_rounds_are_too_noisy(tmp_path, url, capsys):
+    """Two runs of three rounds each (no process-level intervals: the rows' own rounds are their
+    noise): `pick` swings 2x from round to round in B, so its rows read unstable and judge nothing;
+    they are left out of the overall line and counted."""
+    runs = []
+    for run in (0, 1):
+        ident = H.identity(created=f"2026-11-0{run + 1}T00:00:00+0000", ops=["exp", "abs", "neg", "pick"])
+        rows = [H.row(op, shape, (0.5 if run and op == "pick" and rnd != 1 else 1.0) * (1 + 0.001 * rnd), 0.5,
+                      rnd=rnd) for op in ("exp", "abs", "neg", "pick") for shape in H.SHAPES for rnd in range(3)]
+        runs.append(H.write_run(tmp_path / f"r{run}", ident, rows))
+    imported(capsys, url, runs)
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")
+    result = json.loads(out.out)
+    assert {r["verdict"] for r in result["rows"] if r["op"] == "pick"} == {"unstable"}, result["rows"]
+    o = result["summary"]["overall"]
+    assert o["rows"] == 9 and o["unstable_left_out"] == 3 and o["geomean"] == pytest.approx(1.0), o
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
+    assert "over 9 row(s) (geometric mean; negative = B faster); 3 unstable row(s) left out" in out.out, out.out
 
 
 def test_the_interval_rule_each_value_outside_the_others_interval():

@@ -185,5 +185,6 @@ def widened(o: Dict, shared_sd: float) -> Dict:
     if o.get("lo") is None or not shared_sd:
         return o
     center, extra = math.log(o["geomean"]), (float(stats.norm.ppf(1 - ALPHA / 2)) * shared_sd) ** 2
-    return {**o, "lo": math.exp(center - math.sqrt((center - math.log(o["lo"])) ** 2 + extra)),
-            "hi": math.exp(center + math.sqrt((math.log(o["hi"]) - center) ** 2 + extra))}
+    below, above = max(0.0, center - math.log(o["lo"])), max(0.0, math.log(o["hi"]) - center)
+    return {**o, "lo": math.exp(center - math.sqrt(below ** 2 + extra)),
+            "hi": math.exp(center + math.sqrt(above ** 2 + extra))}

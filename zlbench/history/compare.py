@@ -213,8 +213,9 @@ def _overall(table: List[Dict]) -> Dict:
     judge (unstable) and rows whose processes disagreed in A or B (process-unstable: an autotune
     pick, a placement), which moved null pairs' means by up to 2.5%; they are judged on their own
     and counted here. Its bootstrap interval resamples tests, plus each run's offset over all its
-    rows (process_stats.RUN_OFFSET_SD), which no resampling of rows can see: without it 14 of 44
-    pairs of repeat runs on the H200 read an overall change whose interval left out 0."""
+    rows (process_stats.RUN_OFFSET_SD), which no resampling of rows can see: without either, 15 of
+    46 pairs of repeat runs on the H200 read an overall change whose interval left out 0; with
+    both, 3."""
     kept = [t for t in table if t["verdict"] != UNSTABLE and not t["process_unstable"]]
     o = stats.overall([t["ratio"] for t in kept], clusters=[(t["node"] or t["op"], t["side"]) for t in kept])
     return {**stats.widened(o, RUN_OFFSET_SD * math.sqrt(2.0)), "run_offset_sd": RUN_OFFSET_SD,

@@ -237,7 +237,8 @@ def _not_live_row(r: Mapping, side: str) -> Dict:
             "node": r.get("node"), "rounds": 1,
             "a_ms": r.get("latency") if side == "a" else None, "b_ms": r.get("latency") if side == "b" else None,
             "change_pct": None, "ci_lo_pct": None, "ci_hi_pct": None, "p": None, "q": None, "mde_pct": None,
-            "live": "not live", "fallback": False, "verdict": "not live", "ratio": None, "lo": None, "hi": None,
+            "live": "not live", "fallback": False, "process_unstable": False, "verdict": "not live", "ratio": None,
+            "lo": None, "hi": None,
             "stop": "not live"}
 
 
@@ -370,6 +371,7 @@ def _ci_cell(t: Mapping) -> str:
 def _verdict_cell(t: Mapping) -> str:
     live = t.get("live")
     return (t["verdict"] + (" (fallback)" if t.get("fallback") else "")
+            + (" (process-unstable)" if t.get("process_unstable") else "")
             + ("" if live in (None, "live", LIVE_AA, t["verdict"]) else f" [{live}]"))
 
 

@@ -227,7 +227,7 @@ def compare_two(args) -> int:
     a, b = Source(args.path), Source(args.ab)
     label_a, label_b = a.label(name_a), b.label(name_b)
     caveats, info = [], {"interleaved": None}
-    one_run = a.run_dir is not None and a.run_dir == b.run_dir
+    one_run = a.run_dir is not None and b.run_dir is not None and a.run_dir.resolve() == b.run_dir.resolve()
     if one_run:
         text = f"Both sides come from one run ({a.run_dir}): its own ab.md has the interleaved A/B."
     else:

@@ -51,10 +51,12 @@ KEY = ("node", "op", "dtype", "shape", "side")
 RUN_SD = 0.001
 # What all rows of one run share against another run of the same caliber: sd of ln of a run's
 # offset over its rows (the geometric mean), small rows' launch-bound times moving together among
-# them. History compare's overall line carries it (history/compare.py). H200, 44 pairs of repeat
-# plain runs over 14 op sets (benchmarks/gpu/overall_plain23.py, RESULTS.md, twenty-ninth
-# session): the pairs' median row offsets have rms 0.20% (0.14% a run), up to 0.5%; without it 14 of
-# the 44 overall intervals left out 0, with it (and process-unstable rows left out) 3.
+# them. The overall line of two runs carries it (history compare, `summary A --ab B`). H200, 46
+# pairs of repeat plain runs of one zlbench commit over 10 op sets (benchmarks/gpu/overall_plain23.py,
+# RESULTS.md, twenty-ninth session): the pairs' median row offsets have rms 0.20% (0.14% a run), up
+# to 0.5%. Resampling tests alone, 15 of the 46 overall intervals left out 0; with 0.15% a run (and
+# process-unstable rows left out) 5, with 0.2% 3. Measured on an H200, used on every backend: a
+# floor, since a machine with noisier runs (a shared CPU) moves more than this.
 RUN_OFFSET_SD = 0.002
 # Rows below this size (ms) keep the interval they have, however wide: a few-us row's processes
 # differ by several % (launch timing, autotune picks) that more processes narrow slowly (issue 23
