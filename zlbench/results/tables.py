@@ -119,6 +119,10 @@ class _Collector:
                 # the node measured, and says what it skipped.
                 ok, skipped = (prev, entry) if prev["status"] == "ok" else (entry, prev)
                 worst = {**ok, "reason": ok["reason"] or f"some cases skipped: {skipped['reason']}"}
+            elif {prev["status"], entry["status"]} == {"skipped", "timeout"} and any(map(_never_ran, (prev, entry))):
+                # Skipped in the processes that ran it, not started in those the run's time limit
+                # cut: it would be skipped there too, so it is skipped (and nothing to resume).
+                worst = prev if prev["status"] == "skipped" else entry
             self.nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
 
     def planned_without_end(self, run_dir: Path, measured: Dict[tuple, set]) -> None:
@@ -169,6 +173,11 @@ class _Collector:
             d = self.devices.get(s["device"])
             s["device"] = f"{s['device']}:{d['name']}" if d else str(s["device"])
         return out
+
+
+def _never_ran(status: Mapping) -> bool:
+    """A timeout the run's time limit gave a node before any process started it."""
+    return status["status"] == "timeout" and status["reason"].endswith(f"{ev.DEADLINE_REASON} before it ran")
 
 
 def stopped_nodes(run_dir: Path, plan: Optional[Mapping] = None) -> Dict[str, dict]:
