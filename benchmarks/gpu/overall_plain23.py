@@ -1,7 +1,8 @@
 """Offline: `history compare`'s overall line over pairs of archived plain runs of one caliber (null
 comparisons: the same files, settings and machine, minutes apart). For each pair, both run dirs go
 into a temporary SQLite store and this checkout's compare_runs() reports them; one Markdown table
-row per pair, then how many intervals left out 0 (about 1 in 20 is what a 95% interval allows).
+row per pair, then how many intervals left out 0 (about 1 in 20 is what a 95% interval allows)
+and how many pairs a `--fail-on slower` gate (the default) would fail.
 
     python3 benchmarks/gpu/overall_plain23.py <folders holding plain run dirs (run_identity.json)>
 
@@ -50,7 +51,7 @@ def pct(x):
 
 
 def main(folders) -> None:
-    count = defaultdict(lambda: [0, 0])  # one zlbench commit or two -> [pairs, intervals leaving out 0]
+    count = defaultdict(lambda: [0, 0, 0])  # one zlbench commit or two -> [pairs, leaving out 0, gate failed]
     print("| archive | A | B | one zlbench | rows | overall | 95% interval | resampled |")
     print("|---|---|---|---|---|---|---|---|")
     for folder in map(Path, folders):
@@ -60,7 +61,8 @@ def main(folders) -> None:
         for runs in groups.values():
             for (a, commit_a), (b, commit_b) in itertools.combinations(sorted(runs), 2):
                 try:
-                    o = overall(a, b)["overall"]
+                    summary = overall(a, b)
+                    o = summary["overall"]
                 except Exception as e:  # a run dir this checkout cannot read: say so, go on
                     print(f"{a} {b}: skipped ({e!r})", file=sys.stderr)
                     continue
@@ -70,12 +72,13 @@ def main(folders) -> None:
                 same = commit_a == commit_b
                 count[same][0] += 1
                 count[same][1] += out
+                count[same][2] += summary["gate_exit"] == 1
                 print(f"| {folder.name[:11]} | {a.name} | {b.name} | {'yes' if same else 'no'} | {o['rows']} | "
                       f"{pct(o['geomean'])} | {pct(o['lo'])} .. {pct(o['hi'])}{' **excludes 0**' if out else ''} | "
                       f"{o.get('resampled')} |")
-    for same, (pairs, out) in sorted(count.items(), reverse=True):
+    for same, (pairs, out, failed) in sorted(count.items(), reverse=True):
         print(f"\n{'Pairs of one zlbench commit' if same else 'Pairs of two (main before a change and after)'}: "
-              f"{out} of {pairs} intervals leave out 0.")
+              f"{out} of {pairs} intervals leave out 0; a --fail-on slower gate fails {failed}.")
 
 
 if __name__ == "__main__":
