@@ -7,8 +7,10 @@ The noise of a row comes from, in this order:
   plain run with timer.processes >= 2): each run's `latency_ci` is a 95% prediction interval for the
   value another run of the same caliber would report. The row moved when EACH run's value lies
   outside the OTHER run's interval (see interval_stat for why this rule and not the intervals'
-  overlap). Both runs must carry one: a value measured in one process varies more than an interval
-  made for a median over K processes allows, so one run's interval alone would flag too often;
+  overlap), each interval first widened to the family-wise level over the comparison's interval
+  rows (ab/intervals.for_family: a gate judges them all at once). Both runs must carry one: a
+  value measured in one process varies more than an interval made for a median over K processes
+  allows, so one run's interval alone would flag too often;
 - else its history: the run-to-run sd s of ln(latency) of that row over the earlier runs of the
   same caliber (up to `window`, at least MIN_HISTORY) since its last confirmed step (see
   regressions.py), from successive differences, so that an old regression is not taken for noise. A difference of two single runs has sd s*sqrt(2), so
@@ -124,14 +126,19 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     noise_of = _HistoryNoise(store, run_b, window, {k: n for k, n in single_nodes(rows).items() if n})
     table, tested, unpaired = [], [], []
     failed = [failed_tests(store, run["run_id"]) for run in (run_a, run_b)]
+    paired = []  # (table entry, paired row, its intervals)
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency", statuses=(failed[0].get(side), failed[1].get(side)))
         for p in pairing.rows:
             t, cis = facts.row(p, side)
-            tested += _judge_row(t, p, cis, noise_of, threshold)
-            table.append(t)
+            paired.append((t, p, cis))
         unpaired += [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "side": side,
                       "why": why, "lost_in": pairing.lost.get(k)} for k, why in pairing.unpaired]
+    # The rows judged on intervals are judged together, at the family-wise level over them (ab/intervals.py).
+    family = sum(1 for _, p, (ci_a, ci_b) in paired if len(p.a) < 2 and ci_a and ci_b)
+    for t, p, cis in paired:
+        tested += _judge_row(t, p, cis, noise_of, threshold, family)
+        table.append(t)
     stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
     for t in table:
         _verdict_columns(t)
@@ -160,12 +167,13 @@ class _RowFacts:
                 "process_unstable": any((key, run["run_id"]) in self.unstable for run in self.runs)}, (ci_a, ci_b)
 
 
-def _judge_row(t: Dict, p, cis, noise_of: "_HistoryNoise", threshold: float) -> List[stats.RowStat]:
+def _judge_row(t: Dict, p, cis, noise_of: "_HistoryNoise", threshold: float, family: int = 1) -> List[stats.RowStat]:
     """The row's statistic by its noise source (module doc) into t["stat"]; returns it where it has
-    a p-value for the Benjamini-Hochberg adjustment (rounds, history), else nothing."""
+    a p-value for the Benjamini-Hochberg adjustment (rounds, history), else nothing. family: the
+    rows judged on intervals in this comparison."""
     ci_a, ci_b = cis
     if len(p.a) < 2 and ci_a and ci_b:
-        s = interval_stat(p.a[0], ci_a, p.b[0], ci_b)
+        s = interval_stat(p.a[0], ci_a, p.b[0], ci_b, family)
         s.verdict, t["noise"] = interval_verdict(s, threshold), "intervals"
         t["stat"] = s
         return []

@@ -121,9 +121,11 @@ def _judge(pairing, threshold: float, artifacts_a: Mapping, artifacts_b: Mapping
     # rounds to test, but each with its process-level interval: judged as `history compare` judges.
     # A row that compiled identical kernels keeps its verdict (not live) and, as a round row does,
     # its interval: the free A/A check the report says it is.
+    # Judged together: each interval at the family-wise level over them (ab/intervals.py).
+    family = sum(1 for p in pairing.rows if _judged_on_intervals(p))
     for i, p in enumerate(pairing.rows):
         if _judged_on_intervals(p):
-            s = interval_stat(p.a[0], p.a_ci, p.b[0], p.b_ci)
+            s = interval_stat(p.a[0], p.a_ci, p.b[0], p.b_ci, family)
             s.verdict = interval_verdict(s, threshold) if live[i] is not False else row_stats[i].verdict
             row_stats[i] = s
     return row_stats, live
