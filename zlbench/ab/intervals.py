@@ -22,10 +22,11 @@ but negligible 0.5% change).
 
 A comparison judges many rows at once, and a gate fails on any one of them. Per row the rule
 flagged 0.66% of the rows of repeat runs on the H200 as slower, so a `--fail-on slower` gate
-failed 9 of 47 pairs of repeat runs (40-95 rows each). The intervals are therefore first widened
+failed 11 of 48 pairs of repeat runs (40-95 rows each). The intervals are therefore first widened
 to a family-wise level over the comparison's m interval rows (`for_family`: Bonferroni, 1 - 0.05/m,
-on the normal quantile): 1 pair of 47 failed, and a real 5% slowdown of every row was still
-flagged on 68% of the rows (77% without). benchmarks/gpu/RESULTS.md, twenty-ninth session."""
+on the normal quantile): 3 pairs of 48 failed (two of them cut runs), and a real 5% slowdown of
+every row was still flagged on 68% of the rows (77% without). benchmarks/gpu/RESULTS.md,
+twenty-ninth session."""
 
 from __future__ import annotations
 
