@@ -103,7 +103,7 @@ def overall(ratios: Sequence[float], seed: int = 0,
     consecutive rounds share their side processes (ab.respawn_every; 0: the whole run), drawn
     together. Resampled over tests alone, 3 of 11 A/As and a neutral axis on the H200 read an
     overall change whose interval left out 0; over tests and rounds (and without the rows the
-    report calls unstable: report.ab._overall) none did (RESULTS.md, twenty-eighth session).
+    report calls unstable: report.ab.overall_line) none did (RESULTS.md, twenty-eighth session).
     Fewer than 3 tests: no interval."""
     keys = list(clusters) if clusters is not None else list(range(len(ratios)))
     per_round = list(rounds) if rounds is not None else [None] * len(ratios)

@@ -37,6 +37,7 @@ from scipy.special import stdtr
 from zlbench.results.process_stats import RUN_OFFSET_SD
 from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
 from zlbench.ab import stats
+from zlbench.report.ab import overall_line
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides, single_nodes
 from zlbench.store.db import Store
@@ -208,27 +209,16 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "without_intervals": {"A": sum(1 for t in table if t["noise"] == "none" and t["a_lo"] is None),
                               "B": sum(1 for t in table if t["noise"] == "none" and t["b_lo"] is None)},
         "process_unstable_rows": sum(1 for t in table if t["process_unstable"]),
-        "overall": _overall(table),
+        # Rows drawn per process or too noisy to judge are left out, and each run's offset over all its
+        # rows widens the interval: without either, 15 of 46 pairs of repeat runs on the H200 read
+        # an overall change whose interval left out 0; with both, 3 (process_stats.RUN_OFFSET_SD).
+        "overall": overall_line(table, [(t["node"] or t["op"], t["side"]) for t in table],
+                                run_offset_sd=RUN_OFFSET_SD),
         "changed_versions": changed_versions(run_a, run_b),
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
     }
-
-
-def _overall(table: List[Dict]) -> Dict:
-    """The geometric mean of B/A over the rows but those whose value is a draw: rows too noisy to
-    judge (unstable) and rows whose processes disagreed in A or B (process-unstable: an autotune
-    pick, a placement), which moved null pairs' means by up to 2.5%; they are judged on their own
-    and counted here. Its bootstrap interval resamples tests, plus each run's offset over all its
-    rows (process_stats.RUN_OFFSET_SD), which no resampling of rows can see: without either, 15 of
-    46 pairs of repeat runs on the H200 read an overall change whose interval left out 0; with
-    both, 3."""
-    kept = [t for t in table if t["verdict"] != UNSTABLE and not t["process_unstable"]]
-    o = stats.overall([t["ratio"] for t in kept], clusters=[(t["node"] or t["op"], t["side"]) for t in kept])
-    return {**stats.widened(o, RUN_OFFSET_SD * math.sqrt(2.0)), "run_offset_sd": RUN_OFFSET_SD,
-            "unstable_left_out": sum(1 for t in table if t["verdict"] == UNSTABLE),
-            "process_unstable_left_out": sum(1 for t in table if t["verdict"] != UNSTABLE and t["process_unstable"])}
 
 
 def gate_exit(fail_on: str, judged_rows: int, failing_rows: int) -> int:

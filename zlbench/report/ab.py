@@ -196,23 +196,26 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
-        "overall": _overall(considered, considered_rounds, round_period, run_offset_sd),
+        "overall": overall_line(considered, [t["node"] or t["op"] for t in considered], considered_rounds,
+                                round_period, run_offset_sd),
         "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
 
 
-def _overall(considered: Sequence[Mapping], by_round: Sequence[Optional[Mapping[int, float]]],
-             round_period: int, run_offset_sd: float = 0.0) -> Dict:
-    """The overall change over the considered rows but those the report calls unstable: rounds so
+def overall_line(considered: Sequence[Mapping], clusters: Sequence, by_round: Optional[Sequence] = None,
+                 round_period: int = 1, run_offset_sd: float = 0.0) -> Dict:
+    """The overall change over the table rows `considered` (clusters: each row's test, resampled as
+    one; by_round: each row's log ratio per round, or None) but those the report calls unstable: rounds so
     noisy (sd of the log ratio > stats.UNSTABLE_SD) that nothing is judged carry noise, not
     information, into a mean over rows (one such row of 85 moved an A/A's overall interval to
     -7..+9%); they are left out, and counted, as are rows of two plain runs whose processes
-    disagreed on a side (process-unstable: their value is a draw). run_offset_sd: see compare()."""
-    kept = [(t, d) for t, d in zip(considered, by_round)
+    disagreed on a side (process-unstable: their value is a draw). run_offset_sd: see compare();
+    `history compare` makes its overall line here too."""
+    kept = [(t, k, d) for t, k, d in zip(considered, clusters, by_round or [None] * len(considered))
             if t["verdict"] != "unstable" and not t.get("process_unstable")]
-    o = stats.overall([t["ratio"] for t, _ in kept], clusters=[t["node"] or t["op"] for t, _ in kept],
-                      rounds=[d for _, d in kept], round_period=round_period)
+    o = stats.overall([t["ratio"] for t, _, _ in kept], clusters=[k for _, k, _ in kept],
+                      rounds=[d for _, _, d in kept], round_period=round_period)
     return {**stats.widened(o, run_offset_sd * math.sqrt(2.0)), "run_offset_sd": run_offset_sd or None,
             "unstable_left_out": sum(1 for t in considered if t["verdict"] == "unstable"),
             "process_unstable_left_out": sum(1 for t in considered
