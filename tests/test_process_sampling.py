@@ -162,6 +162,43 @@ def test_failures_are_kept_once_and_a_row_of_one_process_says_so():
     assert lonely["latency_ci"][0] < 0.05 < lonely["latency_ci"][1]
 
 
+def test_a_row_of_one_process_is_as_wide_as_its_strata_tail_of_rows_a_pick_moves():
+    """A cut run's row measured in one process cannot tell whether it is a row whose processes draw
+    different picks. Where 3 of 12 rows of its stratum have one process 25% off (on the H200: 5-70%
+    moves of us rows), its interval holds such a move; among quiet rows it stays narrow. Before, it
+    took the stratum's median spread (+-1.7%) and missed 7-24% moves between two cut runs."""
+    rng = random.Random(5)
+    quiet = quiet_run(rng)
+    lonely = proc_rows([0.05], op="lonely")
+    narrow = next(r for r in aggregate(quiet + lonely, 3) if r["op"] == "lonely")
+    lo, hi = narrow["latency_ci"]
+    assert 0.95 * 0.05 < lo < 0.05 < hi < 1.05 * 0.05
+    picky = quiet_run(random.Random(5), rows=9)
+    for i in range(3):
+        picky += proc_rows([0.05, 0.0502, 0.0625], op=f"picky{i}")
+    wide = next(r for r in aggregate(picky + lonely, 3) if r["op"] == "lonely")
+    lo, hi = wide["latency_ci"]
+    assert lo < 0.05 / 1.2 and hi > 0.05 * 1.2
+    assert MARKER_PROCESS_UNSTABLE not in wide["markers"]  # nothing of its own says so
+
+
+def test_a_directly_timed_row_of_one_process_borrows_no_graph_rows_interval():
+    """On the H200 one-process rows timed directly after a refused capture moved 3-95% between two
+    cut runs, inside +-1.7% intervals taken from graph replays: 12% of them held the other run's
+    value. With no directly timed rows of several processes to learn from, it gets no interval
+    (an A/B of two runs then reads it inconclusive) rather than a graph row's."""
+    rng = random.Random(8)
+    lonely = proc_rows([0.05], op="lonely", timer="direct")
+    row = next(r for r in aggregate(quiet_run(rng) + lonely, 3) if r["op"] == "lonely")
+    assert row["processes"] == 1 and row["latency_ci"] is None
+    # With four nodes timed directly (scattering 20%), it gets their width.
+    direct = []
+    for i in range(4):
+        direct += proc_rows([0.05 * math.exp(rng.gauss(0, 0.2)) for _ in range(3)], op=f"d{i}", timer="direct")
+    row = next(r for r in aggregate(quiet_run(rng) + direct + lonely, 3) if r["op"] == "lonely")
+    assert _width(row) > 0.3
+
+
 # -- real runs of the demo corpus ------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zlbench):

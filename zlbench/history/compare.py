@@ -350,9 +350,10 @@ def _noise_lines(s: Mapping) -> List[str]:
     if s["noise_sources"].get("none"):
         which = " and ".join(f"{k} ({v} row(s))" for k, v in sorted(missing.items()) if v) or "A or B"
         out.append(f"- **No process-level intervals** in {which}: measured in one process (timer.processes=1, "
-                   "or a zlbench before intervals), and too little history to judge "
-                   f"{s['noise_sources']['none']} row(s). Fix: rerun with timer.processes>=2 (the default); two "
-                   "such runs compare on their own intervals.")
+                   "a zlbench before intervals, or a run cut before its other processes, with too few rows of "
+                   "several processes like them to borrow a spread from), and too little history to judge "
+                   f"{s['noise_sources']['none']} row(s). Fix: rerun with timer.processes>=2 (the default), or "
+                   "resume a cut run (its overrides and resume=RUN_DIR); two such runs compare on their own intervals.")
     return out
 
 

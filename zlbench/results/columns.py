@@ -130,7 +130,7 @@ ROW_COLUMNS: Tuple[Column, ...] = (
     _row("processes", INT, "benchmark processes that measured the row (plain run; null in A/B rows)", "count",
          store=True, source=RESULT),
     _row("latency_ci", INTERVAL, "95% interval [lo, hi] for the value another run would report (null: one "
-         "process)", "ms", store=True, store_names=("latency_lo", "latency_hi"), source=RESULT),
+         "process, and too few rows of its timer measured in several to borrow a spread from)", "ms", store=True, store_names=("latency_lo", "latency_hi"), source=RESULT),
 )
 
 _AB_ALL = (AB_CSV, AB_JSON, STORE, AB_MD)

@@ -21,6 +21,15 @@ size) with PRIOR_DF; the interval uses a t quantile on the sum of both. A row wh
 than its stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
 interval), and is marked BENCHMARK_PROCESS_UNSTABLE.
+
+A row measured in one process (a run cut by its time limit, or a row the other processes failed)
+has no spread of its own, and cannot tell whether it is one of the rows whose processes draw
+different picks. Its interval is a conformal one over its stratum's rows of several processes: how
+far one process of each of them lands from the median of its others (scaled to a median over
+`processes`), at its LEVEL order statistic, so that the stratum's heavy tail (the rows a pick moves
+by 5-70%) is in it. It borrows only from rows of its own timer: rows timed directly scatter far
+more than graph replays, so a directly timed row with no such stratum gets no interval rather
+than a graph row's (benchmarks/gpu/one_process23.py, RESULTS.md, thirtieth session).
 """
 
 from __future__ import annotations
@@ -91,6 +100,38 @@ class _Spread:
         # its timer's rows of every size do, else the run's.
         self.pooled = {cls: self._pool(keys) or timer_pools[cls[1]] or everything for cls, keys in strata.items()}
         self.everything = everything
+        self._strata, self._by_timer = strata, by_timer
+        self._scores: Dict[tuple, Optional[List[float]]] = {}
+
+    def _one_process_scores(self, cls: tuple) -> Optional[List[float]]:
+        """The conformity scores of a one-process row of stratum `cls`, sorted: over the rows of
+        several processes in its stratum (else of its timer), each process' |log distance| from the
+        median of the others, over the sd that distance has in units of one process' sd. None where
+        neither has MIN_STRATUM nodes."""
+        if cls not in self._scores:
+            self._scores[cls] = None
+            for keys in (self._strata.get(cls, []), self._by_timer.get(cls[1], [])):
+                if len({k[0] for k in keys}) >= MIN_STRATUM:
+                    self._scores[cls] = sorted(
+                        abs(y - statistics.median(ys[:i] + ys[i + 1:])) / math.sqrt(1 + median_var_factor(len(ys) - 1))
+                        for ys in (self.logs[k] for k in keys) for i, y in enumerate(ys))
+                    break
+        return self._scores[cls]
+
+    def _one_process_interval(self, key: tuple, processes: int) -> Optional[List[float]]:
+        """A one-process row's conformal interval (see the module's docstring)."""
+        scores = self._one_process_scores(self.stratum[key])
+        if not scores:
+            return None
+        # The ceil((n + 1) LEVEL)-th smallest of n scores: a LEVEL prediction interval for a new
+        # row exchangeable with them (the largest where n < 1 / (1 - LEVEL) - 1).
+        q = scores[min(len(scores), math.ceil((len(scores) + 1) * LEVEL)) - 1]
+        from scipy import stats
+
+        runs_part = 2 * (stats.norm.ppf(0.5 + LEVEL / 2) * RUN_SD) ** 2
+        half = math.sqrt(q ** 2 * (1 + median_var_factor(processes)) + runs_part)
+        center = self.logs[key][0]
+        return [math.exp(center - half), math.exp(center + half)]
 
     def _pool(self, keys: Sequence[tuple], by_nodes: bool = True) -> Optional[Tuple[float, int]]:
         """(typical variance, degrees of freedom) of these rows: the median of their variances over
@@ -125,10 +166,8 @@ class _Spread:
             var, df = (own, d) if unstable else ((PRIOR_DF * typical + d * own) / (PRIOR_DF + d), PRIOR_DF + d)
         elif n >= 2:
             var, df = self.var[key], n - 1
-        elif pooled:
-            var, df = pooled[0], PRIOR_DF
         else:
-            return None, False
+            return self._one_process_interval(key, processes), False
         # Another run's median is over as many processes as this row's (a node that got more
         # processes here, for disagreeing ones, gets them there too), at least the planned ones.
         other = max(n, processes)

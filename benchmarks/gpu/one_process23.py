@@ -1,0 +1,120 @@
+"""Offline: the interval of a row measured in one process only, as a cut plain run has them.
+
+A plain run measures every node in timer.processes processes; a run cut by its time limit leaves
+some nodes measured in one process. Such a row has no spread of its own, so its interval comes from
+its stratum (process_stats). This script simulates cut runs from archived complete ones: in run A,
+a random half of the nodes keep the rows of one of their processes only, A is aggregated again with
+this checkout's process_stats.aggregate, and each reduced row's interval is checked against the
+value another run B of the same caliber reported (its median over all its processes). Rows of
+nodes left whole are checked the same way, as the yardstick.
+
+Usage: one_process23.py <archive folder> ...   (runs are paired within each folder, by caliber and
+zlbench commit: repeat runs, not a change)
+Both runs of a pair are cut so (each its own random half, SEEDS times), and every row both carry
+an interval is counted by how many processes each side had (K+K, 1+K, 1+1): coverage (the share of
+1-process intervals, or of K-process ones in K+K, that hold the other run's value), widths, and the
+share of rows whose values lie each outside the other's interval (what `history compare` flags,
+before its family-wise widening); then the 1-process rows so flagged by the most."""
+import itertools
+import json
+import random
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overall_plain23 import plain_runs  # noqa: E402
+from zlbench.results.events import base_node  # noqa: E402
+from zlbench.results.process_stats import KEY, aggregate  # noqa: E402
+
+SEEDS = 3
+
+
+def key(row):
+    return tuple(row.get(k) for k in KEY)
+
+
+def load(run: Path):
+    process_rows = [json.loads(line) for line in (run / "process_rows.jsonl").open() if line.strip()]
+    final = {key(r): r for r in map(json.loads, (run / "rows.jsonl").open())
+             if r.get("status") == "ok" and r.get("latency")}
+    plan = json.loads((run / "plan.json").read_text())
+    return process_rows, final, int(plan.get("processes") or 0)
+
+
+def reduce_half(rows, rng):
+    """A random half of the nodes measured in >= 2 processes keep one process' rows."""
+    rounds = defaultdict(set)
+    for r in rows:
+        if r.get("status") == "ok" and r.get("round") is not None:
+            rounds[base_node(r.get("node") or "")].add(r["round"])
+    several = sorted(n for n, rs in rounds.items() if len(rs) >= 2)
+    cut = {n: rng.choice(sorted(rounds[n])) for n in rng.sample(several, len(several) // 2)}
+    kept = [r for r in rows if base_node(r.get("node") or "") not in cut
+            or r.get("round") == cut[base_node(r.get("node") or "")]]
+    return kept, set(cut)
+
+
+def size(ms):
+    return "<5us" if ms < 0.005 else "5-20us" if ms < 0.02 else "20-100us" if ms < 0.1 else ">=100us"
+
+
+def main(folders):
+    # (processes on each side: "K+K", "1+K" or "1+1", class) -> [values checked, inside, widths, pairs flagged]
+    tally = defaultdict(lambda: [0, 0, [], 0, 0])
+    misses = []
+    for folder in map(Path, folders):
+        groups = defaultdict(list)
+        for run, caliber, commit in plain_runs(folder):
+            if (run / "process_rows.jsonl").is_file():
+                groups[(caliber, commit)].append(run)  # repeat runs of one zlbench commit only
+        for runs in groups.values():
+            for a, b in itertools.combinations(sorted(runs), 2):
+                try:
+                    (rows_a, _, k), (rows_b, _, _) = load(a), load(b)
+                except (OSError, ValueError) as e:
+                    print(f"{a} {b}: skipped ({e!r})", file=sys.stderr)
+                    continue
+                if k < 2:
+                    continue
+                for seed in range(SEEDS):
+                    sides = []
+                    for run, rows in ((a, rows_a), (b, rows_b)):
+                        kept, cut = reduce_half(rows, random.Random(f"{run}|{seed}"))
+                        sides.append(({key(r): r for r in aggregate(kept, k)
+                                       if r.get("status") == "ok" and r.get("latency_ci")}, cut))
+                    (got_a, cut_a), (got_b, cut_b) = sides
+                    for kk in got_a.keys() & got_b.keys():
+                        ra, rb = got_a[kk], got_b[kk]
+                        one_a, one_b = base_node(kk[0] or "") in cut_a, base_node(kk[0] or "") in cut_b
+                        kind = {0: "K+K", 1: "1+K", 2: "1+1"}[one_a + one_b]
+                        timer = "direct" if "direct" in (ra.get("timer_used"), rb.get("timer_used")) else "graph"
+                        in_a = ra["latency_ci"][0] <= rb["latency"] <= ra["latency_ci"][1]
+                        in_b = rb["latency_ci"][0] <= ra["latency"] <= rb["latency_ci"][1]
+                        for cls in ("all", size(ra["latency"]), timer):
+                            t = tally[(kind, cls)]
+                            for r, one in ((ra, one_a), (rb, one_b)):  # a 1-process side's own interval
+                                if one or kind == "K+K":
+                                    t[0] += 1
+                                    t[1] += (in_a if r is ra else in_b)
+                                    t[2].append((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"])
+                            t[3] += 1
+                            t[4] += not in_a and not in_b
+                        if kind != "K+K" and not in_a and not in_b:
+                            misses.append((abs(rb["latency"] / ra["latency"] - 1), a.name, b.name, kind,
+                                           ra.get("op"), ra.get("shape"), ra["latency"], rb["latency"]))
+    print("| processes (A+B) | class | intervals | coverage | width p50 | width p90 | pairs | flagged both ways |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (kind, cls), (n, inside, widths, pairs, flagged) in sorted(tally.items()):
+        q = statistics.quantiles(widths, n=10) if len(widths) >= 2 else [widths[0]] * 9
+        print(f"| {kind} | {cls} | {n} | {inside / n:.1%} | {statistics.median(widths):.2%} | {q[8]:.2%} | "
+              f"{pairs} | {flagged / pairs:.2%} |")
+    print("\nRows of a 1-process side flagged both ways, by the most:")
+    for m in sorted(misses, reverse=True)[:12]:
+        print(f"  {m[0]:+.1%} {m[1]} vs {m[2]} ({m[3]}) {m[4]} {str(m[5])[:40]} {m[6]:.4g} -> {m[7]:.4g} ms")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
