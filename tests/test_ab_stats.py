@@ -448,3 +448,23 @@ def test_a_cut_runs_first_line_says_what_the_cut_voided():
     text = line(rounds_done=[0, 0], no_round=3)
     assert "got 0 of the 4 to 10 rounds" in text and "3 got no round on both sides" in text
     assert "reached the minimum" not in text
+
+
+def test_a_cut_run_counts_as_cut_only_the_unpaired_rows_of_nodes_it_did_not_finish():
+    """On the H200 a cut A/A said '12 got no round on both sides': its 12 unpaired rows were views of
+    a finished node (no device work on either side), not rows the cut left without a round."""
+    from zlbench.results.schema import MARKER_NO_DEVICE_WORK
+
+    def side(late_status):
+        out = [{**r, "node": "t.py::test_exp"} for r in rows([1.0] * 5)]
+        out += [{**r, "node": "t.py::test_view", "latency": 2e-6} for r in rows([2e-6] * 5, op="view",
+                                                                               markers=[MARKER_NO_DEVICE_WORK])]
+        out += [{**r, "node": "t.py::test_late", "latency": None}
+                for r in rows([None], op="late", status=late_status)]
+        return out
+
+    res = compare(side("timeout"), side("timeout"), "A", "B", aa=True, rounds={"min": 4, "max": 10},
+                  cut=["t.py::test_late"])
+    assert {u["op"] for u in res["unpaired"]} == {"view", "late"}
+    assert res["summary"]["cut"]["no_round"] == 1, res["summary"]["cut"]
+    assert "1 got no round on both sides" in res["markdown"]

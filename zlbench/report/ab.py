@@ -143,14 +143,17 @@ def _planned(rounds: Optional[Mapping[str, int]], fixed_rounds: Optional[int]) -
 
 
 def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optional[Dict]:
-    """Rows the run's end cut before their planned rounds (None: nothing was cut)."""
+    """Rows the run's end cut before their planned rounds (None: nothing was cut). An unpaired row
+    counts as cut where its node is one the run did not finish (or names none): a view that launched
+    no device work on either side of a finished node is unpaired for that, not for the cut."""
     cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"] or ([0] if cut else [])
     if not cut_rounds:
         return None
-    return {"rows": sum(1 for t in table if t["stop"] == "cut") + len(unpaired) * bool(cut),
+    no_round = sum(1 for k, _ in unpaired if not k[3] or base_node(k[3]) in cut) if cut else 0
+    return {"rows": sum(1 for t in table if t["stop"] == "cut") + no_round,
             "rounds_done": [min(cut_rounds), max(cut_rounds)],
             "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)"),
-            "no_round": len(unpaired) * bool(cut)}
+            "no_round": no_round}
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
