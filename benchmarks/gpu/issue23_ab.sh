@@ -26,7 +26,8 @@
 # Each step's run dir (without caches) is packed to $OUT/runs/<step>.tgz as soon as it ends, and its wall
 # to $OUT/wall.txt, so a call cut short still returns what it measured. DTYPES (default [float16]):
 # the dtypes override; DTYPES= (empty) leaves the corpus its own choice, as a run at defaults does.
-# COPYMD=0: no copies of ab.md / summary.md beside the .tgz (the device returns 8 files of $OUT).
+# COPYMD=1: copies of ab.md / summary.md beside each .tgz as well (off by default: the device returns at
+# most 8 files of $OUT, and four steps with their copies and env.txt/wall.txt already make 10).
 set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 OPS=${OPS:-[amin,prod,logsumexp,std,instance_norm,index_add,masked_fill,flip,triu,isinf]}
@@ -71,6 +72,6 @@ for s in $STEPS; do
   echo "$s$TAG wall=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s rc=$rc" | tee -a "$OUT/wall.txt"
   mkdir -p "$WORK/$s$TAG"; cp "$WORK/$s$TAG.log" "$WORK/$s$TAG/"
   tar czf "$R/$s$TAG.tgz" --exclude=cache --exclude=submitit --exclude='*.pyc' -C "$WORK" "$s$TAG"
-  [ "${COPYMD:-1}" = 1 ] && for f in ab.md summary.md plain2/ab.md plainnofuse/ab.md; do
+  [ "${COPYMD:-0}" = 1 ] && for f in ab.md summary.md plain2/ab.md plainnofuse/ab.md; do
     [ -f "$WORK/$s$TAG/$f" ] && cp "$WORK/$s$TAG/$f" "$R/$s$TAG.${f//\//.}"; done
 done
