@@ -468,3 +468,17 @@ def test_a_cut_run_counts_as_cut_only_the_unpaired_rows_of_nodes_it_did_not_fini
     assert {u["op"] for u in res["unpaired"]} == {"view", "late"}
     assert res["summary"]["cut"]["no_round"] == 1, res["summary"]["cut"]
     assert "1 got no round on both sides" in res["markdown"]
+    # A view of a node the cut left unfinished did get its rounds: not counted either.
+    res = compare(side("timeout"), side("timeout"), "A", "B", aa=True, rounds={"min": 4, "max": 10},
+                  cut=["t.py::test_late", "t.py::test_view"])
+    assert res["summary"]["cut"]["no_round"] == 1, res["summary"]["cut"]
+
+
+def test_a_run_cut_between_tests_says_how_many_tests_it_left_unfinished():
+    """Cut before a test started: no row on either side, so no row to count; the line counts tests."""
+    a = [{**r, "node": "t.py::test_exp"} for r in rows([1.0] * 5)]
+    res = compare(a, [dict(r) for r in a], "A", "B", aa=True, rounds={"min": 4, "max": 10},
+                  stops={"t.py::test_exp": {"why": "settled"}}, cut=["t.py::test_late", "t.py::test_later"])
+    first = res["markdown"].splitlines()[2]
+    assert "**Run cut short**: 2 test(s) not finished before the run ended" in first, first
+    assert "row(s) got" not in first

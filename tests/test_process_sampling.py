@@ -182,6 +182,39 @@ def test_a_row_of_one_process_is_as_wide_as_its_strata_tail_of_rows_a_pick_moves
     assert MARKER_PROCESS_UNSTABLE not in wide["markers"]  # nothing of its own says so
 
 
+def test_a_row_of_one_process_among_many_rows_takes_the_quantile_not_the_worst_row():
+    """Among 40 nodes, two whose one process a pick moved 60% are 1 process in 40: a one-process
+    row's interval stays narrow (the 95% score, each moved process one large score; scored against
+    the median of the others, each would have moved its row's other two scores as well)."""
+    rng = random.Random(12)
+    rows = []
+    for i in range(40):
+        values = [0.05 * math.exp(rng.gauss(0, 0.003)) for _ in range(3)]
+        if i < 2:
+            values[0] *= 1.6
+        rows += proc_rows(values, op=f"op{i}")
+    lonely = next(r for r in aggregate(rows + proc_rows([0.05], op="lonely"), 3) if r["op"] == "lonely")
+    assert _width(lonely) < 0.03, _width(lonely)
+
+
+def test_a_row_of_one_process_borrows_from_its_timers_rows_of_every_size_then_from_one_node():
+    """No rows of its size measured in several processes: its timer's rows of every size speak for
+    it; in a cut run of one op file (one node), that node's rows of several processes do."""
+    rng = random.Random(13)
+    rows = []
+    for i in range(5):  # five nodes of ~1 ms rows, 2% apart between processes
+        rows += proc_rows([1.0 * math.exp(rng.gauss(0, 0.02)) for _ in range(3)], op=f"big{i}")
+    lonely = next(r for r in aggregate(rows + proc_rows([0.005], op="small"), 3) if r["op"] == "small")
+    assert 0.03 < _width(lonely) < 0.3, _width(lonely)
+    one_node = []
+    for i in range(6):
+        one_node += [{**r, "node": "n::one"} for r in proc_rows([0.05 * math.exp(rng.gauss(0, 0.02)) for _ in range(3)],
+                                                                op="one", shape=f"[[{i}]]")]
+    one_node += [{**r, "node": "n::one"} for r in proc_rows([0.05], op="one", shape="[[99]]")]
+    cut = next(r for r in aggregate(one_node, 3) if r["shape"] == "[[99]]")
+    assert cut["processes"] == 1 and 0.03 < _width(cut) < 0.3, cut["latency_ci"]
+
+
 def test_a_directly_timed_row_of_one_process_borrows_no_graph_rows_interval():
     """On the H200 one-process rows timed directly after a refused capture moved 3-95% between two
     cut runs, inside +-1.7% intervals taken from graph replays: 12% of them held the other run's

@@ -10,13 +10,16 @@ nodes left whole are checked the same way, as the yardstick.
 
 Usage: one_process23.py <archive folder> ...   (runs are paired within each folder, by caliber and
 zlbench commit: repeat runs, not a change)
-Both runs of a pair are cut so (each its own random half, SEEDS times), and every row both carry
-an interval is counted by how many processes each side had (K+K, 1+K, 1+1): coverage (the share of
-1-process intervals, or of K-process ones in K+K, that hold the other run's value), widths, and the
-share of rows whose values lie each outside the other's interval (what `history compare` flags,
-before its family-wise widening); then the 1-process rows so flagged by the most."""
+Both runs of a pair are cut so (each its own random half, SEEDS times; the whole nodes keep their
+planned processes only), and every row both measured is counted by how many processes each side
+had (K+K, 1+K, 1+1), the same rows whatever the interval rule: the share of 1-process sides (or of
+K-process ones in K+K) that carry an interval, its coverage (the share that hold the other run's
+value), widths, and the share of rows whose values lie each outside the other's interval (what
+`history compare` flags, before its family-wise widening; a side without an interval flags
+nothing); then the 1-process rows so flagged by the most."""
 import itertools
 import json
+import math
 import random
 import statistics
 import sys
@@ -44,8 +47,10 @@ def load(run: Path):
     return process_rows, final, int(plan.get("processes") or 0)
 
 
-def reduce_half(rows, rng):
-    """A random half of the nodes measured in >= 2 processes keep one process' rows."""
+def reduce_half(rows, rng, k):
+    """A random half of the nodes measured in >= 2 processes keep one process' rows; the others
+    keep their planned k processes (a cut run never reached the more processes that follow them)."""
+    rows = [r for r in rows if r.get("round") is None or r["round"] < k]
     rounds = defaultdict(set)
     for r in rows:
         if r.get("status") == "ok" and r.get("round") is not None:
@@ -63,7 +68,7 @@ def size(ms):
 
 def main(folders):
     # (processes on each side: "K+K", "1+K" or "1+1", class) -> [values checked, inside, widths, pairs flagged]
-    tally = defaultdict(lambda: [0, 0, [], 0, 0])
+    tally = defaultdict(lambda: [0, 0, [], 0, 0, 0])  # ..., values of those sides with or without an interval
     misses = []
     for folder in map(Path, folders):
         groups = defaultdict(list)
@@ -82,35 +87,39 @@ def main(folders):
                 for seed in range(SEEDS):
                     sides = []
                     for run, rows in ((a, rows_a), (b, rows_b)):
-                        kept, cut = reduce_half(rows, random.Random(f"{run}|{seed}"))
+                        kept, cut = reduce_half(rows, random.Random(f"{run}|{seed}"), k)
                         sides.append(({key(r): r for r in aggregate(kept, k)
-                                       if r.get("status") == "ok" and r.get("latency_ci")}, cut))
+                                       if r.get("status") == "ok" and r.get("latency")}, cut))
                     (got_a, cut_a), (got_b, cut_b) = sides
                     for kk in got_a.keys() & got_b.keys():
                         ra, rb = got_a[kk], got_b[kk]
                         one_a, one_b = base_node(kk[0] or "") in cut_a, base_node(kk[0] or "") in cut_b
                         kind = {0: "K+K", 1: "1+K", 2: "1+1"}[one_a + one_b]
                         timer = "direct" if "direct" in (ra.get("timer_used"), rb.get("timer_used")) else "graph"
-                        in_a = ra["latency_ci"][0] <= rb["latency"] <= ra["latency_ci"][1]
-                        in_b = rb["latency_ci"][0] <= ra["latency"] <= rb["latency_ci"][1]
+                        # A value outside an interval it has; a row without one judges nothing.
+                        in_a = not ra.get("latency_ci") or ra["latency_ci"][0] <= rb["latency"] <= ra["latency_ci"][1]
+                        in_b = not rb.get("latency_ci") or rb["latency_ci"][0] <= ra["latency"] <= rb["latency_ci"][1]
                         for cls in ("all", size(ra["latency"]), timer):
                             t = tally[(kind, cls)]
-                            for r, one in ((ra, one_a), (rb, one_b)):  # a 1-process side's own interval
+                            for r, one, inside in ((ra, one_a, in_a), (rb, one_b, in_b)):  # a 1-process side's
                                 if one or kind == "K+K":
-                                    t[0] += 1
-                                    t[1] += (in_a if r is ra else in_b)
-                                    t[2].append((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"])
+                                    t[5] += 1
+                                    if r.get("latency_ci"):
+                                        t[0] += 1
+                                        t[1] += inside
+                                        t[2].append((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"])
                             t[3] += 1
                             t[4] += not in_a and not in_b
                         if kind != "K+K" and not in_a and not in_b:
                             misses.append((abs(rb["latency"] / ra["latency"] - 1), a.name, b.name, kind,
                                            ra.get("op"), ra.get("shape"), ra["latency"], rb["latency"]))
-    print("| processes (A+B) | class | intervals | coverage | width p50 | width p90 | pairs | flagged both ways |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (kind, cls), (n, inside, widths, pairs, flagged) in sorted(tally.items()):
-        q = statistics.quantiles(widths, n=10) if len(widths) >= 2 else [widths[0]] * 9
-        print(f"| {kind} | {cls} | {n} | {inside / n:.1%} | {statistics.median(widths):.2%} | {q[8]:.2%} | "
-              f"{pairs} | {flagged / pairs:.2%} |")
+    print("| processes (A+B) | class | sides | with an interval | coverage | width p50 | width p90 | rows | "
+          "flagged both ways |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (kind, cls), (n, inside, widths, pairs, flagged, sides) in sorted(tally.items()):
+        q = statistics.quantiles(widths, n=10) if len(widths) >= 2 else (widths or [math.nan]) * 9
+        print(f"| {kind} | {cls} | {sides} | {n / sides:.1%} | {inside / n if n else math.nan:.1%} | "
+              f"{statistics.median(widths) if widths else math.nan:.2%} | {q[8]:.2%} | {pairs} | {flagged / pairs:.2%} |")
     print("\nRows of a 1-process side flagged both ways, by the most:")
     for m in sorted(misses, reverse=True)[:12]:
         print(f"  {m[0]:+.1%} {m[1]} vs {m[2]} ({m[3]}) {m[4]} {str(m[5])[:40]} {m[6]:.4g} -> {m[7]:.4g} ms")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from zlbench.results.events import base_node
 from zlbench.results.schema import (MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, MARKER_PROCESS_UNSTABLE, did_no_device_work,
@@ -153,6 +153,7 @@ class PairedRow:
     b_ci: Optional[Tuple[float, float]] = None
     # ... and whether its processes disagreed on a side (BENCHMARK_PROCESS_UNSTABLE: its value is a draw)
     process_unstable: bool = False
+    no_work_rounds: int = 0  # rounds that launched no device work on either side (a view), left out
 
 
 @dataclass
@@ -163,6 +164,8 @@ class Pairing:
     # Unpaired keys one side measured whose test ended on the other side without rows (crashed,
     # timed out, failed): key -> the side that lost them ("A" or "B").
     lost: Mapping[Key, str] = field(default_factory=dict)
+    # Unpaired keys whose rounds ran on both sides but launched no device work there (views).
+    views: Set[Key] = field(default_factory=set)
 
     def key(self, r: dict) -> Key:
         """A row's key as the pairing keyed it (a log's row with the test it adopted)."""
@@ -232,6 +235,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         x, y = ra[p.rounds[0]], rb[p.rounds[0]]
         p.a_ci, p.b_ci = interval(x.get("latency_ci")), interval(y.get("latency_ci"))
         p.process_unstable = MARKER_PROCESS_UNSTABLE in (x.get("markers") or []) + (y.get("markers") or [])
+    p.no_work_rounds = len(no_work)
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "
                        f"times no kernel) in {len(no_work)} round(s)")
@@ -251,6 +255,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
     paired: List[PairedRow] = []
     unpaired: List[Tuple[Key, str]] = []
     lost: Dict[Key, str] = {}
+    views: Set[Key] = set()
     for key in sorted(set(by_a) | set(by_b)):
         ra, rb = by_a.get(key, {}), by_b.get(key, {})
         if key[:3] in log.unknown:
@@ -271,7 +276,9 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             paired.append(p)
         else:
             unpaired.append((key, "; ".join(p.dropped) or "no usable round"))
+            if p.no_work_rounds:
+                views.add(key)
             side = _lost_side(ra, rb, field_name)
             if side:
                 lost[key] = side
-    return Pairing(paired, unpaired, log.nodes, lost)
+    return Pairing(paired, unpaired, log.nodes, lost, views)

@@ -91,7 +91,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
                        by_round + [None] * len(not_live), round_period, run_offset_sd)
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
-                   stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut))
+                   stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut, pairing.views))
     unpaired_rows = [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "why": why}
                      for k, why in unpaired]
     name_shared_keys(table + unpaired_rows)  # a paired and an unpaired row of one key read apart too
@@ -142,18 +142,18 @@ def _planned(rounds: Optional[Mapping[str, int]], fixed_rounds: Optional[int]) -
     return {"min": fixed_rounds, "max": fixed_rounds} if fixed_rounds else None
 
 
-def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str]) -> Optional[Dict]:
+def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str], views: Collection = ()) -> Optional[Dict]:
     """Rows the run's end cut before their planned rounds (None: nothing was cut). An unpaired row
-    counts as cut where its node is one the run did not finish (or names none): a view that launched
-    no device work on either side of a finished node is unpaired for that, not for the cut."""
+    counts as cut where its node is one the run did not finish (or names none), unless it is a view
+    (`views`: its rounds ran and launched no device work on either side, unpaired for that)."""
     cut_rounds = [t["rounds"] for t in table if t["stop"] == "cut"] or ([0] if cut else [])
     if not cut_rounds:
         return None
-    no_round = sum(1 for k, _ in unpaired if not k[3] or base_node(k[3]) in cut) if cut else 0
+    no_round = sum(1 for k, _ in unpaired if k not in views and (not k[3] or base_node(k[3]) in cut)) if cut else 0
     return {"rows": sum(1 for t in table if t["stop"] == "cut") + no_round,
             "rounds_done": [min(cut_rounds), max(cut_rounds)],
             "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)"),
-            "no_round": no_round}
+            "no_round": no_round, "tests": len(cut)}
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
@@ -353,6 +353,9 @@ def cut_line(summary: Mapping) -> str:
         f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
         f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
     ])) or "each reached the minimum, so its verdict stands on the rounds it got"
+    if not c["rows"]:  # cut between tests: the unfinished ones left no row on either side
+        return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended, with no row "
+                "on either side. Resume the run dir to finish them.")
     return (f"**Run cut short**: {c['rows']} row(s) got {done} of the {plan} rounds planned before the run ended; "
             f"{below}. Resume the run dir to finish them.")
 

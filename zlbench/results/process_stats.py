@@ -25,11 +25,12 @@ interval), and is marked BENCHMARK_PROCESS_UNSTABLE.
 A row measured in one process (a run cut by its time limit, or a row the other processes failed)
 has no spread of its own, and cannot tell whether it is one of the rows whose processes draw
 different picks. Its interval is a conformal one over its stratum's rows of several processes: how
-far one process of each of them lands from the median of its others (scaled to a median over
-`processes`), at its LEVEL order statistic, so that the stratum's heavy tail (the rows a pick moves
-by 5-70%) is in it. It borrows only from rows of its own timer: rows timed directly scatter far
-more than graph replays, so a directly timed row with no such stratum gets no interval rather
-than a graph row's (benchmarks/gpu/one_process23.py, RESULTS.md, thirtieth session).
+far each of their processes lands from its row's median (in units of one process' sd; scaled to
+another run's median over `processes`), at its LEVEL order statistic, so that the stratum's heavy
+tail (the rows a pick moves by 5-70%) is in it. It borrows only from rows of its own timer: rows
+timed directly scatter far more than graph replays, so a directly timed row with no such rows
+gets no interval rather than a graph row's (benchmarks/gpu/one_process23.py, RESULTS.md,
+thirtieth session).
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ RUN_OFFSET_SD = 0.002
 TOP_UP_MIN_MS = 0.02
 
 
+# The 95% quantile of |y - median| over the n draws of N(0, 1) whose median it is, over the normal
+# 1.96: a process' distance from its row's median in units of one process' sd (n = 2: exactly
+# 1/sqrt(2); n >= 5 within 1.3% of 1). Simulated, 400000 rows each (thirtieth session).
+_SCORE_SCALE = {2: math.sqrt(0.5), 3: 0.997, 4: 0.961}
+
+
 def median_var_factor(n: int) -> float:
     return _MEDIAN_VAR.get(n, math.pi / (2 * n))
 
@@ -101,26 +108,32 @@ class _Spread:
         self.pooled = {cls: self._pool(keys) or timer_pools[cls[1]] or everything for cls, keys in strata.items()}
         self.everything = everything
         self._strata, self._by_timer = strata, by_timer
-        self._scores: Dict[tuple, Optional[List[float]]] = {}
+        self._scores: Dict[tuple, List[float]] = {}
 
-    def _one_process_scores(self, cls: tuple) -> Optional[List[float]]:
-        """The conformity scores of a one-process row of stratum `cls`, sorted: over the rows of
-        several processes in its stratum (else of its timer), each process' |log distance| from the
-        median of the others, over the sd that distance has in units of one process' sd. None where
-        neither has MIN_STRATUM nodes."""
-        if cls not in self._scores:
-            self._scores[cls] = None
-            for keys in (self._strata.get(cls, []), self._by_timer.get(cls[1], [])):
-                if len({k[0] for k in keys}) >= MIN_STRATUM:
-                    self._scores[cls] = sorted(
-                        abs(y - statistics.median(ys[:i] + ys[i + 1:])) / math.sqrt(1 + median_var_factor(len(ys) - 1))
-                        for ys in (self.logs[k] for k in keys) for i, y in enumerate(ys))
-                    break
-        return self._scores[cls]
+    def _one_process_scores(self, key: tuple) -> Optional[List[float]]:
+        """The conformity scores of a one-process row, sorted: over the rows of several processes in
+        its stratum (MIN_STRATUM nodes), else of its timer (MIN_STRATUM nodes), else of its own node
+        and timer (MIN_ROWS rows: a cut run of one op file; another node's few rows would speak for
+        their node's draws only), each process' |log distance| from its row's median, in units of one
+        process' sd (_SCORE_SCALE). Against the row's own median, a process a pick moved gives one
+        large score, as one such process among a new row's would; against the median of the others,
+        it would move its row's other scores too. None: too few such rows."""
+        cls = self.stratum[key]
+        stratum, timer = self._strata.get(cls, []), self._by_timer.get(cls[1], [])
+        pool = next((ks for ks in (stratum, timer) if len({k[0] for k in ks}) >= MIN_STRATUM), None)
+        if pool is None:
+            pool = [k for k in timer if k[0] == key[0]]
+            if len(pool) < MIN_ROWS:
+                return None
+        cache = (cls, None if len({k[0] for k in pool}) > 1 else key[0])
+        if cache not in self._scores:
+            self._scores[cache] = sorted(abs(y - statistics.median(ys)) / _SCORE_SCALE.get(len(ys), 1.0)
+                                         for ys in (self.logs[k] for k in pool) for y in ys)
+        return self._scores[cache]
 
     def _one_process_interval(self, key: tuple, processes: int) -> Optional[List[float]]:
         """A one-process row's conformal interval (see the module's docstring)."""
-        scores = self._one_process_scores(self.stratum[key])
+        scores = self._one_process_scores(key)
         if not scores:
             return None
         # The ceil((n + 1) LEVEL)-th smallest of n scores: a LEVEL prediction interval for a new
@@ -129,7 +142,7 @@ class _Spread:
         from scipy import stats
 
         runs_part = 2 * (stats.norm.ppf(0.5 + LEVEL / 2) * RUN_SD) ** 2
-        half = math.sqrt(q ** 2 * (1 + median_var_factor(processes)) + runs_part)
+        half = math.sqrt(q ** 2 * (1 + median_var_factor(max(processes, 1))) + runs_part)
         center = self.logs[key][0]
         return [math.exp(center - half), math.exp(center + half)]
 
