@@ -192,3 +192,38 @@ def test_corpus_timed_rows_name_the_corpus_as_their_timer(ab_run):
     for side in ("off", "on"):
         row = next(line for line in md.splitlines() if line.startswith(f"| live_op | {side} "))
         assert row.endswith("| corpus  |"), row
+
+
+def test_two_runs_apart_outside_their_kernels_are_compared_and_a_repeat_is_named(sweep, tmp_path):
+    """Identical kernels say a switch was dead; they say nothing of what differs outside them (torch,
+    the driver, the machine). A run of torch 2.12 against one of 2.11 is compared row by row, and
+    says why; a repeat of one identity is still a dead axis, named as a repeat."""
+    a, _ = sweep
+    repeat = tmp_path / "repeat"
+    shutil.copytree(a, repeat)
+    out = summary(a, "--ab", repeat)
+    assert out.returncode == 3 and "repeat runs" in out.stderr and "history compare" in out.stderr, out.stderr
+    identity = json.loads((repeat / "run_identity.json").read_text())
+    identity["versions"]["torch"] = "2.12.0"
+    for p in identity.get("processes") or []:
+        p["tuning_cache"] = "/elsewhere"  # a path is no condition of the run
+    (repeat / "run_identity.json").write_text(json.dumps(identity))
+    out = summary(a, "--ab", repeat)
+    assert out.returncode == 0, out.stderr
+    assert "the runs differ outside their kernels (versions.torch: " in out.stdout and "-> 2.12.0)" in out.stdout
+    assert "AXIS NOT LIVE" not in out.stdout and "tuning_cache" not in out.stdout
+
+
+def test_a_dead_switch_stays_dead_when_its_sides_ran_on_two_hosts(sweep, tmp_path):
+    """A sweep's sides on two Slurm nodes differ in host as well as in the switch: the switch's
+    identical kernels still call it dead, and the report says what else differs."""
+    a, b = sweep
+    other = tmp_path / "on_host2"
+    shutil.copytree(b, other)
+    identity = json.loads((other / "run_identity.json").read_text())
+    identity["host"] = "node-2"
+    (other / "run_identity.json").write_text(json.dumps(identity))
+    out = summary(a, "--ab", other)
+    assert out.returncode == 3 and "**AXIS NOT LIVE**" in out.stdout, out.stderr
+    assert "the runs differ outside the switch as well (host: " in out.stdout and "-> node-2)" in out.stdout
+    assert "repeat runs" not in out.stderr

@@ -6,7 +6,10 @@ interleaved A/B: every round of one ran before any round of the other. The repor
 (from the run identity: the axis variable, its value and the side's name), says that the rounds
 were not interleaved and how far apart the runs ran, and points to the node-level A/B, which runs
 both sides in one run, alternating per node on each device. Rounds a paired row lost on one side
-are listed; a dead axis (identical kernels on both sides) exits 3 as a run does."""
+are listed; a dead axis (identical kernels on both sides) exits 3 as a run does. Identical kernels
+say nothing of what differs outside them: two runs whose identities differ in a version, the driver
+or machine their processes found, or a setting, are compared row by row, and the report says in
+what they differ; two runs of one identity are named repeats (`history compare` judges those)."""
 
 from __future__ import annotations
 
@@ -184,6 +187,40 @@ def dropped_markdown(dropped: Sequence[Mapping]) -> str:
         headers=["Operator", "dtype", "shape", "rounds kept", "dropped"], tablefmt="github") + "\n")
 
 
+# Identity keys that are no difference between two runs' conditions (when and how they were asked
+# for), or that name the switch itself (a switch that left every kernel byte-identical is dead).
+_NOT_A_CONDITION = ("created", "provenance", "identity_hash", "fail_on", "switch_env", "sides", "config.ab",
+                    "test_nodes")
+
+
+def _flat(value, prefix: str = "") -> Dict[str, object]:
+    if isinstance(value, Mapping):
+        out: Dict[str, object] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+# What the benchmark processes found that is a condition of the run (not a path or a clock reading).
+_PROCESS_FACTS = ("device_name", "driver", "torch", "triton", "flag_gems", "python")
+
+
+def conditions_apart(a: Mapping, b: Mapping) -> List[str]:
+    """What two run identities differ in besides the switch and when they ran ('versions.torch:
+    2.10.0 -> 2.11.0', the host, the driver the processes found, a timer setting): what can move a
+    row while every kernel stays byte-identical."""
+    def found(identity: Mapping) -> List[str]:
+        facts = {tuple(f"{k}={p.get(k)}" for k in _PROCESS_FACTS)
+                 for p in identity.get("processes") or [] if isinstance(p, Mapping)}
+        return [", ".join(f) for f in sorted(facts)]
+
+    fa, fb = (_flat({**{k: v for k, v in i.items() if k != "processes"}, "processes": found(i)}) for i in (a, b))
+    keys = sorted(k for k in set(fa) | set(fb)
+                  if fa.get(k) != fb.get(k) and not any(k == n or k.startswith(n + ".") for n in _NOT_A_CONDITION))
+    return [f"{k}: {str(fa.get(k))[:40]} -> {str(fb.get(k))[:40]}" for k in keys]
+
+
 def check_out(out: Path) -> None:
     """--out is a folder, made where missing: a file there, or where a folder above it should be, is refused
     before anything is read or written."""
@@ -236,8 +273,22 @@ def compare_two(args) -> int:
     if dropped:
         caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
                        "on fewer rounds")
-    result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=a.artifacts(),
-                     artifacts_b=b.artifacts(), caveats=caveats, aa=a.aa and b.aa,
+    artifacts_a, artifacts_b = a.artifacts(), b.artifacts()
+    apart = [] if one_run or not (a.identity and b.identity) else conditions_apart(a.identity, b.identity)
+    # A switch between them: an A/B axis' sides (their values) or a recorded switch variable set apart.
+    switched = any(a.identity.get(k) != b.identity.get(k) for k in ("sides", "switch_env"))
+    if apart:
+        listed = f"{'; '.join(apart[:4])}{f'; {len(apart) - 4} more' if len(apart) > 4 else ''}"
+        if switched:  # a switch's two sides (a sweep, maybe on two hosts): its kernels still say if it acted
+            caveats.append(f"the runs differ outside the switch as well ({listed})")
+        else:
+            # No switch between them: identical kernels say nothing of what differs outside them (a
+            # driver, torch, the machine), so every row is compared, its liveness unknown.
+            artifacts_a = artifacts_b = {}
+            caveats.append(f"the runs differ outside their kernels ({listed}): rows are compared whatever their "
+                           "kernels")
+    result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=artifacts_a,
+                     artifacts_b=artifacts_b, caveats=caveats, aa=a.aa and b.aa,
                      run_offset_sd=0.0 if one_run else RUN_OFFSET_SD)
     result["summary"]["runs"] = info
     result["dropped_rounds"] = dropped
@@ -252,8 +303,10 @@ def compare_two(args) -> int:
               "and tests.", file=sys.stderr)
         return int(Exit.USAGE)
     if result["summary"]["liveness"] == "not live" and not args.allow_dead:
+        repeat = (" They are runs of one identity: repeat runs, whose rows `zlbench history compare` judges on their "
+                  "intervals." if not one_run and a.identity and b.identity and not apart and not switched else "")
         print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
-              "would (--allow-dead to accept).", file=sys.stderr)
+              f"would (--allow-dead to accept).{repeat}", file=sys.stderr)
         return int(Exit.DEAD_AXIS)
     return 0
 
