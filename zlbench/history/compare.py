@@ -35,7 +35,7 @@ from scipy import stats as sps
 from scipy.special import stdtr
 
 from zlbench.results.process_stats import RUN_OFFSET_SD
-from zlbench.results.schema import MARKER_PROCESS_UNSTABLE, short_dtype
+from zlbench.results.schema import short_dtype
 from zlbench.ab import stats
 from zlbench.report.ab import overall_line
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
@@ -44,7 +44,7 @@ from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, failed_tests, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run, row_key)
+                                   list_runs, medians_by_run)
 
 MIN_HISTORY = 3
 WINDOW = 20
@@ -122,8 +122,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     # pairing's keys; earlier runs' log rows in the history, that of the one test timing their key.
     nodes = reconcile_sides(*([r for r in rows if r["run_id"] == run["run_id"]] for run in (run_a, run_b))).nodes
     keyed = [adopt_node(r, nodes) for r in rows]
-    facts = _RowFacts(run_a, run_b, intervals_by_run(keyed),
-                      {(row_key(r), r["run_id"]) for r in keyed if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])})
+    facts = _RowFacts(run_a, run_b, intervals_by_run(keyed))
     noise_of = _HistoryNoise(store, run_b, window, {k: n for k, n in single_nodes(rows).items() if n})
     table, tested, unpaired = [], [], []
     failed = [failed_tests(store, run["run_id"]) for run in (run_a, run_b)]
@@ -154,8 +153,8 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
 class _RowFacts:
     """What a paired row of the two runs carries before it is judged: values, intervals, markers."""
 
-    def __init__(self, run_a: Mapping, run_b: Mapping, intervals: Mapping, unstable: set):
-        self.runs, self.intervals, self.unstable = (run_a, run_b), intervals, unstable
+    def __init__(self, run_a: Mapping, run_b: Mapping, intervals: Mapping):
+        self.runs, self.intervals = (run_a, run_b), intervals
 
     def row(self, p, side: str):
         """The row's table entry, and each run's interval (None: it has none)."""
@@ -165,7 +164,7 @@ class _RowFacts:
                 "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
                 "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
                 "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
-                "process_unstable": any((key, run["run_id"]) in self.unstable for run in self.runs)}, (ci_a, ci_b)
+                "process_unstable": p.process_unstable}, (ci_a, ci_b)
 
 
 def _judge_row(t: Dict, p, cis, noise_of: "_HistoryNoise", threshold: float, family: int = 1) -> List[stats.RowStat]:
