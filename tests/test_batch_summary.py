@@ -225,5 +225,5 @@ def test_a_dead_switch_stays_dead_when_its_sides_ran_on_two_hosts(sweep, tmp_pat
     (other / "run_identity.json").write_text(json.dumps(identity))
     out = summary(a, "--ab", other)
     assert out.returncode == 3 and "**AXIS NOT LIVE**" in out.stdout, out.stderr
-    assert "the runs differ outside the switch as well (host: " in out.stdout and "-> node-2)" in out.stdout
+    assert "and differ outside it as well (host: " in out.stdout and "-> node-2)" in out.stdout
     assert "repeat runs" not in out.stderr

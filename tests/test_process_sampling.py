@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import random
+import statistics
 from collections import defaultdict
 
 import pytest
@@ -202,17 +203,60 @@ def test_a_row_of_one_process_borrows_from_its_timers_rows_of_every_size_then_fr
     it; in a cut run of one op file (one node), that node's rows of several processes do."""
     rng = random.Random(13)
     rows = []
-    for i in range(5):  # five nodes of ~1 ms rows, 2% apart between processes
+    for i in range(7):  # seven nodes of ~1 ms rows, 2% apart between processes
         rows += proc_rows([1.0 * math.exp(rng.gauss(0, 0.02)) for _ in range(3)], op=f"big{i}")
     lonely = next(r for r in aggregate(rows + proc_rows([0.005], op="small"), 3) if r["op"] == "small")
     assert 0.03 < _width(lonely) < 0.3, _width(lonely)
-    one_node = []
-    for i in range(6):
-        one_node += [{**r, "node": "n::one"} for r in proc_rows([0.05 * math.exp(rng.gauss(0, 0.02)) for _ in range(3)],
-                                                                op="one", shape=f"[[{i}]]")]
-    one_node += [{**r, "node": "n::one"} for r in proc_rows([0.05], op="one", shape="[[99]]")]
-    cut = next(r for r in aggregate(one_node, 3) if r["shape"] == "[[99]]")
+
+    def node(name, sd, shapes=7):
+        out = []
+        for i in range(shapes):
+            out += [{**r, "node": f"n::{name}"} for r in proc_rows([0.05 * math.exp(rng.gauss(0, sd)) for _ in range(3)],
+                                                                   op=name, shape=f"[[{i}]]")]
+        return out + [{**r, "node": f"n::{name}"} for r in proc_rows([0.05], op=name, shape="[[99]]")]
+
+    cut = next(r for r in aggregate(node("one", 0.02), 3) if r["shape"] == "[[99]]")
     assert cut["processes"] == 1 and 0.03 < _width(cut) < 0.3, cut["latency_ci"]
+    # Two such nodes: each row takes its own node's spread, whichever comes first.
+    for order in ((0.002, 0.05), (0.05, 0.002)):
+        out = aggregate(node("a", order[0]) + node("b", order[1]), 3)
+        widths = {r["op"]: _width(r) for r in out if r["shape"] == "[[99]]"}
+        assert (widths["a"] < widths["b"]) == (order[0] < order[1]), (order, widths)
+    # Another node's rows speak for their node only; 2 rows of 3 processes are too few (6 scores).
+    out = aggregate(node("a", 0.02) + [{**r, "node": "n::c"} for r in proc_rows([0.05], op="c")], 3)
+    assert next(r for r in out if r["op"] == "c")["latency_ci"] is None
+    out = aggregate(node("d", 0.02, shapes=2), 3)
+    assert next(r for r in out if r["shape"] == "[[99]]")["latency_ci"] is None
+
+
+def test_one_process_intervals_hold_another_runs_value_95_percent_of_the_time():
+    """Simulated cut runs whose rows scatter by a log-normal 2% between processes, the stratum's rows
+    measured in two processes (a process' distance from the median of two is half their difference:
+    its sd is 1/sqrt(2) of one process'), the cut row in one: another run's median over 3 processes
+    lies inside the cut row's interval about 95% of the time."""
+    rng = random.Random(21)
+    covered = total = 0
+    for _ in range(300):
+        rows = []
+        for i in range(12):
+            rows += proc_rows([0.05 * math.exp(rng.gauss(0, 0.02)) for _ in range(2)], op=f"op{i}")
+        cut = next(r for r in aggregate(rows + proc_rows([0.05 * math.exp(rng.gauss(0, 0.02))], op="cut"), 3)
+                   if r["op"] == "cut")
+        other = statistics.median(0.05 * math.exp(rng.gauss(0, 0.02)) for _ in range(3))
+        covered += cut["latency_ci"][0] <= other <= cut["latency_ci"][1]
+        total += 1
+    assert 0.91 <= covered / total <= 0.99, covered / total
+
+
+def test_odd_values_and_process_counts_do_not_spoil_the_other_rows():
+    """A NaN or infinite latency (a corrupt record) is no measurement: it widens no other row's
+    interval; aggregate with no planned processes still aggregates."""
+    rng = random.Random(22)
+    rows = quiet_run(rng) + proc_rows([float("nan"), float("inf"), 0.05], op="odd") + proc_rows([0.05], op="lonely")
+    out = {r["op"]: r for r in aggregate(rows, 3)}
+    assert out["odd"]["processes"] == 1 and all(math.isfinite(x) for x in out["lonely"]["latency_ci"])
+    assert _width(out["lonely"]) < 0.2
+    assert aggregate(quiet_run(rng) + proc_rows([0.05], op="lonely"), 0)
 
 
 def test_a_directly_timed_row_of_one_process_borrows_no_graph_rows_interval():
@@ -227,7 +271,9 @@ def test_a_directly_timed_row_of_one_process_borrows_no_graph_rows_interval():
     # With four nodes timed directly (scattering 20%), it gets their width.
     direct = []
     for i in range(4):
-        direct += proc_rows([0.05 * math.exp(rng.gauss(0, 0.2)) for _ in range(3)], op=f"d{i}", timer="direct")
+        for shape in ("[[1]]", "[[2]]"):
+            direct += proc_rows([0.05 * math.exp(rng.gauss(0, 0.2)) for _ in range(3)], op=f"d{i}", shape=shape,
+                                timer="direct")
     row = next(r for r in aggregate(quiet_run(rng) + direct + lonely, 3) if r["op"] == "lonely")
     assert _width(row) > 0.3
 

@@ -20,7 +20,7 @@ from zlbench.backends import DeviceBackend
 from zlbench.config.schema import shipped_axis_vars
 from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
-from zlbench.results.identity_layout import hashed_layout
+from zlbench.results.identity_layout import hashed_fields
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
 # variables to record: their values (switch_env) enter the hash, naming an unset one changes nothing.
@@ -33,8 +33,6 @@ NOT_CALIBER += ("share_kernels",)
 LIMITS = ("run_timeout_s", "time_min", "prestart")
 # Config keys recorded at the top of the identity instead, as the run resolved them.
 PROMOTED = ("timer", "autotune")
-# Identity keys outside the hash: how the run was asked for and judged, and what it observed.
-NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
 COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
 
@@ -115,7 +113,7 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
 
 
 def identity_hash(identity: Mapping[str, Any]) -> str:
-    caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_HASHED}
+    caliber = hashed_fields(identity)
     text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

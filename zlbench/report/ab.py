@@ -353,9 +353,9 @@ def cut_line(summary: Mapping) -> str:
         f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
         f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
     ])) or "each reached the minimum, so its verdict stands on the rounds it got"
-    if not c["rows"]:  # cut between tests: the unfinished ones left no row on either side
-        return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended, with no row "
-                "on either side. Resume the run dir to finish them.")
+    if not c["rows"]:  # cut between tests: the unfinished ones left no row measured on both sides
+        return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended, none with a row "
+                "compared (measured on both sides). Resume the run dir to finish them.")
     return (f"**Run cut short**: {c['rows']} row(s) got {done} of the {plan} rounds planned before the run ended; "
             f"{below}. Resume the run dir to finish them.")
 

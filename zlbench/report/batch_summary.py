@@ -22,6 +22,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
+from zlbench.results.identity_layout import hashed_fields, hashed_layout
 
 IDENTITY_FILE = "run_identity.json"
 
@@ -187,38 +188,54 @@ def dropped_markdown(dropped: Sequence[Mapping]) -> str:
         headers=["Operator", "dtype", "shape", "rounds kept", "dropped"], tablefmt="github") + "\n")
 
 
-# Identity keys that are no difference between two runs' conditions (when and how they were asked
-# for), or that name the switch itself (a switch that left every kernel byte-identical is dead).
-_NOT_A_CONDITION = ("created", "provenance", "identity_hash", "fail_on", "switch_env", "sides", "config.ab",
-                    "test_nodes")
-
-
-def _flat(value, prefix: str = "") -> Dict[str, object]:
-    if isinstance(value, Mapping):
-        out: Dict[str, object] = {}
-        for k, v in value.items():
-            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: value}
-
-
-# What the benchmark processes found that is a condition of the run (not a path or a clock reading).
+# What can move a row while every compiled kernel stays byte-identical, as a run's identity records
+# it (in its hashed layout, so that an identity an earlier zlbench wrote reads alike): the software
+# versions, the devices and their driver, the backend, the timer settings, the corpus' commit; and,
+# outside the hash, the host and what the benchmark processes found (not paths or clock readings).
+_CONDITIONS = ("versions", "devices", "backend", "timer", "autotune", "corpus.commit")
 _PROCESS_FACTS = ("device_name", "driver", "torch", "triton", "flag_gems", "python")
 
 
-def conditions_apart(a: Mapping, b: Mapping) -> List[str]:
-    """What two run identities differ in besides the switch and when they ran ('versions.torch:
-    2.10.0 -> 2.11.0', the host, the driver the processes found, a timer setting): what can move a
-    row while every kernel stays byte-identical."""
-    def found(identity: Mapping) -> List[str]:
-        facts = {tuple(f"{k}={p.get(k)}" for k in _PROCESS_FACTS)
-                 for p in identity.get("processes") or [] if isinstance(p, Mapping)}
-        return [", ".join(f) for f in sorted(facts)]
+def _flat(value, prefix: str = "") -> Dict[str, object]:
+    """Nested mappings and lists as 'devices.0.driver' -> value."""
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else None
+    if items is None:
+        return {prefix: value}
+    out: Dict[str, object] = {}
+    for k, v in items:
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
 
-    fa, fb = (_flat({**{k: v for k, v in i.items() if k != "processes"}, "processes": found(i)}) for i in (a, b))
-    keys = sorted(k for k in set(fa) | set(fb)
-                  if fa.get(k) != fb.get(k) and not any(k == n or k.startswith(n + ".") for n in _NOT_A_CONDITION))
-    return [f"{k}: {str(fa.get(k))[:40]} -> {str(fb.get(k))[:40]}" for k in keys]
+
+def _conditions(identity: Mapping) -> Dict[str, object]:
+    layout = hashed_layout(identity)
+    out: Dict[str, object] = {}
+    for key in _CONDITIONS:
+        head, _, rest = key.partition(".")
+        value = layout.get(head)
+        value = value.get(rest) if rest and isinstance(value, Mapping) else None if rest else value
+        out.update(_flat(value, key))
+    found = [p for p in identity.get("processes") or [] if isinstance(p, Mapping)]
+    out["host"] = identity.get("host")
+    for k in _PROCESS_FACTS:  # each fact's values over the processes, e.g. 'processes.driver'
+        values = sorted({str(p.get(k)) for p in found if p.get(k) is not None})
+        out[f"processes.{k}"] = ", ".join(values) or None
+    return out
+
+
+def conditions_apart(a: Mapping, b: Mapping) -> List[str]:
+    """Where two run identities record different conditions ('versions.torch: 2.11.0 -> 2.12.0',
+    'devices.0.driver: ...'); what one of them does not record is no difference."""
+    ca, cb = _conditions(a), _conditions(b)
+    return [f"{k}: {str(ca[k])[:40]} -> {str(cb[k])[:40]}" for k in sorted(ca.keys() & cb.keys())
+            if ca[k] is not None and cb[k] is not None and ca[k] != cb[k]]
+
+
+def switches_apart(a: Mapping, b: Mapping) -> List[str]:
+    """Where two runs set a switch apart: their A/B side's values, or a recorded switch variable."""
+    fa, fb = (_flat({"sides": i.get("sides"), "switch_env": i.get("switch_env")}) for i in (a, b))
+    return [f"{k}: {str(fa.get(k))[:40]} -> {str(fb.get(k))[:40]}" for k in sorted(fa.keys() | fb.keys())
+            if fa.get(k) != fb.get(k)]
 
 
 def check_out(out: Path) -> None:
@@ -274,13 +291,14 @@ def compare_two(args) -> int:
         caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
                        "on fewer rounds")
     artifacts_a, artifacts_b = a.artifacts(), b.artifacts()
-    apart = [] if one_run or not (a.identity and b.identity) else conditions_apart(a.identity, b.identity)
-    # A switch between them: an A/B axis' sides (their values) or a recorded switch variable set apart.
-    switched = any(a.identity.get(k) != b.identity.get(k) for k in ("sides", "switch_env"))
+    both = not one_run and bool(a.identity) and bool(b.identity)
+    apart = conditions_apart(a.identity, b.identity) if both else []
+    switched = switches_apart(a.identity, b.identity) if both else []
     if apart:
         listed = f"{'; '.join(apart[:4])}{f'; {len(apart) - 4} more' if len(apart) > 4 else ''}"
         if switched:  # a switch's two sides (a sweep, maybe on two hosts): its kernels still say if it acted
-            caveats.append(f"the runs differ outside the switch as well ({listed})")
+            caveats.append(f"the runs set a switch apart ({'; '.join(switched[:4])}) and differ outside it as well "
+                           f"({listed})")
         else:
             # No switch between them: identical kernels say nothing of what differs outside them (a
             # driver, torch, the machine), so every row is compared, its liveness unknown.
@@ -303,10 +321,13 @@ def compare_two(args) -> int:
               "and tests.", file=sys.stderr)
         return int(Exit.USAGE)
     if result["summary"]["liveness"] == "not live" and not args.allow_dead:
-        repeat = (" They are runs of one identity: repeat runs, whose rows `zlbench history compare` judges on their "
-                  "intervals." if not one_run and a.identity and b.identity and not apart and not switched else "")
+        if both and not apart and hashed_fields(a.identity) == hashed_fields(b.identity):
+            why = (" They are runs of one identity: repeat runs, whose rows `zlbench history compare` judges on "
+                   "their intervals.")
+        else:
+            why = f" What the runs set apart: {'; '.join(switched[:4])}." if switched else ""
         print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
-              f"would (--allow-dead to accept).{repeat}", file=sys.stderr)
+              f"would (--allow-dead to accept).{why}", file=sys.stderr)
         return int(Exit.DEAD_AXIS)
     return 0
 

@@ -55,6 +55,16 @@ def hashed_layout(identity: Mapping) -> dict:
     return {**identity, **clocks, "timer": timer, "config": config}
 
 
+# Identity keys outside the hash: how the run was asked for and judged, and what it observed.
+NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
+
+
+def hashed_fields(identity: Mapping) -> dict:
+    """What an identity's hash covers (planning/identity.py): its hashed layout less NOT_HASHED.
+    Two identities equal here are one identity, whichever zlbench wrote them."""
+    return {k: v for k, v in hashed_layout(identity).items() if k not in NOT_HASHED}
+
+
 def _as_before(timer: Mapping) -> dict:
     """The timer settings less those added since that are at their defaults."""
     return {k: v for k, v in timer.items() if k not in ADDED_TIMER_DEFAULTS or v != ADDED_TIMER_DEFAULTS[k]}

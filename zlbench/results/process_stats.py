@@ -50,6 +50,10 @@ LEVEL = 0.95
 SIZE_EDGES_MS = (0.005, 0.02, 0.1, 1.0)
 MIN_STRATUM = 4  # nodes a stratum needs to speak for its rows; fewer: a wider pool
 MIN_ROWS = 3  # rows the run's pool needs where it has fewer nodes than that
+# Scores a one-process row's conformal interval needs where it borrows from its own node alone: with
+# n scores its level is at most n / (n + 1), LEVEL from 19 on. (Strata of MIN_STRATUM nodes with fewer
+# take their largest score: 92% and up.)
+MIN_SCORES = math.ceil(LEVEL / (1 - LEVEL))
 # Var(median of n normal draws) / Var(one draw), small n exactly; large n ~ pi / (2 n).
 _MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868, 6: 0.2309, 7: 0.2104}
 KEY = ("node", "op", "dtype", "shape", "side")
@@ -113,18 +117,23 @@ class _Spread:
     def _one_process_scores(self, key: tuple) -> Optional[List[float]]:
         """The conformity scores of a one-process row, sorted: over the rows of several processes in
         its stratum (MIN_STRATUM nodes), else of its timer (MIN_STRATUM nodes), else of its own node
-        and timer (MIN_ROWS rows: a cut run of one op file; another node's few rows would speak for
-        their node's draws only), each process' |log distance| from its row's median, in units of one
-        process' sd (_SCORE_SCALE). Against the row's own median, a process a pick moved gives one
-        large score, as one such process among a new row's would; against the median of the others,
-        it would move its row's other scores too. None: too few such rows."""
+        and timer (a cut run of one op file: another node's few rows would speak for their node's
+        draws only; MIN_SCORES processes, as one node's draws are few), each process' |log distance|
+        from its row's median in units of one process' sd (_SCORE_SCALE). Against the row's own
+        median, a process a pick moved gives one large score, as one such process among a new row's
+        would; against the median of the others, it would move its row's other scores too. None: no
+        such pool."""
         cls = self.stratum[key]
         stratum, timer = self._strata.get(cls, []), self._by_timer.get(cls[1], [])
-        pool = next((ks for ks in (stratum, timer) if len({k[0] for k in ks}) >= MIN_STRATUM), None)
+
+        def enough(keys: Sequence[tuple], nodes: int, scores: int) -> bool:
+            return len({k[0] for k in keys}) >= nodes and sum(len(self.logs[k]) for k in keys) >= scores
+
+        pool = next((keys for keys, nodes, scores in ((stratum, MIN_STRATUM, 0), (timer, MIN_STRATUM, 0),
+                                                      ([k for k in timer if k[0] == key[0]], 1, MIN_SCORES))
+                     if enough(keys, nodes, scores)), None)
         if pool is None:
-            pool = [k for k in timer if k[0] == key[0]]
-            if len(pool) < MIN_ROWS:
-                return None
+            return None
         cache = (cls, None if len({k[0] for k in pool}) > 1 else key[0])
         if cache not in self._scores:
             self._scores[cache] = sorted(abs(y - statistics.median(ys)) / _SCORE_SCALE.get(len(ys), 1.0)
@@ -235,7 +244,7 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
         k = _key(r)
         if k not in measured and k not in others:
             order.append(k)
-        if r.get("status") == "ok" and r.get("latency"):
+        if r.get("status") == "ok" and r.get("latency") and math.isfinite(r["latency"]):
             measured[k].append(r)
         else:
             others.setdefault(k, r)
@@ -245,7 +254,8 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
                       if not any(did_no_device_work(r) for r in rs)}, _timers(measured, "timer_used"))
     # The baseline's values and timers are those of the processes that timed it (a plain run's more
     # processes time the alternative only: their timer_used_base is null).
-    with_base = {k: [r for r in rs if r.get("latency_base")] for k, rs in measured.items()}
+    with_base = {k: [r for r in rs if r.get("latency_base") and math.isfinite(r["latency_base"])]
+                 for k, rs in measured.items()}
     base = _Spread({k: [r["latency_base"] for r in rs] for k, rs in with_base.items()
                     if rs and not any(did_no_device_work(r, "latency_base") for r in rs)},
                    _timers(with_base, "timer_used_base"))
