@@ -208,13 +208,8 @@ def _flat(value, prefix: str = "") -> Dict[str, object]:
 
 
 def _conditions(identity: Mapping) -> Dict[str, object]:
-    layout = hashed_layout(identity)
-    out: Dict[str, object] = {}
-    for key in _CONDITIONS:
-        head, _, rest = key.partition(".")
-        value = layout.get(head)
-        value = value.get(rest) if rest and isinstance(value, Mapping) else None if rest else value
-        out.update(_flat(value, key))
+    flat = _flat({k: v for k, v in hashed_layout(identity).items() if k != "processes"})
+    out = {k: v for k, v in flat.items() if any(k == c or k.startswith(c + ".") for c in _CONDITIONS)}
     found = [p for p in identity.get("processes") or [] if isinstance(p, Mapping)]
     out["host"] = identity.get("host")
     for k in _PROCESS_FACTS:  # each fact's values over the processes, e.g. 'processes.driver'
@@ -223,19 +218,26 @@ def _conditions(identity: Mapping) -> Dict[str, object]:
     return out
 
 
+def _changes(fa: Mapping, fb: Mapping, keys) -> List[str]:
+    """'key: A's value -> B's value' for the keys whose values differ, each value cut to 40 characters."""
+    return [f"{k}: {str(fa.get(k))[:40]} -> {str(fb.get(k))[:40]}" for k in sorted(keys) if fa.get(k) != fb.get(k)]
+
+
+def _listed(changes: Sequence[str]) -> str:
+    return "; ".join(changes[:4]) + (f"; {len(changes) - 4} more" if len(changes) > 4 else "")
+
+
 def conditions_apart(a: Mapping, b: Mapping) -> List[str]:
     """Where two run identities record different conditions ('versions.torch: 2.11.0 -> 2.12.0',
     'devices.0.driver: ...'); what one of them does not record is no difference."""
     ca, cb = _conditions(a), _conditions(b)
-    return [f"{k}: {str(ca[k])[:40]} -> {str(cb[k])[:40]}" for k in sorted(ca.keys() & cb.keys())
-            if ca[k] is not None and cb[k] is not None and ca[k] != cb[k]]
+    return _changes(ca, cb, [k for k in ca.keys() & cb.keys() if ca[k] is not None and cb[k] is not None])
 
 
 def switches_apart(a: Mapping, b: Mapping) -> List[str]:
     """Where two runs set a switch apart: their A/B side's values, or a recorded switch variable."""
     fa, fb = (_flat({"sides": i.get("sides"), "switch_env": i.get("switch_env")}) for i in (a, b))
-    return [f"{k}: {str(fa.get(k))[:40]} -> {str(fb.get(k))[:40]}" for k in sorted(fa.keys() | fb.keys())
-            if fa.get(k) != fb.get(k)]
+    return _changes(fa, fb, fa.keys() | fb.keys())
 
 
 def check_out(out: Path) -> None:
@@ -295,16 +297,15 @@ def compare_two(args) -> int:
     apart = conditions_apart(a.identity, b.identity) if both else []
     switched = switches_apart(a.identity, b.identity) if both else []
     if apart:
-        listed = f"{'; '.join(apart[:4])}{f'; {len(apart) - 4} more' if len(apart) > 4 else ''}"
         if switched:  # a switch's two sides (a sweep, maybe on two hosts): its kernels still say if it acted
-            caveats.append(f"the runs set a switch apart ({'; '.join(switched[:4])}) and differ outside it as well "
-                           f"({listed})")
+            caveats.append(f"the runs set a switch apart ({_listed(switched)}) and differ outside it as well "
+                           f"({_listed(apart)})")
         else:
             # No switch between them: identical kernels say nothing of what differs outside them (a
             # driver, torch, the machine), so every row is compared, its liveness unknown.
             artifacts_a = artifacts_b = {}
-            caveats.append(f"the runs differ outside their kernels ({listed}): rows are compared whatever their "
-                           "kernels")
+            caveats.append(f"the runs differ outside their kernels ({_listed(apart)}): rows are compared whatever "
+                           "their kernels")
     result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=artifacts_a,
                      artifacts_b=artifacts_b, caveats=caveats, aa=a.aa and b.aa,
                      run_offset_sd=0.0 if one_run else RUN_OFFSET_SD)
@@ -325,7 +326,7 @@ def compare_two(args) -> int:
             why = (" They are runs of one identity: repeat runs, whose rows `zlbench history compare` judges on "
                    "their intervals.")
         else:
-            why = f" What the runs set apart: {'; '.join(switched[:4])}." if switched else ""
+            why = f" What the runs set apart: {_listed(switched)}." if switched else ""
         print("zlbench: the A/B axis is NOT LIVE (identical kernels on both sides); exit 3 as a run "
               f"would (--allow-dead to accept).{why}", file=sys.stderr)
         return int(Exit.DEAD_AXIS)
