@@ -10,6 +10,7 @@ nodes left whole are checked the same way, as the yardstick.
 
 Usage: one_process23.py <archive folder> ...   (runs are paired within each folder, by caliber and
 zlbench commit: repeat runs, not a change)
+       one_process23.py --score-scale   (process_stats._SCORE_SCALE, simulated)
 Both runs of a pair are cut so (each its own random half, SEEDS times; the whole nodes keep their
 planned processes only), and every row both measured is counted by how many processes each side
 had (K+K, 1+K, 1+1), the same rows whatever the interval rule: the share of 1-process sides (or of
@@ -125,5 +126,16 @@ def main(folders):
         print(f"  {m[0]:+.1%} {m[1]} vs {m[2]} ({m[3]}) {m[4]} {str(m[5])[:40]} {m[6]:.4g} -> {m[7]:.4g} ms")
 
 
+def score_scale(rows: int = 400000, seed: int = 1) -> None:
+    """process_stats._SCORE_SCALE, simulated: the 95% quantile of |y - median| over the n draws of
+    N(0, 1) whose median it is, over the normal 1.96, for n = 2..8."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for n in range(2, 9):
+        x = rng.standard_normal((rows, n))
+        print(n, round(float(np.quantile(np.abs(x - np.median(x, axis=1, keepdims=True)), 0.95)) / 1.959964, 4))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    score_scale() if sys.argv[1:] == ["--score-scale"] else main(sys.argv[1:])

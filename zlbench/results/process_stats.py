@@ -80,7 +80,7 @@ TOP_UP_MIN_MS = 0.02
 
 # The 95% quantile of |y - median| over the n draws of N(0, 1) whose median it is, over the normal
 # 1.96: a process' distance from its row's median in units of one process' sd (n = 2: exactly
-# 1/sqrt(2); n >= 5 within 1.3% of 1). Simulated, 400000 rows each (thirtieth session).
+# 1/sqrt(2); n >= 5 within 1.3% of 1). Simulated, 400000 rows each: benchmarks/gpu/one_process23.py --score-scale.
 _SCORE_SCALE = {2: math.sqrt(0.5), 3: 0.997, 4: 0.961}
 
 
