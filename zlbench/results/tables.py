@@ -164,7 +164,7 @@ class _Collector:
                 st["reason"] = f"measured in {got} of {planned} processes; not in the others: {st['reason']}"
             elif st["status"] != "ok" and got and not per_process and int(self.plan.get("rounds") or 1) > 1:
                 # An A/B node that failed or was cut in some rounds: its rows of the others are kept.
-                st["reason"] = f"measured in {got} round(s) (their rows kept); {st['reason']}"
+                st["reason"] = f"measured in {got} round(s) (their rows kept); in the others: {st['reason']}"
             if st["rows"] == 0:
                 self.rows.append(Row(op=st["op"], status=st["status"], reason=st["reason"], side=st["side"],
                                      node=key[0], device=st["device"], timer_used=None).to_dict())
