@@ -44,6 +44,10 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     assert "SIGABRT" in by_op["capture_abort"][0]["marker_reason"]
     assert st["after_fault"]["status"] == "ok"  # measured in a fresh process
     assert all(r["latency"] > 0 for r in by_op["after_fault"])
+    # The inputs' CPU draw was made on the device, the op's own CPU draw (inside the capture) was not.
+    assert all(r["timer_used"] == "graph" and not r["markers"] for r in by_op["host_draws"]), by_op["host_draws"]
+    identity = json.loads((res.run_dir / "run_identity.json").read_text())
+    assert all("made on cuda" in p.get("host_draws", "") for p in identity["processes"]), identity["processes"]
 
 
 def test_deny_list_skips_the_attempt(run_zlbench):

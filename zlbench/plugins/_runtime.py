@@ -17,6 +17,8 @@ current_op: Optional[str] = None
 current_node: Optional[str] = None
 # One entry per timing call since the last corpus record: {"timer_used", "markers", "reason"}.
 timing_calls: List[Dict[str, Any]] = []
+# True while the timing plugin times a call (plugins/host_draws.py leaves the op's own draws alone).
+in_timing_call = False
 # Set by plugins/serve.py while a resident process runs a liveness probe: compile, time nothing.
 probe_only = False
 # The base nodes a spare process' gate told it to run (plugins/device_setup.py); None: all it collected.

@@ -19,7 +19,7 @@ from typing import Optional
 import pytest
 
 from zlbench.backends import get_backend
-from zlbench.plugins import _runtime
+from zlbench.plugins import _runtime, host_draws
 from zlbench.results.events import GATE_ENV, GATE_NODES_ENV, GATE_SOME, base_node
 
 _backend = get_backend(_runtime.config().get("backend", "cpu"))
@@ -110,7 +110,10 @@ def pytest_sessionstart(session):
             )
             _runtime.emit("setup_error", reason=reason)
             raise pytest.UsageError(reason)
-    _runtime.emit("process", facts=process_facts())
+    facts = process_facts()
+    if host_draws.install(_backend.torch_device):
+        facts["host_draws"] = f"made on {_backend.torch_device} from {host_draws.MIN_NUMEL} elements (plugins/host_draws.py)"
+    _runtime.emit("process", facts=facts)
 
 
 @pytest.hookimpl(tryfirst=True)  # the nodes it runs are known before other plugins look at the items

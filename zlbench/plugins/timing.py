@@ -58,7 +58,11 @@ class TimingPolicy:
             _runtime.timing_calls.append({"skipped": True, "timer_used": None, "markers": [], "reason": None,
                                           "facts": None})
             return self.stand_in(*a, **kw)
-        timed = self.timer.time(Call.of(*a, **kw))
+        _runtime.in_timing_call = True
+        try:
+            timed = self.timer.time(Call.of(*a, **kw))
+        finally:
+            _runtime.in_timing_call = False
         _note(timed)
         return timed.value
 
