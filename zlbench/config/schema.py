@@ -205,9 +205,10 @@ class LauncherConf:
     # Hold a per-device lock while a benchmark process runs (null: on for accelerators of the local
     # pool; Slurm allocates devices itself).
     device_lock: Optional[bool] = None
-    # Start each pass' benchmark process while the pass before it measures on the device; it waits
-    # after collection until the device is free (null: on for accelerators, off on the CPU, where
-    # the starting process would share the cores being measured).
+    # Start each pass' benchmark process while the pass two before it measures on the device
+    # (planning/plan.py PRESTART_AHEAD); it waits after collection until the device is free (null:
+    # on for accelerators, off on the CPU, where the starting process would share the cores being
+    # measured).
     prestart: Optional[bool] = None
 
 

@@ -73,14 +73,21 @@ def run_in_turn(runners: List[UnitRunner], after_last: Optional[Callable[[], obj
     """One after another; where the plan says so (unit["prestart"] = k), a unit's process starts
     once a unit at most k places before it measures (the first unit when fewer are before it; a
     resumed queue's finished units measure nothing), and waits at its gate until the device is free.
-    after_last: called once the last unit measures."""
+    after_last: what comes after the last unit (the spare processes) starts as a unit after it
+    would, the last unit's k places on, but not before the first unit has ended (so that the files
+    that failed to import there are known), or once the last unit measures where it has no k."""
+    ahead_of_next = int(runners[-1].unit.get("prestart") or 1) if runners else 1
+    start_next_at = max(min(1, len(runners) - 1), len(runners) - ahead_of_next)
+    next_started = []
 
     def start_ahead(measuring: int) -> None:
         for i in range(measuring + 1, len(runners)):
             ahead = int(runners[i].unit.get("prestart") or 0)  # plan.json of older runs: true/false
             if ahead > 0 and i - ahead <= measuring:
                 runners[i].prestart()
-        if after_last is not None and measuring == len(runners) - 1:
+        # >=: the unit at start_next_at may have nothing left to measure (a resumed queue)
+        if after_last is not None and measuring >= start_next_at and not next_started:
+            next_started.append(measuring)
             after_last()
 
     for j, runner in enumerate(runners):

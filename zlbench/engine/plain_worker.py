@@ -223,7 +223,7 @@ class UnitRunner:
 
     def prestart(self, leave_out: Sequence[str] = ()) -> None:
         """Start this unit's first benchmark process now, held at its gate (imports and collection
-        need no device) until run() lets it measure: the pass before it on this device is still
+        need no device) until run() lets it measure: a pass before it on this device is still
         measuring, so a process' start-up (8-12 s with torch and FlagGems) is off the wall."""
         if self.ahead is not None or (self.deadline is not None and time.time() >= self.deadline):
             return

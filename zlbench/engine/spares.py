@@ -3,9 +3,11 @@ planned pass has ended, and their processes' start-up (imports and collection: 7
 and FlagGems on an H200's host, the largest part of what a more pass cost) came after the choice.
 
 So where processes start ahead (launcher.prestart) and the launcher waits for its jobs, each
-device's job gets the units of its more passes over every node of the run, marked spare. While its
-last planned pass measures it starts the processes of the first of them (as many as its CPUs allow,
-spares_to_start), held at their gates, over every node but those whose file failed to import. Once
+device's job gets the units of its more passes over every node of the run, marked spare. Where a
+planned pass would start the pass after the last (two before it: planning/plan.py PRESTART_AHEAD,
+but after the first pass has ended) it starts the processes of the first of them (as many as its
+CPUs allow, spares_to_start), held at their gates, over every node but those whose file failed to
+import. Once
 its planned units are done it says so (more/d<device>.waiting) and waits for the choice: the
 orchestrator chooses once every job waits or has ended (a job that died must not keep the others
 waiting), writes it to more/d<device>.json (that device's more units, maybe none), and the job runs

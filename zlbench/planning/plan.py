@@ -25,6 +25,11 @@ from zlbench.planning.sharing import share_waiting_nodes, share_waiting_rounds
 
 CORE_PLUGINS = ("zlbench.plugins.device_setup", "zlbench.plugins.timing", "zlbench.plugins.record")
 TIMERS = ("graph", "direct", "host")
+# Where processes start ahead (launcher.prestart), a plain pass' process starts once the pass this
+# many places before it on its device measures. A start-up (imports, collection) takes 7-11 s on an
+# H200's host, a quick set's pass measures 2-5 s: one ahead left the device idle for the rest of the
+# third pass' start-up (9.5 of 53 s on set W; benchmarks/gpu/RESULTS.md, thirty-first session).
+PRESTART_AHEAD = 2
 
 
 @dataclass
@@ -397,7 +402,7 @@ class _UnitFactory:
             node_timeout_s=float(launcher["node_timeout_s"]),
             crash_retries=int(launcher.get("crash_retries") or 0),
             device_lock=device_lock_key(self.backend, dev, launcher),
-            prestart=int(is_plain(cfg) and prestarts(self.backend, launcher)),
+            prestart=PRESTART_AHEAD if is_plain(cfg) and prestarts(self.backend, launcher) else 0,
         )
 
 
