@@ -48,6 +48,9 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     assert all(r["timer_used"] == "graph" and not r["markers"] for r in by_op["host_draws"]), by_op["host_draws"]
     identity = json.loads((res.run_dir / "run_identity.json").read_text())
     assert all("made on cuda" in p.get("host_draws", "") for p in identity["processes"]), identity["processes"]
+    events = [json.loads(x) for f in (res.run_dir / "units").glob("*/events.jsonl") for x in f.read_text().splitlines()]
+    said = [e for e in events if e["event"] == "host_draws"]
+    assert said and all(e["moved"] >= 1 and e["fell_back"] == 0 for e in said), said
 
 
 def test_deny_list_skips_the_attempt(run_zlbench):

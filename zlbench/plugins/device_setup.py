@@ -112,8 +112,15 @@ def pytest_sessionstart(session):
             raise pytest.UsageError(reason)
     facts = process_facts()
     if host_draws.install(_backend.torch_device):
-        facts["host_draws"] = f"made on {_backend.torch_device} from {host_draws.MIN_NUMEL} elements (plugins/host_draws.py)"
+        facts["host_draws"] = (f"integer draws of >= {host_draws.MIN_NUMEL} elements aimed at the CPU are made on "
+                               f"{_backend.torch_device} (plugins/host_draws.py)")
     _runtime.emit("process", facts=facts)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the record plugin's session_end
+def pytest_sessionfinish(session, exitstatus):
+    if host_draws.counts["moved"] or host_draws.counts["fell_back"]:
+        _runtime.emit("host_draws", **host_draws.counts)
 
 
 @pytest.hookimpl(tryfirst=True)  # the nodes it runs are known before other plugins look at the items

@@ -1,4 +1,4 @@
-"""Large random draws the corpus makes on the host, made on the device (inside the benchmark process).
+"""Large integer draws the corpus makes on the host, made on the device (inside the benchmark process).
 
 FlagGems draws integer and bool inputs on the CPU and copies them over
 (`torch.randint(..., device="cpu").to(device)`, benchmark/utils.py and 25 call sites). Its core
@@ -7,13 +7,18 @@ tensor on an H200's host: 47 of bitwise_left_shift's 49 s in a process (two tens
 such shapes a dtype, two dtypes). A plain run pays that in every one of a row's processes, where
 FlagGems' runner pays it once (benchmarks/gpu/RESULTS.md, thirty-first session).
 
-Here such a draw (torch.randint, torch.randn, torch.rand aimed at the CPU, at least MIN_NUMEL
-elements) is made on the run's device and copied back. The caller gets what it asked for: a CPU
-tensor of that shape, dtype and distribution, a leaf with requires_grad as asked. It comes from the
-device's generator, which the record plugin seeds per node as it seeds the CPU's, so a node's inputs
-are still the same in each of its processes. Nothing is drawn so inside a timing call or a graph
-capture (the op's own draws stay as the corpus wrote them), nor where the call names a generator,
-an output, pinned memory or a layout; a device draw that fails is made on the CPU as asked."""
+Here such a draw (torch.randint aimed at the CPU, at least MIN_NUMEL elements) is made on the run's
+device and copied back. The caller gets what it asked for: a CPU tensor of that shape, dtype and
+range, a leaf with requires_grad as asked. It comes from a generator of its own on the device,
+seeded from the CPU's generator (which advances by one draw), so a node's inputs are the same in
+each of its processes whatever the device's own generator did meanwhile (an op that draws on the
+device, timed directly, advances it by a different number of calls in each process).
+
+Left as the corpus wrote them: draws inside a timing call or a graph capture (the op's own), draws
+whose call names a generator, an output, pinned memory, a layout or names, and torch.randn/rand
+(FlagGems draws floats on the device; some backends cannot draw every float dtype). A device draw
+that fails is made on the CPU as asked; the process says at its end how many moved, fell back and
+why (the `host_draws` event)."""
 
 from __future__ import annotations
 
@@ -26,26 +31,20 @@ from zlbench.plugins import _runtime
 
 # 2^20 elements: about 10 ms on the CPU, well above what a device draw and its copy cost.
 MIN_NUMEL = 1 << 20
-FUNCTIONS = ("randint", "randn", "rand")
-# Keywords a draw on the device passes on as they are; any other (generator, out, pin_memory,
-# layout, names) leaves the call as the corpus wrote it.
+# Keywords a draw on the device passes on as they are; any other leaves the call as written.
 _PASSED_ON = frozenset({"dtype", "device", "requires_grad", "low", "high", "size"})
 
-_originals: Dict[str, Callable] = {}
-moved = 0  # draws made on the device in this process
+_original: Optional[Callable] = None
+counts: Dict[str, Any] = {"moved": 0, "fell_back": 0, "error": None}
 
 
-def _size(name: str, args: tuple, kwargs: Dict[str, Any]) -> Optional[tuple]:
-    """The shape a draw asks for, or None where it is not a plain sequence of ints."""
-    if "size" in kwargs:
-        size = kwargs["size"]
-    elif name == "randint":  # randint(high, size) or randint(low, high, size)
-        size = args[-1] if len(args) >= 2 else None
-    else:  # randn(2, 3) or randn((2, 3))
-        size = args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+def _size(args: tuple, kwargs: Dict[str, Any]) -> Optional[tuple]:
+    """The shape randint(high, size) / randint(low, high, size) / size= asks for, or None where it
+    is not a sequence of ints."""
+    size = kwargs["size"] if "size" in kwargs else (args[-1] if len(args) >= 2 else None)
     try:
         return tuple(operator.index(d) for d in size)
-    except TypeError:  # not a sequence, or not of ints (a float, a tensor)
+    except TypeError:  # not a sequence, or not of ints
         return None
 
 
@@ -56,7 +55,7 @@ def _aimed_at_cpu(torch, device: Any) -> bool:
     try:
         return torch.device(device).type == "cpu"
     except (RuntimeError, TypeError):
-        return False
+        return False  # torch will say what is wrong with it
 
 
 def _capturing(torch, device_type: str) -> bool:
@@ -68,45 +67,74 @@ def _capturing(torch, device_type: str) -> bool:
         return True  # cannot tell: leave the draw as written
 
 
-def _wrap(torch, name: str, original: Callable, device_type: str) -> Callable:
+def _device_generator(torch, device_type: str):
+    """A generator on the device, seeded from the CPU's default generator."""
+    generator = torch.Generator(device=device_type)
+    generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_()))
+    return generator
+
+
+def _wrap(torch, original: Callable, device_type: str) -> Callable:
     @functools.wraps(original)
-    def draw(*args, **kwargs):
-        global moved
+    def randint(*args, **kwargs):
         size = None
         if not _runtime.in_timing_call and set(kwargs) <= _PASSED_ON and _aimed_at_cpu(torch, kwargs.get("device")):
-            size = _size(name, args, kwargs)
+            size = _size(args, kwargs)
         if size is None or math.prod(size) < MIN_NUMEL or _capturing(torch, device_type):
             return original(*args, **kwargs)
         requires_grad = bool(kwargs.get("requires_grad", False))
         try:
-            out = original(*args, **{**kwargs, "device": device_type, "requires_grad": False}).cpu()
-        except Exception:  # the device cannot draw this (a dtype, memory): the CPU as asked
+            out = original(*args, **{**kwargs, "device": device_type, "requires_grad": False,
+                                     "generator": _device_generator(torch, device_type)}).cpu()
+        except Exception as e:  # the device cannot draw this (a dtype, memory): the CPU as asked
+            counts["fell_back"] += 1
+            counts["error"] = counts["error"] or f"{type(e).__name__}: {e}"[:300]
             return original(*args, **kwargs)
-        moved += 1
+        counts["moved"] += 1
         return out.requires_grad_(True) if requires_grad else out
 
-    return draw
+    randint.__module__, randint.__qualname__ = "torch", "randint"  # pickles as torch.randint does
+    return randint
+
+
+def before_patching(torch) -> None:
+    """torch.set_default_device gives a device to the factory functions it knows, a set it builds on
+    first use from torch's attributes: built after the patch, it would hold the wrapper, and
+    torch's own randint (which the wrapper calls) would no longer get the default device."""
+    try:
+        from torch.utils._device import _device_constructors
+
+        _device_constructors()
+    except Exception:  # a torch without it
+        pass
 
 
 def install(device_type: str) -> bool:
-    """Make this process' large host draws on `device_type` (the backend's torch device); False on
-    the CPU backend or without torch."""
-    if device_type == "cpu" or _originals:
-        return bool(_originals)
+    """Make this process' large host integer draws on `device_type` (the backend's torch device);
+    False on the CPU backend or without torch."""
+    global _original
+    if device_type == "cpu":
+        return False
+    if _original is not None:
+        return True
     try:
         import torch
     except ImportError:
         return False
-    for name in FUNCTIONS:
-        _originals[name] = getattr(torch, name)
-        setattr(torch, name, _wrap(torch, name, _originals[name], device_type))
+    before_patching(torch)
+    _original = torch.randint
+    torch.randint = _wrap(torch, _original, device_type)
+    try:  # torch.jit.script of code that calls torch.randint compiles it as the builtin it is
+        torch.jit._builtins._register_builtin(torch.randint, "aten::randint")
+    except Exception:
+        pass
     return True
 
 
 def uninstall() -> None:
     """The corpus' own draws again (tests)."""
-    import torch
+    global _original
+    if _original is not None:
+        import torch
 
-    for name, original in _originals.items():
-        setattr(torch, name, original)
-    _originals.clear()
+        torch.randint, _original = _original, None

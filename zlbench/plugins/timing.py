@@ -52,17 +52,17 @@ class TimingPolicy:
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller == "triton" or caller.startswith("triton."):
             return self.orig_bench(*a, **kw)
-        if _runtime.probe_only:
-            return self.probe(*a, **kw)
-        if not only_shapes.take_call():  # a more pass' shape whose processes agree: not made at all
-            _runtime.timing_calls.append({"skipped": True, "timer_used": None, "markers": [], "reason": None,
-                                          "facts": None})
-            return self.stand_in(*a, **kw)
-        _runtime.in_timing_call = True
+        outer, _runtime.in_timing_call = _runtime.in_timing_call, True
         try:
+            if _runtime.probe_only:
+                return self.probe(*a, **kw)
+            if not only_shapes.take_call():  # a more pass' shape whose processes agree: not made at all
+                _runtime.timing_calls.append({"skipped": True, "timer_used": None, "markers": [], "reason": None,
+                                              "facts": None})
+                return self.stand_in(*a, **kw)
             timed = self.timer.time(Call.of(*a, **kw))
         finally:
-            _runtime.in_timing_call = False
+            _runtime.in_timing_call = outer
         _note(timed)
         return timed.value
 
