@@ -13,6 +13,10 @@ from zlbench.plugins import _runtime, host_draws, timing
 BIG = host_draws.MIN_NUMEL
 
 
+def _scripted_draw(n: int):
+    return torch.randint(0, 5, [n])
+
+
 class _Calls(list):
     device_default: torch.Generator
 
@@ -166,6 +170,7 @@ def test_install_wraps_randint_for_the_device_and_a_draw_it_cannot_make_is_made_
         assert host_draws.counts["moved"] == 0 and host_draws.counts["fell_back"] == 1
         assert host_draws.counts["error"]
         assert pickle.loads(pickle.dumps(torch.randint)) is torch.randint  # pickles by name, as torch's
+        assert int(torch.jit.script(_scripted_draw)(3).max()) < 5  # scripts as torch's builtin
     finally:
         host_draws.uninstall()
     assert torch.randint is original
