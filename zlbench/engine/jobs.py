@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, Optional
 from zlbench.engine.device_ab import run_device_ab
 from zlbench.engine.locks import worker_of
 from zlbench.engine.plain_worker import UnitRunner
-from zlbench.engine.spares import SPARE, await_choice, choice_path, same_but_nodes, spares_to_start
+from zlbench.engine.spares import SPARE, await_choice, choice_path, cpu_share, same_but_nodes, spares_to_start
 from zlbench.results.rundir import load_plan
 
 
@@ -37,8 +37,8 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
     # real units' now): no spares then.
     fresh = spare_units and not choice_path(run_dir, spare_units[0]["device"]).exists()
     spares = [UnitRunner(u, run_dir, deadline, extra_env, fresh=True) for u in spare_units] if fresh else []
-    starting = spares[:spares_to_start(len(spares), len(load_plan(run_dir).get("devices") or [1]))] \
-        if spares else []  # the others' chosen units start when chosen
+    devices = len(load_plan(run_dir).get("devices") or [1])
+    starting = spares[:spares_to_start(len(spares), devices)] if spares else []  # the others' start when chosen
     more: List[UnitRunner] = []
 
     def clear_spares() -> None:
@@ -55,8 +55,9 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
             s.prestart(leave_out=broken)
 
     try:
+        # Processes started ahead beside the one measuring: no more than the job's other CPUs.
         counts = run_in_turn([UnitRunner(u, run_dir, deadline, extra_env) for u in planned],
-                             start_spares if starting else None)
+                             start_spares if starting else None, max_ahead=max(1, cpu_share(devices) - 1))
         if spare_units:
             chosen = await_choice(run_dir, spare_units[0]["device"], deadline,
                                   sum(1 for s in spares if s.ahead is not None), clear_spares)
@@ -69,20 +70,26 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
         clear_spares()
 
 
-def run_in_turn(runners: List[UnitRunner], after_last: Optional[Callable[[], object]] = None) -> Dict[str, Dict[str, int]]:
+def run_in_turn(runners: List[UnitRunner], after_last: Optional[Callable[[], object]] = None,
+                max_ahead: Optional[int] = None) -> Dict[str, Dict[str, int]]:
     """One after another; where the plan says so (unit["prestart"] = k), a unit's process starts
     once a unit at most k places before it measures (the first unit when fewer are before it; a
     resumed queue's finished units measure nothing), and waits at its gate until the device is free.
     after_last: what comes after the last unit (the spare processes) starts as a unit after it
     would, the last unit's k places on, but not before the first unit has ended (so that the files
-    that failed to import there are known), or once the last unit measures where it has no k."""
-    ahead_of_next = int(runners[-1].unit.get("prestart") or 1) if runners else 1
+    that failed to import there are known), or once the last unit measures where it has no k.
+    max_ahead: no k larger (the CPUs beside the measuring process)."""
+    def ahead_of(runner: UnitRunner) -> int:
+        k = int(runner.unit.get("prestart") or 0)  # plan.json of older runs: true/false
+        return min(k, max_ahead) if max_ahead is not None else k
+
+    ahead_of_next = (ahead_of(runners[-1]) or 1) if runners else 1
     start_next_at = max(min(1, len(runners) - 1), len(runners) - ahead_of_next)
     next_started = []
 
     def start_ahead(measuring: int) -> None:
         for i in range(measuring + 1, len(runners)):
-            ahead = int(runners[i].unit.get("prestart") or 0)  # plan.json of older runs: true/false
+            ahead = ahead_of(runners[i])
             if ahead > 0 and i - ahead <= measuring:
                 runners[i].prestart()
         # >=: the unit at start_next_at may have nothing left to measure (a resumed queue)
@@ -93,7 +100,11 @@ def run_in_turn(runners: List[UnitRunner], after_last: Optional[Callable[[], obj
     for j, runner in enumerate(runners):
         runner.on_measuring = functools.partial(start_ahead, j)
     try:
-        return {r.unit["unit_id"]: r.run() for r in runners}
+        counts = {}
+        for r in runners:
+            counts[r.unit["unit_id"]] = r.run()
+            r.discard_ahead()  # started ahead, its nodes taken by another unit first: stopped now
+        return counts
     finally:
         for r in runners:
             r.discard_ahead()

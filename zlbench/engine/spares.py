@@ -77,18 +77,22 @@ def beating(run_dir: Path, every_s: float = 10.0) -> Iterator[None]:
         thread.join()
 
 
-def spares_to_start(count: int, devices: int = 1) -> int:
-    """How many of a device's spare processes its job starts: one per CPU of its share beyond the
-    one measuring and the one a planned pass' start-up uses, at least one (on 2 CPUs, as many start
-    beside a measuring process as the planned passes' prestart starts). A local pool's jobs share
-    the host's CPUs (`devices` of them); a Slurm task has its own."""
+def cpu_share(devices: int = 1) -> int:
+    """The CPUs one device's job has: a local pool's jobs share the host's CPUs (`devices` of
+    them); a Slurm task has its own."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 2
     if not os.environ.get("SLURM_JOB_ID"):
         cpus //= max(1, devices)
-    return max(1, min(count, cpus - 2))
+    return max(1, cpus)
+
+
+def spares_to_start(count: int, devices: int = 1) -> int:
+    """How many of a device's spare processes its job starts: one per CPU of its share beyond the
+    one measuring and the one a planned pass' start-up uses, at least one."""
+    return max(1, min(count, cpu_share(devices) - 2))
 
 
 def spare_queues(plan, run_dir: Path, launcher_waits: bool,
