@@ -417,10 +417,14 @@ def test_each_pass_process_starts_while_the_one_before_measures_and_waits_at_its
         assert gate["t"] >= exited and gate["t"] - gate["reached"] == pytest.approx(gate["waited_s"], abs=0.01)
         starts = [e["t"] for e in after if e["event"] == "start"]
         assert starts and min(starts) >= exited
-    # Two ahead (PRESTART_AHEAD): a third pass starts while the first measures, so its start-up is
-    # hidden behind two passes, not one.
-    for q in queues:
-        assert first(q[2][1], "launch")["t"] < first(q[0][1], "exited")["t"]
+    # Two ahead (PRESTART_AHEAD) where the job has the CPUs for it: a third pass starts while the
+    # first measures, so its start-up is hidden behind two passes, not one (tests/test_run_in_turn.py
+    # has the order on any machine).
+    from zlbench.engine.spares import cpu_share
+
+    if cpu_share(2) >= 3:
+        for q in queues:
+            assert first(q[2][1], "launch")["t"] < first(q[0][1], "exited")["t"]
     rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     assert rows and all(r["status"] == "ok" and r["processes"] == 3 for r in rows)
     assert {r["op"] for r in rows} == {"exp", "softmax"}

@@ -206,7 +206,7 @@ class LauncherConf:
     # pool; Slurm allocates devices itself).
     device_lock: Optional[bool] = None
     # Start each pass' benchmark process while the pass two before it measures on the device
-    # (planning/plan.py PRESTART_AHEAD); it waits after collection until the device is free (null:
+    # (planning/plan.py PRESTART_AHEAD; one before on a job of 2 CPUs); it waits after collection until the device is free (null:
     # on for accelerators, off on the CPU, where the starting process would share the cores being
     # measured).
     prestart: Optional[bool] = None
