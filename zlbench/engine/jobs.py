@@ -37,7 +37,7 @@ def run_plain_units(units: List[dict], run_dir: str, deadline: Optional[float] =
     # real units' now): no spares then.
     fresh = spare_units and not choice_path(run_dir, spare_units[0]["device"]).exists()
     spares = [UnitRunner(u, run_dir, deadline, extra_env, fresh=True) for u in spare_units] if fresh else []
-    devices = len(load_plan(run_dir).get("devices") or [1])
+    devices = len(load_plan(run_dir).get("devices") or [1]) if units else 1  # a job with no units has no plan to read
     starting = spares[:spares_to_start(len(spares), devices)] if spares else []  # the others' start when chosen
     more: List[UnitRunner] = []
 
