@@ -23,7 +23,8 @@ class _Calls(list):
 
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setattr(host_draws, "counts", {"moved": 0, "fell_back": 0, "error": None})
+    monkeypatch.setattr(host_draws, "counts", {"moved": 0, "pinned": 0, "fell_back": 0, "error": None})
+    monkeypatch.setattr(host_draws, "_pinned_since_release", False)
     monkeypatch.setattr(_runtime, "in_timing_call", False)
 
 
@@ -65,6 +66,45 @@ def test_a_large_cpu_draw_is_made_on_the_device_and_returned_as_asked(sim):
     assert sim[1:] == ["simdev"] * 3 and host_draws.counts["moved"] == 4
     assert mask.dtype == torch.bool and int(shift.max()) < 8 and int(ranged.min()) >= 3
     assert all(t.device.type == "cpu" and t.shape == (1024, 1024) for t in (mask, shift, ranged))
+
+
+def test_a_moved_draw_comes_back_in_pinned_memory_which_a_nodes_end_gives_back(sim, monkeypatch):
+    """Pinned memory simulated at its allocation (this torch has none): the draw is copied into it,
+    values as drawn; release_pinned() empties torch's pinned cache once after such draws, not again."""
+    pinned, emptied = [], []
+
+    def pinned_empty(torch_, shape, dtype):
+        pinned.append(torch_.empty(shape, dtype=dtype))
+        return pinned[-1]
+
+    monkeypatch.setattr(host_draws, "_pinned_empty", pinned_empty)
+    monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: emptied.append(1), raising=False)
+    torch.manual_seed(3)
+    x = torch.randint(0, 1000, (BIG,), dtype=torch.int32)
+    assert len(pinned) == 1 and x is pinned[0] and x.dtype == torch.int32 and x.shape == (BIG,)
+    assert host_draws.counts["moved"] == 1 and host_draws.counts["pinned"] == 1
+    monkeypatch.setattr(host_draws, "_pinned_empty", _no_pinned_memory)
+    torch.manual_seed(3)
+    assert torch.equal(torch.randint(0, 1000, (BIG,), dtype=torch.int32), x)  # pageable: the same values
+    assert host_draws.counts["moved"] == 2 and host_draws.counts["pinned"] == 1
+    host_draws.release_pinned()
+    host_draws.release_pinned()  # nothing pinned since: nothing to give back
+    assert emptied == [1]
+
+
+def _no_pinned_memory(torch_, shape, dtype):
+    raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend")
+
+
+def test_without_pinned_memory_a_moved_draw_comes_back_pageable(sim, monkeypatch):
+    """This machine's torch has no pinned memory at all: the draw still moves, nothing is emptied."""
+    emptied = []
+    monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: emptied.append(1), raising=False)
+    x = torch.randint(0, 9, (BIG,))
+    assert x.device.type == "cpu" and not x.is_pinned()
+    assert host_draws.counts["moved"] == 1 and host_draws.counts["pinned"] == 0
+    host_draws.release_pinned()
+    assert emptied == []
 
 
 def test_a_nodes_moved_inputs_do_not_depend_on_what_else_drew_on_the_device(sim):

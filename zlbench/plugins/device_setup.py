@@ -117,6 +117,11 @@ def pytest_sessionstart(session):
     _runtime.emit("process", facts=facts)
 
 
+@pytest.hookimpl(trylast=True)  # once the node's own teardown has dropped its inputs
+def pytest_runtest_teardown(item, nextitem):
+    host_draws.release_pinned()
+
+
 @pytest.hookimpl(tryfirst=True)  # before the record plugin's session_end
 def pytest_sessionfinish(session, exitstatus):
     if host_draws.counts["moved"] or host_draws.counts["fell_back"]:
