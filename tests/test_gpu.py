@@ -50,7 +50,7 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
     assert all("made on cuda" in p.get("host_draws", "") for p in identity["processes"]), identity["processes"]
     events = [json.loads(x) for f in (res.run_dir / "units").glob("*/events.jsonl") for x in f.read_text().splitlines()]
     said = [e for e in events if e["event"] == "host_draws"]
-    assert said and all(e["moved"] >= 1 and e["pinned"] == e["moved"] and e["fell_back"] == 0 for e in said), said
+    assert said and all(e["moved"] >= 1 and e["pinned"] == e["moved"] and e["fell_back"] == 0 and not e["pinned_error"] for e in said), said
 
 
 def test_deny_list_skips_the_attempt(run_zlbench):

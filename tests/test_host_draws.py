@@ -11,10 +11,30 @@ import torch
 from zlbench.plugins import _runtime, host_draws, timing
 
 BIG = host_draws.MIN_NUMEL
+_REAL_PINNED_EMPTY = host_draws._pinned_empty  # before a fixture stands in for it
 
 
 def _scripted_draw(n: int):
     return torch.randint(0, 5, [n])
+
+
+class _OnSimDevice(torch.Tensor):
+    """A tensor on the simulated device: .cpu() gives a plain host tensor (a copy)."""
+
+    def cpu(self, *args, **kwargs):
+        return self.as_subclass(torch.Tensor).clone()
+
+
+class _PinnedStandIn(torch.Tensor):
+    """Host memory standing in for pinned memory (this torch has none): says it is pinned and notes
+    whether each copy into it blocked."""
+
+    def is_pinned(self, device=None):
+        return True
+
+    def copy_(self, src, non_blocking=False):
+        self.non_blocking_copies.append(non_blocking)
+        return super().copy_(src.as_subclass(torch.Tensor), non_blocking=non_blocking)
 
 
 class _Calls(list):
@@ -23,8 +43,10 @@ class _Calls(list):
 
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setattr(host_draws, "counts", {"moved": 0, "pinned": 0, "fell_back": 0, "error": None})
-    monkeypatch.setattr(host_draws, "_pinned_since_release", False)
+    monkeypatch.setattr(host_draws, "counts", {"moved": 0, "pinned": 0, "fell_back": 0, "error": None,
+                                               "pinned_error": None})
+    monkeypatch.setattr(host_draws, "_pinning", True)
+    monkeypatch.setattr(host_draws, "_pinned_used", False)
     monkeypatch.setattr(_runtime, "in_timing_call", False)
 
 
@@ -41,6 +63,7 @@ def sim(monkeypatch, fresh):
         if kwargs.get("device") == "simdev":
             assert not kwargs.get("requires_grad"), "a device draw is made without requires_grad"
             kwargs = {**kwargs, "device": "cpu", "generator": kwargs.get("generator") or device_default}
+            return real(*args, **kwargs).as_subclass(_OnSimDevice)
         return real(*args, **kwargs)
 
     calls.device_default = device_default
@@ -68,43 +91,94 @@ def test_a_large_cpu_draw_is_made_on_the_device_and_returned_as_asked(sim):
     assert all(t.device.type == "cpu" and t.shape == (1024, 1024) for t in (mask, shift, ranged))
 
 
-def test_a_moved_draw_comes_back_in_pinned_memory_which_a_nodes_end_gives_back(sim, monkeypatch):
-    """Pinned memory simulated at its allocation (this torch has none): the draw is copied into it,
-    values as drawn; release_pinned() empties torch's pinned cache once after such draws, not again."""
-    pinned, emptied = [], []
+@pytest.fixture
+def pinning(monkeypatch):
+    """Pinned memory and its cache simulated at torch's boundary: returns what was pinned and how
+    often the cache was emptied."""
+    seen = types.SimpleNamespace(pinned=[], emptied=[])
 
     def pinned_empty(torch_, shape, dtype):
-        pinned.append(torch_.empty(shape, dtype=dtype))
-        return pinned[-1]
+        host = torch_.empty(shape, dtype=dtype).as_subclass(_PinnedStandIn)
+        host.non_blocking_copies = []
+        seen.pinned.append(host)
+        return host
 
     monkeypatch.setattr(host_draws, "_pinned_empty", pinned_empty)
-    monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: emptied.append(1), raising=False)
+    monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_: lambda: seen.emptied.append(1))
+    return seen
+
+
+def test_a_moved_draw_comes_back_pinned_and_each_items_end_empties_the_cache(sim, pinning):
     torch.manual_seed(3)
     x = torch.randint(0, 1000, (BIG,), dtype=torch.int32)
-    assert len(pinned) == 1 and x is pinned[0] and x.dtype == torch.int32 and x.shape == (BIG,)
+    assert pinning.pinned == [x] and x.non_blocking_copies == [False]  # blocking: the values are there
+    assert x.dtype == torch.int32 and x.shape == (BIG,) and int(x.max()) < 1000
     assert host_draws.counts["moved"] == 1 and host_draws.counts["pinned"] == 1
-    monkeypatch.setattr(host_draws, "_pinned_empty", _no_pinned_memory)
+    host_draws.release_pinned()
+    host_draws.release_pinned()  # an item whose inputs a fixture freed after the first
+    assert pinning.emptied == [1, 1]
     torch.manual_seed(3)
-    assert torch.equal(torch.randint(0, 1000, (BIG,), dtype=torch.int32), x)  # pageable: the same values
-    assert host_draws.counts["moved"] == 2 and host_draws.counts["pinned"] == 1
+    host_draws._pinning = False  # the same draw, copied back pageable: the same values
+    y = torch.randint(0, 1000, (BIG,), dtype=torch.int32)
+    assert type(y) is torch.Tensor and torch.equal(y, x.as_subclass(torch.Tensor))
+
+
+def test_a_process_that_never_pinned_empties_nothing(sim, pinning):
     host_draws.release_pinned()
-    host_draws.release_pinned()  # nothing pinned since: nothing to give back
-    assert emptied == [1]
+    assert pinning.emptied == []
 
 
-def _no_pinned_memory(torch_, shape, dtype):
-    raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend")
-
-
-def test_without_pinned_memory_a_moved_draw_comes_back_pageable(sim, monkeypatch):
-    """This machine's torch has no pinned memory at all: the draw still moves, nothing is emptied."""
-    emptied = []
-    monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: emptied.append(1), raising=False)
+@pytest.mark.parametrize("how", ["no pinned memory", "not pinned after all", "no way to empty the cache"])
+def test_where_pinning_fails_or_could_not_be_undone_the_draw_comes_back_pageable(sim, pinning, monkeypatch, how):
+    if how == "no pinned memory":  # this machine's torch, as it is
+        monkeypatch.setattr(host_draws, "_pinned_empty", _REAL_PINNED_EMPTY)
+    elif how == "not pinned after all":  # a backend that ignores pin_memory
+        monkeypatch.setattr(host_draws, "_pinned_empty", lambda torch_, shape, dtype: torch_.empty(shape, dtype=dtype))
+    else:
+        monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_: None)
     x = torch.randint(0, 9, (BIG,))
-    assert x.device.type == "cpu" and not x.is_pinned()
+    assert type(x) is torch.Tensor and x.device.type == "cpu" and not x.is_pinned()
     assert host_draws.counts["moved"] == 1 and host_draws.counts["pinned"] == 0
+    assert (host_draws.counts["pinned_error"] is not None) == (how == "no pinned memory")
+    if how == "no way to empty the cache":
+        assert pinning.pinned == []  # not even tried: its blocks would stay cached for good
     host_draws.release_pinned()
-    assert emptied == []
+    assert pinning.emptied == []
+
+
+def test_a_cache_that_cannot_be_emptied_stops_the_pinning(sim, pinning, monkeypatch):
+    torch.randint(0, 9, (BIG,))
+    monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_: lambda: 1 / 0)
+    host_draws.release_pinned()
+    assert "ZeroDivisionError" in host_draws.counts["pinned_error"]
+    y = torch.randint(0, 9, (BIG,))
+    assert len(pinning.pinned) == 1 and type(y) is torch.Tensor and host_draws.counts["moved"] == 2
+
+
+def test_the_real_copy_back_asks_for_pinned_host_memory_whatever_the_default_device(fresh):
+    """This torch has no pinned memory: the real _pinned_empty says so (under a default device too,
+    it asks for the CPU, not that device), and the seed of a device draw's generator comes from the
+    CPU's generator."""
+    torch.set_default_device("meta")
+    try:
+        with pytest.raises(RuntimeError, match="pin"):
+            host_draws._pinned_empty(torch, (4,), torch.int32)
+        torch.manual_seed(5)
+        seeded = host_draws._device_generator(torch, "cpu").initial_seed()
+    finally:
+        torch.set_default_device(None)
+    torch.manual_seed(5)
+    assert seeded == int(torch.empty((), dtype=torch.int64).random_())
+
+
+def test_an_items_end_gives_the_pinned_cache_back(monkeypatch):
+    """device_setup's hook, run by pytest after each item's teardown."""
+    from zlbench.plugins import device_setup
+
+    released = []
+    monkeypatch.setattr(host_draws, "release_pinned", lambda: released.append(1))
+    device_setup.pytest_runtest_logfinish("benchmark/test_x.py::test_x", ("benchmark/test_x.py", 0, "test_x"))
+    assert released == [1]
 
 
 def test_a_nodes_moved_inputs_do_not_depend_on_what_else_drew_on_the_device(sim):

@@ -21,6 +21,8 @@ import time
 
 import torch
 
+from zlbench.plugins.host_draws import _host_cache_emptier
+
 
 def timed(fn) -> float:
     torch.cuda.synchronize()
@@ -68,12 +70,12 @@ def main() -> None:
                                   "s": round(timed(fn), 3)}), flush=True)
     # What a node's end gives back (plugins/host_draws.release_pinned): the pinned cache, emptied.
     stats = getattr(torch.cuda, "host_memory_stats", None)
-    cached = (lambda: stats().get("reserved_bytes.current")) if stats else (lambda: None)
+    cached = (lambda: stats().get("allocated_bytes.current")) if stats else (lambda: None)
     before = cached()
-    empty = getattr(torch._C, "_host_emptyCache", None)
+    empty = _host_cache_emptier(torch)
     if empty is not None:
         empty()
-    print(json.dumps({"host_emptyCache": empty is not None, "pinned_cached_before": before,
+    print(json.dumps({"emptier": getattr(empty, "__qualname__", None), "pinned_cached_before": before,
                       "pinned_cached_after": cached()}), flush=True)
 
 

@@ -117,8 +117,8 @@ def pytest_sessionstart(session):
     _runtime.emit("process", facts=facts)
 
 
-@pytest.hookimpl(trylast=True)  # once the node's own teardown has dropped its inputs
-def pytest_runtest_teardown(item, nextitem):
+def pytest_runtest_logfinish(nodeid, location):
+    # After the item's teardown has dropped its arguments (also where a finalizer raised).
     host_draws.release_pinned()
 
 

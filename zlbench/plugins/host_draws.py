@@ -8,13 +8,17 @@ such shapes a dtype, two dtypes). A plain run pays that in every one of a row's 
 FlagGems' runner pays it once (benchmarks/gpu/RESULTS.md, thirty-first session).
 
 Here such a draw (torch.randint aimed at the CPU, at least MIN_NUMEL elements) is made on the run's
-device and copied back into pinned (page-locked) host memory where the backend has it: the copy back
-and the corpus' copy over then run at the bus' speed, and torch's pinned-memory cache serves a
-node's later draws of the same size without allocating (2^30 int32 on an H200 host: 9.9 s drawn on
-the CPU and copied over, 3.3 s through pageable memory, 1.8 s through pinned memory the first time,
-0.16 s after; benchmarks/gpu/host_draws_copy.py). That cache is emptied when a node ends, so a
-process holds no pinned memory between nodes. The caller gets what it asked for: a CPU tensor of
-that shape, dtype and range, a leaf with requires_grad as asked (its is_pinned() says True). It comes from a generator of its own on the device,
+device and copied back, into pinned (page-locked) host memory where the backend allocates it and
+torch can empty its pinned-memory cache: the copy back and the corpus' copy over then run at the
+bus' speed, and the cache serves a node's later draws of the same size without allocating (2^30
+int32 on an H200 host: 9.9 s drawn on the CPU and copied over, 3.3 s through pageable memory, 1.8 s
+through pinned memory the first time, 0.16 s after; benchmarks/gpu/host_draws_copy.py). The cache
+is emptied when each test item ends, once its inputs are dropped, so a process holds no cached
+pinned memory between nodes (tensors a fixture keeps alive stay pinned while it keeps them). Where
+pinning fails, or the cache cannot be emptied, the copy back is pageable, and the `host_draws`
+event says why. The caller gets what it asked for: a CPU tensor of that shape, dtype and range, a
+leaf with requires_grad as asked (pinned: `x.to(device, non_blocking=True)` then really is
+asynchronous, as for any pinned tensor; FlagGems' benchmarks copy blocking). It comes from a generator of its own on the device,
 seeded from the CPU's generator (which advances by one draw), so a node's inputs are the same in
 each of its processes whatever the device's own generator did meanwhile (an op that draws on the
 device, timed directly, advances it by a different number of calls in each process).
@@ -40,10 +44,11 @@ MIN_NUMEL = 1 << 20
 _PASSED_ON = frozenset({"dtype", "device", "requires_grad", "low", "high", "size"})
 
 _original: Optional[Callable] = None
-# moved: draws made on the device; pinned: of those, copied back into pinned memory.
-counts: Dict[str, Any] = {"moved": 0, "pinned": 0, "fell_back": 0, "error": None}
-_pinned_since_release = False
-
+# moved: draws made on the device; pinned: of those, copied back into pinned memory; pinned_error:
+# why a copy back could not be pinned, or the pinned cache not emptied (pinning then stops).
+counts: Dict[str, Any] = {"moved": 0, "pinned": 0, "fell_back": 0, "error": None, "pinned_error": None}
+_pinning = True  # off once the pinned cache could not be emptied
+_pinned_used = False  # once a draw came back pinned, each item's end empties the cache
 
 def _size(args: tuple, kwargs: Dict[str, Any]) -> Optional[tuple]:
     """The shape randint(high, size) / randint(low, high, size) / size= asks for, or None where it
@@ -77,41 +82,54 @@ def _capturing(torch, device_type: str) -> bool:
 def _device_generator(torch, device_type: str):
     """A generator on the device, seeded from the CPU's default generator."""
     generator = torch.Generator(device=device_type)
-    generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_()))
+    # "cpu" named: under torch.set_default_device the seed would come from that device's generator
+    generator.manual_seed(int(torch.empty((), dtype=torch.int64, device="cpu").random_()))
     return generator
 
 
+def _host_cache_emptier(torch) -> Optional[Callable[[], None]]:
+    """What empties torch's pinned-memory cache: the accelerator API (any backend that registers its
+    host allocator), else CUDA's own; None in a torch with neither."""
+    return (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
+            or getattr(torch._C, "_host_emptyCache", None))
+
+
 def _pinned_empty(torch, shape, dtype):
-    return torch.empty(shape, dtype=dtype, pin_memory=True)
+    return torch.empty(shape, dtype=dtype, device="cpu", pin_memory=True)
 
 
 def _copy_back(torch, drawn):
-    """The device's draw on the host: in pinned memory where the backend allocates it, else pageable."""
-    global _pinned_since_release
-    try:
-        host = _pinned_empty(torch, drawn.shape, drawn.dtype)
-    except Exception:  # no pinned memory here (a backend without it, the lock limit): pageable
+    """The device's draw on the host: pinned where that works and its cache can be emptied (a block
+    left cached would stay until the process ends), else pageable."""
+    global _pinned_used
+    host = None
+    if _pinning and _host_cache_emptier(torch) is not None:
+        try:
+            host = _pinned_empty(torch, drawn.shape, drawn.dtype)
+        except Exception as e:  # a backend without pinned memory, the host's limit
+            counts["pinned_error"] = counts["pinned_error"] or f"{type(e).__name__}: {e}"[:300]
+    if host is None:
         return drawn.cpu()
-    host.copy_(drawn)  # a blocking copy: the values are there when the caller reads them
-    counts["pinned"] += 1
-    _pinned_since_release = True
+    host.copy_(drawn)  # blocking: the values are there when the caller reads them
+    if host.is_pinned():
+        counts["pinned"] += 1
+        _pinned_used = True
     return host
 
 
 def release_pinned() -> None:
-    """Give the pinned memory that moved draws left in torch's cache back to the system (a node's end)."""
-    global _pinned_since_release
-    if not _pinned_since_release:
+    """Give the pinned memory that moved draws left in torch's cache back to the system (an item's
+    end). Where that fails, later draws come back pageable."""
+    global _pinning
+    if not _pinned_used:
         return
-    _pinned_since_release = False
     import torch
 
-    empty = getattr(torch._C, "_host_emptyCache", None)
     try:
-        if empty is not None:
-            empty()
-    except Exception:  # a torch whose cache cannot be emptied keeps it until the process ends
-        pass
+        _host_cache_emptier(torch)()
+    except Exception as e:
+        _pinning = False
+        counts["pinned_error"] = counts["pinned_error"] or f"emptying the pinned cache: {type(e).__name__}: {e}"[:300]
 
 
 def _wrap(torch, original: Callable, device_type: str) -> Callable:
