@@ -46,6 +46,7 @@ def fresh(monkeypatch):
     monkeypatch.setattr(host_draws, "counts", {"moved": 0, "pinned": 0, "fell_back": 0, "error": None,
                                                "pinned_error": None})
     monkeypatch.setattr(host_draws, "_pinning", True)
+    monkeypatch.setattr(host_draws, "_emptier", None)
     monkeypatch.setattr(host_draws, "_pinned_used", False)
     monkeypatch.setattr(_runtime, "in_timing_call", False)
 
@@ -104,7 +105,7 @@ def pinning(monkeypatch):
         return host
 
     monkeypatch.setattr(host_draws, "_pinned_empty", pinned_empty)
-    monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_: lambda: seen.emptied.append(1))
+    monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_, device: lambda: seen.emptied.append(device))
     return seen
 
 
@@ -114,9 +115,10 @@ def test_a_moved_draw_comes_back_pinned_and_each_items_end_empties_the_cache(sim
     assert pinning.pinned == [x] and x.non_blocking_copies == [False]  # blocking: the values are there
     assert x.dtype == torch.int32 and x.shape == (BIG,) and int(x.max()) < 1000
     assert host_draws.counts["moved"] == 1 and host_draws.counts["pinned"] == 1
+    assert len(pinning.emptied) == 1  # tried once before the first pin: it works here
     host_draws.release_pinned()
     host_draws.release_pinned()  # an item whose inputs a fixture freed after the first
-    assert pinning.emptied == [1, 1]
+    assert len(pinning.emptied) == 3 and host_draws.counts["pinned_error"] is None
     torch.manual_seed(3)
     host_draws._pinning = False  # the same draw, copied back pageable: the same values
     y = torch.randint(0, 1000, (BIG,), dtype=torch.int32)
@@ -128,27 +130,30 @@ def test_a_process_that_never_pinned_empties_nothing(sim, pinning):
     assert pinning.emptied == []
 
 
-@pytest.mark.parametrize("how", ["no pinned memory", "not pinned after all", "no way to empty the cache"])
+@pytest.mark.parametrize("how", ["no pinned memory", "not pinned after all", "no way to empty the cache",
+                                 "emptying fails"])
 def test_where_pinning_fails_or_could_not_be_undone_the_draw_comes_back_pageable(sim, pinning, monkeypatch, how):
     if how == "no pinned memory":  # this machine's torch, as it is
         monkeypatch.setattr(host_draws, "_pinned_empty", _REAL_PINNED_EMPTY)
     elif how == "not pinned after all":  # a backend that ignores pin_memory
         monkeypatch.setattr(host_draws, "_pinned_empty", lambda torch_, shape, dtype: torch_.empty(shape, dtype=dtype))
+    elif how == "no way to empty the cache":  # e.g. torch_npu's pinned memory
+        monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_, device: None)
     else:
-        monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_: None)
+        monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_, device: lambda: 1 / 0)
     x = torch.randint(0, 9, (BIG,))
     assert type(x) is torch.Tensor and x.device.type == "cpu" and not x.is_pinned()
     assert host_draws.counts["moved"] == 1 and host_draws.counts["pinned"] == 0
-    assert (host_draws.counts["pinned_error"] is not None) == (how == "no pinned memory")
-    if how == "no way to empty the cache":
+    assert host_draws.counts["pinned_error"], "the event says why nothing was pinned"
+    if how in ("no way to empty the cache", "emptying fails"):
         assert pinning.pinned == []  # not even tried: its blocks would stay cached for good
     host_draws.release_pinned()
-    assert pinning.emptied == []
+    assert len(pinning.emptied) == (how in ("no pinned memory", "not pinned after all"))  # the first try
 
 
 def test_a_cache_that_cannot_be_emptied_stops_the_pinning(sim, pinning, monkeypatch):
     torch.randint(0, 9, (BIG,))
-    monkeypatch.setattr(host_draws, "_host_cache_emptier", lambda torch_: lambda: 1 / 0)
+    monkeypatch.setattr(host_draws, "_emptier", lambda: 1 / 0)  # worked once, fails now
     host_draws.release_pinned()
     assert "ZeroDivisionError" in host_draws.counts["pinned_error"]
     y = torch.randint(0, 9, (BIG,))
@@ -169,6 +174,20 @@ def test_the_real_copy_back_asks_for_pinned_host_memory_whatever_the_default_dev
         torch.set_default_device(None)
     torch.manual_seed(5)
     assert seeded == int(torch.empty((), dtype=torch.int64).random_())
+
+
+def test_only_devices_whose_pinned_cache_torch_can_empty_pin(monkeypatch):
+    """CUDA (and ROCm's "cuda") uses its own emptier, else the accelerator API, as XPU does; torch_npu
+    and torch_musa pin through allocators that torch's emptiers do not reach."""
+    accelerator_api = getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
+    for device in ("npu", "musa", "cpu", "privateuseone"):
+        assert host_draws._host_cache_emptier(torch, device) is None
+    assert host_draws._host_cache_emptier(torch, "xpu") is accelerator_api
+    monkeypatch.delattr(torch._C, "_host_emptyCache", raising=False)
+    assert host_draws._host_cache_emptier(torch, "cuda") is accelerator_api
+    own = lambda: None  # noqa: E731
+    monkeypatch.setattr(torch._C, "_host_emptyCache", own, raising=False)
+    assert host_draws._host_cache_emptier(torch, "cuda") is own
 
 
 def test_an_items_end_gives_the_pinned_cache_back(monkeypatch):

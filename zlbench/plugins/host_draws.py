@@ -13,10 +13,11 @@ torch can empty its pinned-memory cache: the copy back and the corpus' copy over
 bus' speed, and the cache serves a node's later draws of the same size without allocating (2^30
 int32 on an H200 host: 9.9 s drawn on the CPU and copied over, 3.3 s through pageable memory, 1.8 s
 through pinned memory the first time, 0.16 s after; benchmarks/gpu/host_draws_copy.py). The cache
-is emptied when each test item ends, once its inputs are dropped, so a process holds no cached
-pinned memory between nodes (tensors a fixture keeps alive stay pinned while it keeps them). Where
-pinning fails, or the cache cannot be emptied, the copy back is pageable, and the `host_draws`
-event says why. The caller gets what it asked for: a CPU tensor of that shape, dtype and range, a
+is emptied when each test item ends, after pytest drops its arguments, so a process holds no cached
+pinned memory between nodes (tensors a fixture, or a failed item's traceback, keeps alive are given
+back one item later). Pinned only on PINNED_DEVICES (CUDA, ROCm, XPU), where torch can empty that
+cache; elsewhere, or where pinning or emptying fails, the copy back is pageable, and the
+`host_draws` event says why (`pinned_error`). The caller gets what it asked for: a CPU tensor of that shape, dtype and range, a
 leaf with requires_grad as asked (pinned: `x.to(device, non_blocking=True)` then really is
 asynchronous, as for any pinned tensor; FlagGems' benchmarks copy blocking). It comes from a generator of its own on the device,
 seeded from the CPU's generator (which advances by one draw), so a node's inputs are the same in
@@ -47,7 +48,12 @@ _original: Optional[Callable] = None
 # moved: draws made on the device; pinned: of those, copied back into pinned memory; pinned_error:
 # why a copy back could not be pinned, or the pinned cache not emptied (pinning then stops).
 counts: Dict[str, Any] = {"moved": 0, "pinned": 0, "fell_back": 0, "error": None, "pinned_error": None}
-_pinning = True  # off once the pinned cache could not be emptied
+# The devices whose pinned-memory cache torch itself can empty: CUDA (ROCm's torch device too) and
+# XPU. torch_npu and torch_musa pin through host allocators of their own that torch's emptiers do
+# not reach (and on some torch builds the accelerator API crashes for a backend without one).
+PINNED_DEVICES = frozenset({"cuda", "xpu"})
+_pinning = True  # off where the pinned cache cannot be emptied
+_emptier: Optional[Callable[[], None]] = None  # what empties it, once tried
 _pinned_used = False  # once a draw came back pinned, each item's end empties the cache
 
 def _size(args: tuple, kwargs: Dict[str, Any]) -> Optional[tuple]:
@@ -87,11 +93,37 @@ def _device_generator(torch, device_type: str):
     return generator
 
 
-def _host_cache_emptier(torch) -> Optional[Callable[[], None]]:
-    """What empties torch's pinned-memory cache: the accelerator API (any backend that registers its
-    host allocator), else CUDA's own; None in a torch with neither."""
-    return (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
-            or getattr(torch._C, "_host_emptyCache", None))
+def _host_cache_emptier(torch, device_type: str) -> Optional[Callable[[], None]]:
+    """What empties torch's pinned-memory cache for `device_type`: CUDA's own, else the accelerator
+    API; None for a device outside PINNED_DEVICES or a torch with neither."""
+    if device_type not in PINNED_DEVICES:
+        return None
+    own = getattr(torch._C, "_host_emptyCache", None) if device_type == "cuda" else None
+    return own or getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
+
+
+def _not_pinned(why: str) -> None:
+    global _pinning
+    _pinning = False
+    counts["pinned_error"] = counts["pinned_error"] or why[:300]
+
+
+def _pinning_emptier(torch, device_type: str) -> Optional[Callable[[], None]]:
+    """The pinned cache's emptier, called once before anything is pinned (emptying an empty cache
+    costs nothing), so that where it fails nothing is left cached; None: copy back pageable."""
+    global _emptier
+    if _pinning and _emptier is None:
+        candidate = _host_cache_emptier(torch, device_type)
+        if candidate is None:
+            _not_pinned(f"torch cannot empty a pinned-memory cache on {device_type}: copied back pageable")
+            return None
+        try:
+            candidate()
+        except Exception as e:
+            _not_pinned(f"emptying the pinned cache: {type(e).__name__}: {e}")
+            return None
+        _emptier = candidate
+    return _emptier if _pinning else None
 
 
 def _pinned_empty(torch, shape, dtype):
@@ -103,7 +135,7 @@ def _copy_back(torch, drawn):
     left cached would stay until the process ends), else pageable."""
     global _pinned_used
     host = None
-    if _pinning and _host_cache_emptier(torch) is not None:
+    if _pinning_emptier(torch, drawn.device.type) is not None:
         try:
             host = _pinned_empty(torch, drawn.shape, drawn.dtype)
         except Exception as e:  # a backend without pinned memory, the host's limit
@@ -114,22 +146,20 @@ def _copy_back(torch, drawn):
     if host.is_pinned():
         counts["pinned"] += 1
         _pinned_used = True
+    else:
+        counts["pinned_error"] = counts["pinned_error"] or "pin_memory=True gave pageable memory"
     return host
 
 
 def release_pinned() -> None:
     """Give the pinned memory that moved draws left in torch's cache back to the system (an item's
     end). Where that fails, later draws come back pageable."""
-    global _pinning
-    if not _pinned_used:
+    if not _pinned_used or _emptier is None:
         return
-    import torch
-
     try:
-        _host_cache_emptier(torch)()
+        _emptier()
     except Exception as e:
-        _pinning = False
-        counts["pinned_error"] = counts["pinned_error"] or f"emptying the pinned cache: {type(e).__name__}: {e}"[:300]
+        _not_pinned(f"emptying the pinned cache: {type(e).__name__}: {e}")
 
 
 def _wrap(torch, original: Callable, device_type: str) -> Callable:
