@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from zlbench.plugins.host_draws import _host_cache_emptier
+from zlbench.plugins.host_draws import _host_cache_emptier, _pinned_empty
 
 
 def timed(fn) -> float:
@@ -49,7 +49,7 @@ def ways(numel: int, dtype: torch.dtype):
 
     def dev_pin_h2d():
         d = torch.randint(lo, hi, (numel,), dtype=dtype, device=dev)
-        h = torch.empty((numel,), dtype=dtype, pin_memory=True)
+        h = _pinned_empty(torch, (numel,), dtype)  # as plugins/host_draws.py allocates it
         h.copy_(d)
         del d
         return h.to(dev)
@@ -72,7 +72,7 @@ def main() -> None:
     stats = getattr(torch.cuda, "host_memory_stats", None)
     cached = (lambda: stats().get("allocated_bytes.current")) if stats else (lambda: None)
     before = cached()
-    empty = _host_cache_emptier(torch)
+    empty = _host_cache_emptier(torch, "cuda")
     if empty is not None:
         empty()
     print(json.dumps({"emptier": getattr(empty, "__qualname__", None), "pinned_cached_before": before,
