@@ -47,7 +47,6 @@ def fresh(monkeypatch):
                                                "pinned_error": None})
     monkeypatch.setattr(host_draws, "_pinning", True)
     monkeypatch.setattr(host_draws, "_emptier", None)
-    monkeypatch.setattr(host_draws, "_pinned_used", False)
     monkeypatch.setattr(_runtime, "in_timing_call", False)
 
 

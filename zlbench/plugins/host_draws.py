@@ -8,21 +8,22 @@ such shapes a dtype, two dtypes). A plain run pays that in every one of a row's 
 FlagGems' runner pays it once (benchmarks/gpu/RESULTS.md, thirty-first session).
 
 Here such a draw (torch.randint aimed at the CPU, at least MIN_NUMEL elements) is made on the run's
-device and copied back, into pinned (page-locked) host memory where the backend allocates it and
-torch can empty its pinned-memory cache: the copy back and the corpus' copy over then run at the
-bus' speed, and the cache serves a node's later draws of the same size without allocating (2^30
-int32 on an H200 host: 9.9 s drawn on the CPU and copied over, 3.3 s through pageable memory, 1.8 s
-through pinned memory the first time, 0.16 s after; benchmarks/gpu/host_draws_copy.py). The cache
-is emptied when each test item ends, after pytest drops its arguments, so a process holds no cached
-pinned memory between nodes (tensors a fixture, or a failed item's traceback, keeps alive are given
-back one item later). Pinned only on PINNED_DEVICES (CUDA, ROCm, XPU), where torch can empty that
-cache; elsewhere, or where pinning or emptying fails, the copy back is pageable, and the
-`host_draws` event says why (`pinned_error`). The caller gets what it asked for: a CPU tensor of that shape, dtype and range, a
-leaf with requires_grad as asked (pinned: `x.to(device, non_blocking=True)` then really is
-asynchronous, as for any pinned tensor; FlagGems' benchmarks copy blocking). It comes from a generator of its own on the device,
-seeded from the CPU's generator (which advances by one draw), so a node's inputs are the same in
-each of its processes whatever the device's own generator did meanwhile (an op that draws on the
-device, timed directly, advances it by a different number of calls in each process).
+device and copied back. On PINNED_DEVICES (CUDA, ROCm, XPU) it comes back in pinned (page-locked)
+host memory: the copy back and the corpus' copy over then run at the bus' speed, and torch's pinned
+cache serves a node's later draws of the same size without allocating (2^30 int32 on an H200 host:
+9.9 s drawn on the CPU and copied over, 3.3 s through pageable memory, 1.8 s through pinned memory
+the first time, 0.16 s after; benchmarks/gpu/host_draws_copy.py). That cache is emptied when each
+test item ends, after pytest drops its arguments, so a process holds no cached pinned memory
+between nodes (tensors a fixture, or a failed item's traceback, keeps alive are given back one item
+later). Elsewhere, or where pinning or emptying fails, the copy back is pageable, and the
+`host_draws` event says why (`pinned_error`).
+
+The caller gets what it asked for: a CPU tensor of that shape, dtype and range, a leaf with
+requires_grad as asked (pinned: `x.to(device, non_blocking=True)` then really is asynchronous, as
+for any pinned tensor; FlagGems' benchmarks copy blocking). It comes from a generator of its own on
+the device, seeded from the CPU's generator (which advances by one draw), so a node's inputs are the
+same in each of its processes whatever the device's own generator did meanwhile (an op that draws
+on the device, timed directly, advances it by a different number of calls in each process).
 
 Left as the corpus wrote them: draws inside a timing call or a graph capture (the op's own), draws
 whose call names a generator, an output, pinned memory, a layout or names, and torch.randn/rand
@@ -54,7 +55,12 @@ counts: Dict[str, Any] = {"moved": 0, "pinned": 0, "fell_back": 0, "error": None
 PINNED_DEVICES = frozenset({"cuda", "xpu"})
 _pinning = True  # off where the pinned cache cannot be emptied
 _emptier: Optional[Callable[[], None]] = None  # what empties it, once tried
-_pinned_used = False  # once a draw came back pinned, each item's end empties the cache
+
+
+def _first(key: str, why: str) -> None:
+    """Keep the first reason of its kind for the host_draws event."""
+    counts[key] = counts[key] or why[:300]
+
 
 def _size(args: tuple, kwargs: Dict[str, Any]) -> Optional[tuple]:
     """The shape randint(high, size) / randint(low, high, size) / size= asks for, or None where it
@@ -105,7 +111,7 @@ def _host_cache_emptier(torch, device_type: str) -> Optional[Callable[[], None]]
 def _not_pinned(why: str) -> None:
     global _pinning
     _pinning = False
-    counts["pinned_error"] = counts["pinned_error"] or why[:300]
+    _first("pinned_error", why)
 
 
 def _pinning_emptier(torch, device_type: str) -> Optional[Callable[[], None]]:
@@ -133,28 +139,26 @@ def _pinned_empty(torch, shape, dtype):
 def _copy_back(torch, drawn):
     """The device's draw on the host: pinned where that works and its cache can be emptied (a block
     left cached would stay until the process ends), else pageable."""
-    global _pinned_used
     host = None
     if _pinning_emptier(torch, drawn.device.type) is not None:
         try:
             host = _pinned_empty(torch, drawn.shape, drawn.dtype)
         except Exception as e:  # a backend without pinned memory, the host's limit
-            counts["pinned_error"] = counts["pinned_error"] or f"{type(e).__name__}: {e}"[:300]
+            _first("pinned_error", f"{type(e).__name__}: {e}")
     if host is None:
         return drawn.cpu()
     host.copy_(drawn)  # blocking: the values are there when the caller reads them
     if host.is_pinned():
         counts["pinned"] += 1
-        _pinned_used = True
     else:
-        counts["pinned_error"] = counts["pinned_error"] or "pin_memory=True gave pageable memory"
+        _first("pinned_error", "pin_memory=True gave pageable memory")
     return host
 
 
 def release_pinned() -> None:
     """Give the pinned memory that moved draws left in torch's cache back to the system (an item's
     end). Where that fails, later draws come back pageable."""
-    if not _pinned_used or _emptier is None:
+    if not counts["pinned"] or _emptier is None:
         return
     try:
         _emptier()
@@ -176,7 +180,7 @@ def _wrap(torch, original: Callable, device_type: str) -> Callable:
                                                        "generator": _device_generator(torch, device_type)}))
         except Exception as e:  # the device cannot draw this (a dtype, memory): the CPU as asked
             counts["fell_back"] += 1
-            counts["error"] = counts["error"] or f"{type(e).__name__}: {e}"[:300]
+            _first("error", f"{type(e).__name__}: {e}")
             return original(*args, **kwargs)
         counts["moved"] += 1
         return out.requires_grad_(True) if requires_grad else out
