@@ -19,7 +19,7 @@ SMI_OUTPUT_ENV = "ZLBENCH_SMI_OUTPUT"
 # (CACHE_INVALIDATING_ENV_VARS and CACHE_NEUTRAL_ENV_VARS, read by tools::getBoolEnv/getStrEnv in
 # the C++ passes; older releases also USE_TTGIR_LOC) and python/triton/knobs.py; FlagTree's
 # (flagos-ai/FlagTree) GetEnv.hpp adds LLVM_EXTRACT_DI_LOCAL_VARIABLES and TRITON_* ones.
-# TRITON_* and FLAGTREE_* are recorded by prefix too (identity.COMMON_SWITCH).
+# TRITON_* and FLAGTREE_* are recorded by prefix too (planning/switches.py: COMMON_SWITCH).
 TRITON_ENV: Tuple[str, ...] = (
     # read in C++ (GetEnv.hpp)
     "AMDGCN_ENABLE_DUMP", "AMDGCN_USE_BUFFER_OPS", "DISABLE_FAST_REDUCTION", "DISABLE_LLVM_OPT",

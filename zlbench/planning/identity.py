@@ -12,14 +12,14 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from zlbench import __version__
 from zlbench._version_info import dist_version, git_commit, package_commit
 from zlbench.backends import DeviceBackend
-from zlbench.config.schema import shipped_axis_vars
 from zlbench.config.secrets import scrub
 from zlbench.planning.plan import Plan
+from zlbench.planning.switches import named_env, switch_env
 from zlbench.results.identity_layout import hashed_fields
 
 # Config keys that say how to run, not what is measured: excluded from the hash. `identity` names
@@ -33,19 +33,6 @@ NOT_CALIBER += ("share_kernels",)
 LIMITS = ("run_timeout_s", "time_min", "prestart")
 # Config keys recorded at the top of the identity instead, as the run resolved them.
 PROMOTED = ("timer", "autotune")
-# Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
-COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
-
-
-def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterable[str] = ()) -> Dict[str, str]:
-    """The set variables that can change a number: by prefix, the backend's list, the switches of
-    the shipped A/B axes, and named ones (identity.env, the A/B axis' variables)."""
-    prefixes = tuple(backend.switch_env_prefixes)
-    listed = set(backend.identity_env) | set(shipped_axis_vars()) | set(named)
-    return {k: v for k, v in sorted(environ.items())
-            if k in listed or COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
-
-
 def recorded_switch_env(cfg: Mapping[str, Any], plan: Plan, backend: DeviceBackend,
                         environ: Mapping[str, str]) -> Dict[str, str]:
     """switch_env, less the variables the plan sets in every benchmark process (corpus.env, the A/B
@@ -55,12 +42,6 @@ def recorded_switch_env(cfg: Mapping[str, Any], plan: Plan, backend: DeviceBacke
     env = switch_env(backend, environ, named_env(cfg))
     everywhere = set.intersection(*(set(u.env) for u in plan.units)) if plan.units else set()
     return {k: v for k, v in env.items() if k not in everywhere}
-
-
-def named_env(cfg: Mapping[str, Any]) -> List[str]:
-    ab = cfg.get("ab") or {}
-    return [str(v) for v in (cfg.get("identity") or {}).get("env") or []] + \
-        ([str(ab["var"])] if ab.get("var") else []) + [str(k) for k in ab.get("fixed") or {}]
 
 
 def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.backends import DeviceBackend, DeviceInfo
 from zlbench.planning.corpus import Corpus, TestNode, check_shape_file
+from zlbench.planning.switches import named_env, switch_env
 from zlbench.errors import UsageError
 from zlbench.planning.units import PluginConfig, WorkUnit
 from zlbench.planning.sharing import share_waiting_nodes, share_waiting_rounds
@@ -477,8 +478,6 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
     if (is_plain(cfg) and cfg.get("isolate_caches", True) and cfg.get("share_kernels", True)
             and "TRITON_CACHE_DIR" not in (cfg["corpus"].get("env") or {})
             and not _truthy({**os.environ, **env}.get("TRITON_CACHE_AUTOTUNING"))):  # picks would be kept there
-        from zlbench.planning.identity import named_env
-
         named = [*(cfg["corpus"].get("env") or {}), *side.env, *named_env(cfg)]
         shared = shared_kernel_cache(backend, env, named=named)
         if _writable(shared):  # else the run's own, as share_kernels=false
@@ -516,8 +515,6 @@ def shared_kernel_cache(backend: DeviceBackend, env: Mapping[str, str],
     options, but only by the environment variables on its own list: a FlagTree switch that is not
     there (NVIDIA's RLC) would hand one value's kernels to the other. Keyed by all of them, runs of
     one compile environment share, runs of two never do."""
-    from zlbench.planning.identity import switch_env
-
     merged = {**(os.environ if environ is None else environ), **env}
     where = set(NOT_COMPILE_ENV) | set(backend.visibility([0]))  # one cache for every device of a run
     relevant = {k: v for k, v in switch_env(backend, merged, named).items() if k not in where}

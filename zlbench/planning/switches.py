@@ -1,0 +1,28 @@
+"""Which environment variables can change a number: the switches a run identity records and a
+plain run's shared kernel cache is keyed by (planning/identity.py, planning/plan.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Mapping
+
+from zlbench.backends import DeviceBackend
+from zlbench.config.schema import shipped_axis_vars
+
+# Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
+COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
+
+
+def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterable[str] = ()) -> Dict[str, str]:
+    """The set variables that can change a number: by prefix, the backend's list, the switches of
+    the shipped A/B axes, and named ones (identity.env, the A/B axis' variables)."""
+    prefixes = tuple(backend.switch_env_prefixes)
+    listed = set(backend.identity_env) | set(shipped_axis_vars()) | set(named)
+    return {k: v for k, v in sorted(environ.items())
+            if k in listed or COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
+
+
+def named_env(cfg: Mapping[str, Any]) -> List[str]:
+    ab = cfg.get("ab") or {}
+    return [str(v) for v in (cfg.get("identity") or {}).get("env") or []] + \
+        ([str(ab["var"])] if ab.get("var") else []) + [str(k) for k in ab.get("fixed") or {}]
