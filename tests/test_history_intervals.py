@@ -190,14 +190,15 @@ def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
     assert result["summary"]["without_intervals"] == {"A": 3, "B": 0}
 
 
-def _offset_pair(tmp_path, factor, moved_row=None):
+def _offset_pair(tmp_path, factor, moved_row=None, first_day=1):
     """Two plain runs of 12 ops x 3 shapes with process-level intervals (+-2%): B's rows are A's
     times factor(i) (i: the row's index). moved_row: that op's rows in B are 40% faster and marked
-    BENCHMARK_PROCESS_UNSTABLE (their processes disagreed)."""
+    BENCHMARK_PROCESS_UNSTABLE (their processes disagreed). first_day: A's date (another pair of
+    the same dates would be the same two runs, which the store records once)."""
     ops = [f"op{k:02d}" for k in range(12)]
     runs = []
     for run in (0, 1):
-        ident = H.identity(created=f"2026-11-0{run + 1}T00:00:00+0000", processes=3, ops=ops)
+        ident = H.identity(created=f"2026-11-{run + first_day:02d}T00:00:00+0000", processes=3, ops=ops)
         rows = []
         for i, (op, shape) in enumerate((op, shape) for op in ops for shape in H.SHAPES):
             lat = 0.01 * (1 + i % 5) * (factor(i) if run else 1.0)
@@ -233,7 +234,7 @@ def test_the_overall_line_of_two_runs_carries_their_offset_and_leaves_out_rows_d
     assert re.search(r"Overall B/A latency: \*\*\+0\.30%\*\* \(95% CI -0\.\d\d% \.\. \+0\.\d\d%: a bootstrap "
                      r"resampling tests, widened by each run's offset over all its rows, sd 0\.2% a run\) over 33 "
                      r"row\(s\) \(geometric mean; negative = B faster\); 3 process-unstable row\(s\) left out", out.out), out.out
-    imported(capsys, url, _offset_pair(tmp_path / "slower", lambda i: 1.05 + 0.002 * (i % 3 - 1)))
+    imported(capsys, url, _offset_pair(tmp_path / "slower", lambda i: 1.05 + 0.002 * (i % 3 - 1), first_day=3))
     code, out = history(capsys, "compare", "3", "4", "--url", url, "--format", "json")
     o = json.loads(out.out)["summary"]["overall"]
     assert code == 1 and o["lo"] > 1.04 and o["process_unstable_left_out"] == 0, o

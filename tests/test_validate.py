@@ -196,6 +196,16 @@ def test_ab_rounds_below_min_rounds_gets_a_note_with_the_fix(overrides, noted):
                          "or ab.min_rounds=3 to plan it so."]
 
 
+def test_a_target_width_below_the_narrowest_interval_is_run_with_a_note():
+    from zlbench.config.validate import config_notes
+
+    assert config_notes(resolved("timer.target_width=0.008")) == []
+    assert config_notes(resolved("timer.target_width=0.001")) == []  # refused, with its own Fix
+    (note,) = config_notes(resolved("timer.target_width=0.007"))
+    assert note.startswith("timer.target_width=0.007 is below the narrowest interval a row can have (0.0078")
+    assert note.endswith("Fix: timer.target_width=0.008 or more.")
+
+
 # -- rules: derived from the schema's field metadata -------------------------------------------------
 
 def test_each_range_lives_on_its_field_and_its_default_is_the_fix():

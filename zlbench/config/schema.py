@@ -98,6 +98,11 @@ class BackendConf:
     slots: Optional[int] = None
 
 
+# The least timer.target_width taken (a run made with it resumes); below the narrowest interval a row
+# can have (process_stats.narrowest_width) a note says what it does (validate.config_notes).
+TARGET_WIDTH_MIN = 0.006
+
+
 @dataclass
 class TimerConf:
     """How a timing call times. conf/timer/<name>.yaml only selects (and graph.yaml sets its replay
@@ -132,10 +137,11 @@ class TimerConf:
     # its shared cores. Needs timer.processes >= 2 and a launcher that waits for its jobs.
     max_processes: Optional[int] = setting(None, ge=1, le=100, null="twice timer.processes on an accelerator, "
                                            "none more on the CPU")
-    # At least the narrowest interval a row can have (0.55%: the run-level share, process_stats.RUN_SD).
-    target_width: float = setting(0.02, ge=0.006, noun="a fraction of the latency",
+    # Below the narrowest interval a row can have (0.78%: the run-level share, process_stats.RUN_SD)
+    # every node with a row >= 20 us gets more processes: a note says so (validate.config_notes).
+    target_width: float = setting(0.02, ge=TARGET_WIDTH_MIN, noun="a fraction of the latency",
                                   why="a node whose rows >= 20 us have wider intervals gets more processes; "
-                                      "no interval is narrower than 0.006")
+                                      "no interval is narrower than about 0.008")
     # The more processes add at most this share of the wall the planned passes took: a pass costs
     # a process' start-up (7-11 s with torch and FlagGems) however few its nodes, so on quick files
     # three more passes cost as much as the planned run (RESULTS.md, twenty-first session).

@@ -6,6 +6,7 @@ default, its range and the fix a refusal suggests are written once, there."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 import typing
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from numbers import Real
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from zlbench.config.keys import unknown_keys
-from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
+from zlbench.config.schema import LAUNCHER_SCHEMAS, TARGET_WIDTH_MIN, ZlbenchConfig
 from zlbench.errors import UsageError
 
 # torch's dtype names as a corpus takes them (`--dtypes float16`, FlagGems' conftest: getattr(torch,
@@ -195,11 +196,20 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
     rounds, least = ab.get("rounds"), ab.get("min_rounds")
     schedule = getattr(ab.get("schedule"), "value", ab.get("schedule"))  # an enum where Hydra composed it
     interleaved = ab.get("name", "none") != "none" and not ab.get("side") and schedule == "node"
+    notes = []
     if interleaved and isinstance(rounds, int) and isinstance(least, int) and 2 <= rounds < least:
-        return [f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
-                f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
-                f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so."]
-    return []
+        notes.append(f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
+                     f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
+                     f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so.")
+    from zlbench.results.process_stats import narrowest_width
+
+    width = (resolved.get("timer") or {}).get("target_width")
+    if isinstance(width, (int, float)) and TARGET_WIDTH_MIN <= width < narrowest_width():  # below: refused
+        notes.append(f"timer.target_width={width:g} is below the narrowest interval a row can have "
+                     f"({narrowest_width():.4f}, the run-level share): every node with a row of 20 us or more "
+                     f"gets more processes (on an accelerator), up to timer.max_processes. Fix: "
+                     f"timer.target_width={math.ceil(narrowest_width() * 1000) / 1000:g} or more.")
+    return notes
 
 
 def validate_config(resolved: Mapping[str, Any]) -> None:

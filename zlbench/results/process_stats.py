@@ -17,7 +17,8 @@ its variance is moderated (Smyth's limma idea, with a fixed prior weight): the r
 with K-1 degrees of freedom and its stratum's typical one (rows of the run of the same size class,
 implementation and timer: a 1 us row and a 1 ms row differ by an order of magnitude in process
 noise, and rows a capture refused, timed directly, scatter far more than graph replays of their
-size) with PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
+size; where a stratum has too few nodes to speak, the nearest size classes of its timer join it)
+with PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
 than its stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
 interval), and is marked BENCHMARK_PROCESS_UNSTABLE.
@@ -61,8 +62,12 @@ KEY = ("node", "op", "dtype", "shape", "side")
 # a run takes: clocks, temperature, neighbours): sd of ln(latency) of a row's run-level effect.
 # Processes of one run cannot show it; two runs differ by it (H200, benchmarks/gpu/RESULTS.md,
 # twenty-first session: 0.07-0.13% on rows >= 100 us whose processes agree within 0.15-0.25%;
-# without it a 1 ms row's interval missed the next run's value 1 time in 8).
-RUN_SD = 0.001
+# without it a 1 ms row's interval missed the next run's value 1 time in 8). It holds the offset
+# all rows of a run share, 0.14% a run over 46 pairs of repeat runs (RUN_OFFSET_SD's measurement):
+# at 0.1% rows >= 1 ms covered another run's value 93.5% of the time, at 0.14% 95.2%
+# (benchmarks/gpu/interval_rules23.py over 128 ordered pairs of archived repeat runs, RESULTS.md,
+# thirty-third session).
+RUN_SD = 0.0014
 # What all rows of one run share against another run of the same caliber: sd of ln of a run's
 # offset over its rows (the geometric mean), small rows' launch-bound times moving together among
 # them. The overall line of two runs carries it (history compare, `summary A --ab B`). H200, 46
@@ -82,6 +87,12 @@ TOP_UP_MIN_MS = 0.02
 # 1.96: a process' distance from its row's median in units of one process' sd (n = 2: exactly
 # 1/sqrt(2); n >= 5 within 1.3% of 1). Simulated, 400000 rows each: benchmarks/gpu/one_process23.py --score-scale.
 _SCORE_SCALE = {2: math.sqrt(0.5), 3: 0.997, 4: 0.961}
+
+
+def narrowest_width() -> float:
+    """(hi - lo) / latency of the narrowest interval a row can have: processes that agree exactly
+    leave the run-level share of this run and the other's."""
+    return 2 * 1.959964 * math.sqrt(2) * RUN_SD
 
 
 def median_var_factor(n: int) -> float:
@@ -106,35 +117,50 @@ class _Spread:
             by_timer[self.stratum[k][1]].append(k)
         # A run of a few nodes (one op file) pools all its rows, as rows: nothing wider is there.
         everything = self._pool(list(self.var)) or self._pool(list(self.var), by_nodes=False)
-        timer_pools = {t: self._pool(keys) for t, keys in by_timer.items()}
         # A stratum of too few nodes (a node's rows share its processes' draws) speaks for little:
-        # its timer's rows of every size do, else the run's.
-        self.pooled = {cls: self._pool(keys) or timer_pools[cls[1]] or everything for cls, keys in strata.items()}
-        self.everything = everything
+        # its timer's rows of the nearest sizes do (one size class either side, then two, ...: process
+        # noise falls by an order of magnitude from 1 us to 1 ms rows, and a 2 us row given the
+        # typical variance of 0.3 ms rows reads far too narrow), else the run's.
         self._strata, self._by_timer = strata, by_timer
+        self.pooled = {cls: self._nearest_pool(cls) or everything for cls in strata}
+        self.everything = everything
         self._scores: Dict[tuple, List[float]] = {}
+
+    def _nearest_pool(self, cls: tuple) -> Optional[Tuple[float, int]]:
+        """The pool of this stratum's rows, else of its timer's rows within one size class of it,
+        two, ..., all sizes: the first that has MIN_STRATUM nodes."""
+        for reach in range(len(SIZE_EDGES_MS) + 1):
+            if (pool := self._pool(self._near(*cls, reach))):
+                return pool
+        return None
+
+    def _near(self, size: int, timer: Optional[str], reach: int) -> List[tuple]:
+        """The rows of several processes of this timer within `reach` size classes of `size`."""
+        return [k for (s, t), ks in self._strata.items() if t == timer and abs(s - size) <= reach for k in ks]
 
     def _one_process_scores(self, key: tuple) -> Optional[List[float]]:
         """The conformity scores of a one-process row, sorted: over the rows of several processes in
-        its stratum (MIN_STRATUM nodes), else of its timer (MIN_STRATUM nodes), else of its own node
-        and timer (a cut run of one op file: another node's few rows would speak for their node's
-        draws only; MIN_SCORES processes, as one node's draws are few), each process' |log distance|
-        from its row's median in units of one process' sd (_SCORE_SCALE). Against the row's own
-        median, a process a pick moved gives one large score, as one such process among a new row's
-        would; against the median of the others, it would move its row's other scores too. None: no
-        such pool."""
-        cls = self.stratum[key]
-        stratum, timer = self._strata.get(cls, []), self._by_timer.get(cls[1], [])
+        its stratum (MIN_STRATUM nodes), else of its timer's within one size class of it, two, ...
+        (MIN_STRATUM nodes, as _nearest_pool), else of its own node and timer (a cut run of one op
+        file: another node's few rows would speak for their node's draws only; MIN_SCORES processes,
+        as one node's draws are few), each process' |log distance| from its row's median in units of
+        one process' sd (_SCORE_SCALE). Against the row's own median, a process a pick moved gives
+        one large score, as one such process among a new row's would; against the median of the
+        others, it would move its row's other scores too. None: no such pool."""
+        size, timer = self.stratum[key]
 
         def enough(keys: Sequence[tuple], nodes: int, scores: int) -> bool:
             return len({k[0] for k in keys}) >= nodes and sum(len(self.logs[k]) for k in keys) >= scores
 
-        pool = next((keys for keys, nodes, scores in ((stratum, MIN_STRATUM, 0), (timer, MIN_STRATUM, 0),
-                                                      ([k for k in timer if k[0] == key[0]], 1, MIN_SCORES))
-                     if enough(keys, nodes, scores)), None)
+        def pools():  # (cache key, rows, nodes needed, scores needed), nearest first; made as asked
+            for reach in range(len(SIZE_EDGES_MS) + 1):
+                yield (size, timer, reach), self._near(size, timer, reach), MIN_STRATUM, 0
+            yield (size, timer, key[0]), [k for k in self._by_timer.get(timer, []) if k[0] == key[0]], 1, MIN_SCORES
+
+        cache, pool = next(((name, keys) for name, keys, nodes, scores in pools() if enough(keys, nodes, scores)),
+                           (None, None))
         if pool is None:
             return None
-        cache = (cls, None if len({k[0] for k in pool}) > 1 else key[0])
         if cache not in self._scores:
             self._scores[cache] = sorted(abs(y - statistics.median(ys)) / _SCORE_SCALE.get(len(ys), 1.0)
                                          for ys in (self.logs[k] for k in pool) for y in ys)
