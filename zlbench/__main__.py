@@ -6,11 +6,12 @@ of the jobs. Codes: zlbench/exitcodes.py (README: "Exit codes")."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -23,6 +24,7 @@ from zlbench.config.schema import conf_dir, register_schemas
 from zlbench.config.validate import config_notes
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
+from zlbench.terminal import let_readers_leave
 
 log = logging.getLogger("zlbench")
 _provenance: dict = {}
@@ -45,6 +47,9 @@ HYDRA_HELP = """zlbench takes its configuration through Hydra. Flags:
 Any key of the config is an override: key=value (README: Configuration)."""
 
 
+# Hydra's long flags that take a value, also spelt --flag=value.
+HYDRA_VALUE_FLAGS = ("--config-path", "--config-name", "--config-dir", "--cfg", "--package", "--info",
+                     "--experimental-rerun", "--shell-completion")
 # Flags with which Hydra shows something and runs nothing (no run dir).
 INFO_FLAGS = ("--help", "-h", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--resolve")
 
@@ -67,7 +72,12 @@ def _app(cfg: DictConfig) -> None:
     try:
         for note in config_notes(cfg):
             log.info(f"[zlbench] note: {note}")
-        code = int(execute(cfg, run_dir, _provenance))
+        # The job's own overrides (a sweep's job has its values, not the sweep's): the resume command
+        # is read from them in run_identity.json, which no refused or dry run rewrites.
+        job = OmegaConf.to_container(hc.overrides.task, resolve=False)
+        # The store it records itself in, for a later `zlbench collect` (a password is masked).
+        store_url = OmegaConf.select(cfg, "store.url", default="default", throw_on_resolution_failure=False)
+        code = int(execute(cfg, run_dir, {**_provenance, "job_overrides": job, "store_url": str(store_url)}))
     except UsageError as e:
         remove_empty_run_dir(run_dir)
         _error(str(e))
@@ -137,8 +147,39 @@ def _verb(argv: List[str]) -> None:
             sys.exit(Exit.INTERRUPTED)
 
 
+def _bare_word_problem(argv: List[str]) -> Optional[str]:
+    """A word that is neither an override (key=value, ~key) nor a flag or a flag's value: a misspelt
+    verb, a run dir given alone, a stray word. Hydra would say "missing EQUAL at '<EOF>'"."""
+    for i, word in enumerate(argv):
+        key = word.split("=", 1)[0]
+        if word.startswith("--") and "=" in word and key not in HYDRA_VALUE_FLAGS:
+            return f"{word} is an override with dashes; zlbench's take none. Fix: {word.lstrip('-')}."
+        if word.startswith(("-", "~")) or "=" in word or (i and argv[i - 1].startswith("-")):
+            continue
+        verbs = ", ".join(VERBS)
+        if word in VERBS:
+            return f"{word} is a verb and comes first: zlbench {word} ... Fix: move it to the front."
+        path = os.path.expanduser(word)
+        if os.path.isdir(path):
+            return (f"{word} is a folder, not an override: a run dir is read by a verb. Fix: zlbench summary "
+                    f"{word} (or collect {word}); a run into that dir: hydra.run.dir={word}, resuming it: "
+                    f"resume={word}.")
+        if os.path.isfile(path):
+            return f"{word} is a file, not an override: a result log is read by a verb. Fix: zlbench summary {word}."
+        near = difflib.get_close_matches(word, VERBS, n=1, cutoff=0.6)
+        if i == 0 and near and not any(c in word for c in "/."):
+            return f"unknown verb {word!r}. Fix: zlbench {near[0]} {' '.join(argv[1:])}".rstrip() + "."
+        return (f"{word!r} is neither an override (key=value) nor a verb ({verbs}). Fix: key=value, e.g. "
+                "ops=[exp]; `zlbench --help` lists the keys and verbs.")
+    return None
+
+
 def main() -> None:
+    let_readers_leave()
     _verb(sys.argv[1:])
+    if (problem := _bare_word_problem(sys.argv[1:])):
+        _error(problem)
+        sys.exit(Exit.USAGE)
     register_schemas()
     if "--version" in sys.argv[1:] or "-V" in sys.argv[1:]:
         print(f"zlbench {__version__}")

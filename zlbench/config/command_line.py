@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from zlbench.backends import canonical_name
 from zlbench.config.keys import FREE, REMOVED, key_problem, settings
 from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES, conf_dir, register_schemas
-from zlbench.config.secrets import has_password
+from zlbench.config.secrets import has_password, scrub
 from zlbench.config.validate import field_default, spell
 from zlbench.config.value_types import field_of, type_problem
 from zlbench.errors import UsageError
@@ -295,6 +295,31 @@ def _free_entries_added(overrides: Sequence[str]) -> List[str]:
             else a for a in overrides]
 
 
+def _check_grammar(overrides: Sequence[str], multirun: bool = False) -> None:
+    """Each override as Hydra's grammar reads it: Hydra's own complaint is ANTLR's ("no viable
+    alternative at input '[[exp]'") with a link, and no fix."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in overrides:
+        try:
+            (parsed,) = parser.parse_overrides([arg])
+            if parsed.is_sweep_override() and not multirun:  # Hydra: "Ambiguous value ... add --multirun"
+                key, value = override_key(arg), arg.partition("=")[2]
+                raise UsageError(f"{scrub(arg)!r} lists several values (a comma makes a sweep). Fix: quote it as "
+                                 f"one value ({key}='{scrub(value)}'), or sweep them with -m.")
+        except OverrideParseException as e:
+            why = "; ".join(line for line in str(e).splitlines()
+                            if line and not line.startswith(("See ", "Error parsing")))
+            key, value = override_key(arg) or "key", arg.partition("=")[2]
+            listed = f"a list as '{key}=[a,b]' (brackets balanced, no empty element), " if value.startswith("[") else ""
+            raise UsageError(
+                f"cannot read the override {scrub(arg)!r} ({scrub(why)}). Fix: {listed}the override quoted for "
+                f"the shell, a value with spaces, commas, brackets or $&#?! quoted inside it too ({key}='\"...\"'); "
+                "Hydra's grammar: https://hydra.cc/docs/advanced/override_grammar/basic/.")
+
+
 def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[List[str], dict]:
     """Returns (argv for Hydra, provenance). Raises UsageError on an unknown backend or key, a bad env
     value, a password on the command line. provenance["env_ignored"]: env vars the command line
@@ -309,7 +334,8 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     cli_keys = {override_key(a) for a in overrides}
     if (problems := _group_option_problems(overrides, flags)):
         raise UsageError("\n".join(problems))
-    _check_overrides(overrides, cli_keys)
+    _check_overrides(overrides, cli_keys)  # first: a password is refused before any message shows it
+    _check_grammar(overrides, multirun=any(f in ("-m", "--multirun") for f in flags))
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
     if resume and os.path.isfile(os.path.expanduser(resume)):  # not said as hydra.run.dir= below
@@ -317,10 +343,16 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")
-    if resume and "hydra.output_subdir" not in cli_keys:
-        # Hydra's files of the resume go beside the run's own: .hydra/overrides.yaml keeps the
-        # overrides the run was made with, which a refused resume must not overwrite (they are
-        # what the next attempt needs).
+    run_dir = next((a.split("=", 1)[1].strip("\"'") for a in overrides if override_key(a) == "hydra.run.dir"), None)
+    dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in ("true", "1", "yes", "on")
+              for a in overrides)
+    if "hydra.output_subdir" in cli_keys:
+        pass
+    elif dry:  # a dry run writes nothing: no .hydra/ (into a run dir that holds one, or a sweep's)
+        overrides.append("hydra.output_subdir=null")
+    elif resume or (run_dir and (Path(run_dir).expanduser() / ".hydra" / "overrides.yaml").is_file()):
+        # Hydra's files of a resume, or of a run into a run dir that holds one (which zlbench may
+        # then refuse), go beside the run's own: .hydra/ keeps what the run was made with.
         overrides.append(f"hydra.output_subdir={RESUME_HYDRA_DIR}")
     provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides),
                   "env_ignored": ignored}

@@ -91,6 +91,12 @@ def type_problem(key: str, values: Iterable[Any], launchers: Sequence[str] = ("l
     if found is None:
         return None
     cls, f, hint = found
+    values = list(values)
+    scalars = all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values)
+    if len(values) > 1 and scalars and typing.get_origin(_base(hint)[0]) in (list, typing.List):
+        listed = ",".join(map(spell, values))  # ops=exp,softmax: a sweep of two runs, each refused
+        return (f"{key}={listed} is a list without its brackets (a comma alone sweeps values). "
+                f"Fix: {key}=[{listed}].")
     for value in values:
         if isinstance(value, str) and "${" in value:
             continue  # an interpolation: resolved (and checked) once composed

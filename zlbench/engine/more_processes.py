@@ -91,7 +91,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
         f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
         + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")"
-        + (f"; they time those rows only" if only == len(wide) else
+        + ("; they time those rows only" if only == len(wide) else
            f"; {only} of them time those rows only, the others every row" if only else "")), shapes)
 
 

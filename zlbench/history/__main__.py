@@ -113,10 +113,11 @@ def cmd_import(args) -> int:
                                       corpus_commit=args.corpus_commit, skipped=skipped[len(records)]))
     with Store(url) as store:
         for i, rec in enumerate(records):
-            outcome = write_record(store, rec)
+            written = write_record(store, rec)
             bad = skipped.get(i)
-            print(f"{outcome}: {rec['run']['path']} ({len(rec['rows'])} rows"
-                  + (f"; skipped {len(bad)} malformed line(s): {', '.join(map(str, bad))}" if bad else "") + ")")
+            print(f"{written.outcome}: {rec['run']['path']} ({len(rec['rows'])} rows"
+                  + (f"; skipped {len(bad)} malformed line(s): {', '.join(map(str, bad))}" if bad else "")
+                  + written.note + ")")
         print(f"[zlbench] store {store.shown}: {len(records)} run(s)", file=sys.stderr)
     return 0
 
@@ -320,4 +321,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
+    from zlbench.terminal import let_readers_leave
+
+    let_readers_leave()
     sys.exit(main())
