@@ -3,6 +3,7 @@ worker killed from outside leaves typed statuses; a full disk is a clear error; 
 
 import csv
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -93,12 +94,19 @@ def test_resume_refuses_another_caliber(tmp_path):
     assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
     res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, "timer.repeat=3", f"resume={run}", cwd=tmp_path)
     assert res.returncode == 2 and "another caliber" in res.stderr and "timer" in res.stderr
+    # The same overrides under other software: the message names the versions, not the overrides.
+    identity = json.loads((run / "run_identity.json").read_text())
+    identity["versions"]["torch"] = "0.0.1"
+    (run / "run_identity.json").write_text(json.dumps(identity))
+    res = zlbench(*ARGS, f"resume={run}", cwd=tmp_path)
+    assert res.returncode == 2 and "was measured with other versions (torch 0.0.1 -> " in res.stderr, res.stderr
 
 
 def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     run = tmp_path / "run"
     assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
     made_with = (run / ".hydra" / "overrides.yaml").read_text()
+    started = json.loads((run / "run_identity.json").read_text())["created"]
     # A bare resume= (another caliber: its selection is all of the corpus) is refused ...
     res = zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", f"resume={run}", cwd=tmp_path)
     assert res.returncode == 2 and "another caliber" in res.stderr, res.stderr[-2000:]
@@ -110,6 +118,42 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
     assert "progress=none" in (run / ".hydra.resume" / "overrides.yaml").read_text()
+    # The run keeps the date it started (summary.md, the store's record), and lists its resume.
+    identity = json.loads((run / "run_identity.json").read_text())
+    assert identity["created"] == started and len(identity["resumed"]) == 1
+    # A dry run (which writes nothing), or a run of another caliber (refused), into the run dir by
+    # hydra.run.dir= leaves it alone too: the resume command it names is still the one the run was
+    # made with.
+    resumed_with = (run / ".hydra.resume" / "overrides.yaml").read_text()
+    res = zlbench(f"hydra.run.dir={run}", "backend=cpu", "dry_run=true", "ops=[exp]", cwd=tmp_path)
+    assert res.returncode == 0 and "nodes (" in res.stdout, res.stderr[-2000:]
+    assert (run / ".hydra.resume" / "overrides.yaml").read_text() == resumed_with
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, "timer.repeat=3", cwd=tmp_path)
+    assert res.returncode == 2 and "another caliber" in res.stderr, res.stderr[-2000:]
+    assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
+    assert "wait_0*" in res.stderr and "timer.repeat" not in res.stderr.split("Fix:")[-1]
+    # It is read from run_identity.json, which only an accepted run writes: a run dir copied
+    # without its dot-files (or whose .hydra/ a sweep rewrote) still names it.
+    shutil.rmtree(run / ".hydra")
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, "timer.repeat=3", cwd=tmp_path)
+    assert res.returncode == 2 and "wait_0*" in res.stderr.split("Fix:")[-1], res.stderr[-2000:]
+    assert "timer.repeat" not in res.stderr.split("Fix:")[-1]
+
+
+def test_the_resume_command_reads_back_as_the_run_dir_whatever_its_name(tmp_path):
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from zlbench.results.rundir import resume_command
+
+    for name in ("it's x", "a,b", "plain"):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "run_identity.json").write_text(json.dumps({"provenance": {"job_overrides": ["ops=[exp]", "resume=x"]}}))
+        words = shlex.split(resume_command(run))
+        assert words[:4] == ["python", "-m", "zlbench", "ops=[exp]"] and len(words) == 5
+        (parsed,) = OverridesParser.create().parse_overrides(words[4:])
+        assert parsed.key_or_group == "resume" and parsed.value() == str(run)
 
 
 def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):
@@ -256,4 +300,15 @@ def test_a_crash_log_tail_reads_a_fault_handlers_dump_of_its_own_launch(tmp_path
     # The next launch of the unit ended otherwise: its own last lines, not the earlier dump.
     log.write_text("\n".join(dump + ["", "==== zlbench: launching pytest over 8 node(s)", "..",
                                      "RuntimeError: CUDA error: an illegal memory access"]) + "\n")
-    assert log_tail(log) == ".. | RuntimeError: CUDA error: an illegal memory access"
+    assert log_tail(log) == "RuntimeError: CUDA error: an illegal memory access | .."
+    # A conftest that cannot import (flag_gems without triton): the exception first, then the tail.
+    log.write_text("\n".join(["==== zlbench: launching pytest over 1 node(s)",
+                              "ImportError while loading conftest '/fg/benchmark/conftest.py'.",
+                              "/fg/benchmark/conftest.py:23: in <module>", "    import flag_gems",
+                              "/fg/src/flag_gems/runtime/configs_loader.py:20: in <module>", "    import triton",
+                              "E   ModuleNotFoundError: No module named 'triton'"]) + "\n")
+    assert log_tail(log).startswith("ModuleNotFoundError: No module named 'triton' | ")
+    # A bare Exception is one too; an earlier test's failure, far above the end, is not what ended it.
+    log.write_text("\n".join(["==== zlbench: launching pytest over 8 node(s)", "E   AssertionError: rows differ"]
+                             + ["."] * 20 + ["Exception: cuda graph replay failed"]) + "\n")
+    assert log_tail(log).startswith("Exception: cuda graph replay failed | ") and "AssertionError" not in log_tail(log)

@@ -31,7 +31,7 @@ from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, more_shapes_path, resolve_timer
 from zlbench.planning.units import WorkUnit
 from zlbench.results.rundir import (IDENTITY_FILE, atomic_write, load_plan, resume_command, unfinished_nodes,
-                                    write_identity, write_placeholders, write_plan)
+                                    read_identity, write_identity, write_placeholders, write_plan)
 from zlbench.results.tables import wall_times
 from zlbench.config.schema import timer_settings
 from zlbench.config.validate import validate_config
@@ -127,6 +127,14 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     if identity_hash(old) != identity["identity_hash"]:
         diff = sorted(k for k in identity if k not in ("provenance", "created", "identity_hash")
                       and old.get(k) != identity.get(k))
+        if diff == ["versions"]:  # the same overrides, other software: the command would not help
+            was, now = old.get("versions") or {}, identity.get("versions") or {}
+            changed = ", ".join(f"{k} {was.get(k)} -> {now.get(k)}" for k in sorted({*was, *now})
+                                if was.get(k) != now.get(k))
+            raise UsageError(
+                f"{run_dir} was measured with other versions ({changed}); resuming it would mix "
+                "measurements of two. Fix: resume it where those versions are installed, or start a new "
+                "run dir with these.")
         raise UsageError(
             f"{run_dir} holds a run of another caliber (differs in: {', '.join(diff) or 'unknown'}); "
             "resuming it would mix measurements. Fix: resume with the overrides it was made with "
@@ -186,12 +194,7 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
     run_dir = resume_dir(cfg) or hydra_run_dir
     resolved, backend, plan, identity = prepare(cfg, run_dir, provenance)
     if resolved.get("dry_run"):
-        try:
-            print_plan(plan, identity)
-        except BrokenPipeError:
-            # `dry_run=true | head`: the reader had enough; not a zlbench bug. Python would report
-            # the pipe again when it flushes stdout at exit: point stdout at nothing first.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print_plan(plan, identity)  # `dry_run=true | head`: zlbench/terminal.py
         remove_empty_run_dir(run_dir)
         return Exit.OK
     from zlbench.engine.launchers import get_launcher
@@ -200,6 +203,10 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunDirLock(run_dir):
         resuming = check_resume(run_dir, identity)
+        if resuming:  # the run is dated by its start (summary.md, the store), each resume listed
+            old = read_identity(run_dir)
+            identity = {**identity, "created": old.get("created", identity["created"]),
+                        "resumed": [*(old.get("resumed") or []), identity["created"]]}
         if resuming and (run_dir / "plan.json").exists():
             # The same units as before, not a fresh balance (which the earlier wall times now known
             # would change): completion is tracked per unit, so a re-planned unit would measure again.

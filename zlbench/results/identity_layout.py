@@ -56,7 +56,7 @@ def hashed_layout(identity: Mapping) -> dict:
 
 
 # Identity keys outside the hash: how the run was asked for and judged, and what it observed.
-NOT_HASHED = ("identity_hash", "provenance", "created", "host", "processes", "fail_on")
+NOT_HASHED = ("identity_hash", "provenance", "created", "resumed", "host", "processes", "fail_on")
 
 
 def hashed_fields(identity: Mapping) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional
@@ -85,16 +86,30 @@ def add_process_facts(run_dir: Path) -> None:
 
 
 def resume_command(run_dir: Path) -> str:
-    """The command that resumes this run dir: the overrides it ran with (Hydra's
-    .hydra/overrides.yaml) and resume=, since a resume with other settings is another caliber."""
+    """The command that resumes this run dir: the overrides it ran with and resume=, since a resume
+    with other settings is another caliber. They are read from run_identity.json (its job's
+    overrides, as Hydra took them), which only a run zlbench accepted writes; Hydra's
+    .hydra/overrides.yaml, which any later command into the dir may rewrite, where it has none."""
+    overrides = None
     try:
-        import yaml
+        overrides = (read_identity(run_dir).get("provenance") or {}).get("job_overrides")
+    except UsageError:
+        pass
+    if overrides is None:
+        try:
+            import yaml
 
-        overrides = yaml.safe_load((Path(run_dir) / ".hydra" / "overrides.yaml").read_text()) or []
-    except (OSError, ValueError, AttributeError, ImportError):
-        overrides = []
-    keep = [str(o) for o in overrides if str(o).split("=", 1)[0].lstrip("+~") not in ("resume", "hydra.run.dir")]
-    return " ".join(["python -m zlbench", *map(shlex.quote, keep), shlex.quote(f"resume={run_dir}")])
+            overrides = yaml.safe_load((Path(run_dir) / ".hydra" / "overrides.yaml").read_text()) or []
+        except (OSError, ValueError, AttributeError, ImportError):
+            overrides = []
+    keep = [str(o) for o in overrides if not str(o).split("=", 1)[0].lstrip("+~").startswith(("resume", "hydra."))]
+    return " ".join(["python -m zlbench", *map(shlex.quote, keep), shlex.quote(f"resume={_hydra_value(str(run_dir))}")])
+
+
+def _hydra_value(value: str) -> str:
+    """A path as Hydra's grammar reads it back: quoted where it holds more than a plain path's
+    characters (a comma would make a sweep, a quote or a space would not parse)."""
+    return value if re.fullmatch(r"[\w./@+:-]+", value) else "'" + value.replace("'", "\\'") + "'"
 
 
 def write_plan(run_dir: Path, plan: Mapping) -> None:
