@@ -144,7 +144,8 @@ def test_out_that_is_a_file_is_refused_before_anything_is_read(sweep, tmp_path):
         out = summary(a, "--ab", b, "--allow-dead", "--out", out_dir)
         assert out.returncode == 2, out.stderr
         assert out.stderr == f"zlbench: error: --out takes a folder; {taken} is a file. Fix: pass a folder for " \
-                             "ab.md, ab.csv, ab.json and ab.png (a new one is made), or move that file away.\n"
+                             "summary.md (with --ab: ab.md, ab.csv, ab.json and ab.png; a new one is made), or " \
+                             "move that file away.\n"
         assert out.stdout == "" and taken.read_text() == "mine\n"
 
 

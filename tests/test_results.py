@@ -75,6 +75,74 @@ def test_a_truncated_rows_file_points_at_collect_which_rebuilds_it(run_zlbench):
     assert out.returncode == 0 and "| exp" in out.stdout
 
 
+@pytest.mark.slow
+def test_collect_names_event_lines_it_cannot_read_and_a_process_whose_events_are_gone(run_zlbench, tmp_path):
+    res = run_zlbench("ops=[exp]", "dtypes=[float32]", "timer.processes=2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    collect = [sys.executable, "-m", "zlbench", "collect", "--store-url", "none"]
+    # A record line cut in half (a full disk, an edit): the row it held is lost, and collect says where.
+    torn = res.run_dir / "units" / "main.r1.d0.s0" / "events.jsonl"
+    lines = torn.read_text().splitlines(True)
+    at = next(i for i, line in enumerate(lines) if '"event": "record"' in line)
+    torn.write_text("".join(lines[:at] + [lines[at][:40] + "\n", "[1, 2]\n"] + lines[at + 1:]))
+    out = subprocess.run([*collect, str(res.run_dir)], capture_output=True, text=True)
+    said = f"units/main.r1.d0.s0/events.jsonl: 2 line(s) hold no event (line {at + 1}, {at + 2})"
+    assert out.returncode == 0 and said in out.stderr, out.stderr[-2000:]
+    assert said in (res.run_dir / "summary.md").read_text()
+    # Another unit's events copied over this one's: its process would count twice, unsaid.
+    torn.write_text((res.run_dir / "units" / "main.r0.d0.s0" / "events.jsonl").read_text())
+    out = subprocess.run([*collect, str(res.run_dir)], capture_output=True, text=True)
+    assert "units/main.r1.d0.s0/events.jsonl holds the events of main.r0.d0.s0" in out.stderr, out.stderr[-2000:]
+    # A process whose events are all gone: its node was measured in 1 of 2 processes, resumable.
+    torn.write_text("xx\n")
+    out = subprocess.run([*collect, str(res.run_dir)], capture_output=True, text=True)
+    assert out.returncode == 4, out.stderr[-2000:]
+    with open(res.run_dir / "ops_status.csv") as f:
+        (status,) = list(csv.DictReader(f))
+    assert status["status"] == "crashed" and status["reason"].startswith("measured in 1 of 2 processes")
+    assert "Run cut short" in (res.run_dir / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_collect_records_the_run_where_the_run_did(run_zlbench, tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "ZLBENCH_STORE_URL"}
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    for url, said in ((other, f"store {other}: unchanged"), ("none", None)):
+        res = run_zlbench("ops=[exp]", "dtypes=[float32]", f"store.url={url}", run_dir=tmp_path / url[:4])
+        assert res.returncode == 0, res.stderr[-2000:]
+        out = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(res.run_dir)], capture_output=True,
+                             text=True, env=env)
+        assert out.returncode == 0 and (said in out.stderr if said else "store" not in out.stderr), out.stderr
+    assert not (tmp_path / "zlbench.db").exists()  # nothing went to the default store beside them
+
+
+def test_an_event_written_after_a_torn_line_is_kept(tmp_path):
+    from zlbench.results import events as ev
+
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"event": "start", "node": "a"}\n{"event": "rec')  # a writer killed mid-line
+    ev.append(path, "exited", code=0)
+    writer = ev.EventWriter(str(path))
+    writer.emit("start", node="b")
+    writer.close()
+    assert [e["event"] for e in ev.read_events(path)] == ["start", "exited", "start"]
+    assert ev.read_checked(path)[1] == [2]
+
+
+def test_a_test_whose_next_case_started_and_never_ended_is_not_done():
+    """The whole run killed (its worker too) after one case of a parametrized test ended and the next
+    started: nothing wrote a placeholder, and the test must not read as measured."""
+    from zlbench.results import events as ev
+
+    events = [{"event": "start", "node": "b/t.py::f[a]"}, {"event": "end", "node": "b/t.py::f[a]", "status": "ok"},
+              {"event": "start", "node": "b/t.py::f[b]"}]
+    assert ev.final_ends(events) == {} and ev.done_nodes(events) == set()
+    events.append({"event": "end", "node": "b/t.py::f[b]", "status": "ok"})
+    assert list(ev.final_ends(events)) == ["b/t.py::f"]
+
+
 def test_log_without_records_is_an_error(tmp_path):
     with pytest.raises(UsageError, match="holds no"):
         rows_from_log(write_log(tmp_path / "empty.log", []))
@@ -87,6 +155,25 @@ def test_batch_summary_of_a_log_and_bad_input(tmp_path, capsys):
     assert "| exp" in out and "float16" in out
     assert batch_summary([str(tmp_path / "missing.log")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # --out without --ab: summary.md goes there (it wrote nothing before, silently).
+    assert batch_summary([str(log), "--out", str(tmp_path / "out")]) == 0
+    assert "| exp" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_a_record_without_a_name_or_a_result_is_malformed_and_counted(tmp_path, capsys):
+    log = write_log(tmp_path / "result.log", ["[INFO] " + json.dumps(RECORD), '[INFO] {"op_name": 5, "result": []}',
+                                              '[INFO] {"op_name": "exp"}'])
+    with pytest.raises(UsageError, match=r"result.log:3: malformed result record \(its op_name is 5, not a name\)"):
+        rows_from_log(log)
+    skipped = []
+    assert len(rows_from_log(log, skipped)) == 2 and skipped == [3, 4]
+    bad = write_log(tmp_path / "bad.log", ['[INFO] {"op_name": "exp"}', '[INFO] {"op_name": "exp", "result": [ }'])
+    assert batch_summary([str(bad), "--skip-bad-lines"]) == 2
+    assert "every result record of it is malformed (2 skipped, lines 2, 3)" in capsys.readouterr().err
+    # A record with no cases is a record: the log is not "every record malformed" for it.
+    empty = write_log(tmp_path / "empty.log", ['[INFO] {"op_name": "exp", "result": []}', '[INFO] {"op_name": 5}'])
+    assert batch_summary([str(empty), "--skip-bad-lines"]) == 2
+    assert "holds no `[INFO] {json}` result records" in capsys.readouterr().err
 
 
 def test_timing_markers_attach_to_their_shape():

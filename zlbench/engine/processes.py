@@ -161,7 +161,13 @@ def log_tail(path: Path, n: int = 6) -> str:
     fatal = next((i for i in range(len(lines) - 1, max(-1, len(lines) - 400), -1)
                   if "Fatal Python error:" in lines[i]), None)
     if fatal is None:
-        return " | ".join(l.strip() for l in lines[-n:] if l.strip())[-600:]
+        # The exception it died of first (pytest's `E   ModuleNotFoundError: ...` ends a conftest's
+        # ImportError): a table cuts a long reason, and its end is what says why.
+        # Near the end only: an earlier test's failure (E   AssertionError) is not what ended it.
+        error = next((i for i in range(len(lines) - 1, max(-1, len(lines) - 12), -1) if _ERROR.match(lines[i])), None)
+        tail = [l.strip() for i, l in enumerate(lines[-n:], len(lines) - len(lines[-n:])) if l.strip() and i != error]
+        head = [_ERROR.match(lines[error])["error"].strip()] if error is not None else []
+        return (" | ".join(head + tail)[:600] if head else " | ".join(tail)[-600:])
     before = [l.strip() for l in lines[max(0, fatal - 3):fatal]
               if l.strip() and not l.startswith("====") and l.strip(".") and "most recent call" not in l]
     # the thread that died: the handler lists other threads' frames first
@@ -175,6 +181,10 @@ def log_tail(path: Path, n: int = 6) -> str:
     frames = frames[:4]
     parts = before[-1:] + [lines[fatal][lines[fatal].index("Fatal Python error:"):].strip()]
     return " | ".join(parts + (["in " + " < ".join(frames)] if frames else []))[:600]
+
+
+# A line that names the exception a process died of: `ValueError: ...`, pytest's `E   ImportError: ...`.
+_ERROR = re.compile(r"^(?:E\s+)?(?P<error>(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b:?.*)$")
 
 
 def _frame(line: str) -> str:

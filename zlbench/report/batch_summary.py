@@ -246,8 +246,8 @@ def check_out(out: Path) -> None:
     for p in (out, *out.parents):
         if p.exists():
             if not p.is_dir():
-                raise UsageError(f"--out takes a folder; {p} is a file. Fix: pass a folder for ab.md, ab.csv, "
-                                 "ab.json and ab.png (a new one is made), or move that file away.")
+                raise UsageError(f"--out takes a folder; {p} is a file. Fix: pass a folder for summary.md (with "
+                                 "--ab: ab.md, ab.csv, ab.json and ab.png; a new one is made), or move that file away.")
             return
 
 
@@ -338,7 +338,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path, help="run dir, run.log, or FlagGems result_*.log")
     parser.add_argument("--ab", type=Path, help="second run (side B) to pair with PATH (side A)")
-    parser.add_argument("--out", type=Path, help="folder for ab.md/ab.csv/ab.json/ab.png (with --ab)")
+    parser.add_argument("--out", type=Path,
+                        help="folder to write summary.md into (with --ab: ab.md/ab.csv/ab.json/ab.png)")
     parser.add_argument("--skip-bad-lines", action="store_true",
                         help="in a result log, skip malformed record lines (counted) instead of refusing the log")
     parser.add_argument("--threshold", type=float, default=0.02,
@@ -350,8 +351,15 @@ def main(argv=None) -> int:
         if args.ab is None:
             from zlbench.report.summary import render_summary
 
+            if args.out is not None:
+                check_out(args.out)
             rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
-            print(render_summary(rows_a, status_a, f"summary of {label_a}"))
+            text = render_summary(rows_a, status_a, f"summary of {label_a}")
+            print(text)
+            if args.out is not None:
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / "summary.md").write_text(text, encoding="utf-8")
+                print(f"[zlbench] wrote {args.out / 'summary.md'}", file=sys.stderr)
             return 0
         return compare_two(args)
     except UsageError as e:

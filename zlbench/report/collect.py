@@ -15,9 +15,9 @@ from zlbench.errors import UsageError
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="zlbench collect", description=__doc__)
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--store-url", default=os.environ.get("ZLBENCH_STORE_URL", "default"),
-                        help="results store to write the collected run into (default: zl_runs/zlbench.db "
-                             "beside the run dirs, or $ZLBENCH_STORE_URL; none: off)")
+    parser.add_argument("--store-url", default=None,
+                        help="results store to write the collected run into (default: $ZLBENCH_STORE_URL, else "
+                             "the run's own store.url, else zl_runs/zlbench.db beside the run dirs; none: off)")
     args = parser.parse_args(argv)
     import logging
 
@@ -44,8 +44,22 @@ def main(argv=None) -> int:
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)
         return e.exit_code
-    record_or_warn(args.run_dir, args.store_url)
+    record_or_warn(args.run_dir, args.store_url or _store_url(args.run_dir))
     return code
+
+
+def _store_url(run_dir: Path) -> str:
+    """Where the run recorded itself (its store.url: none stays none), unless ZLBENCH_STORE_URL says
+    otherwise or the URL was written with its password masked."""
+    from zlbench.results.rundir import read_identity
+
+    if os.environ.get("ZLBENCH_STORE_URL"):
+        return os.environ["ZLBENCH_STORE_URL"]
+    try:
+        url = (read_identity(run_dir).get("provenance") or {}).get("store_url") or "default"
+    except UsageError:
+        return "default"
+    return "default" if ":***@" in url else url
 
 
 def _fail_on(run_dir: Path):

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
 from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command, why_not_measured
-from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes
+from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes, event_file_problems
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
 
@@ -134,7 +134,9 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     fail_on = DEFAULT_FAIL_ON if fail_on is None else fail_on
     cut = cut_nodes(status_rows)
     text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity)
-    warnings = run_pinning_problems(run_dir)
+    warnings = event_file_problems(run_dir) + run_pinning_problems(run_dir)
+    for w in warnings:
+        log.warning(f"[zlbench] warning: {w}")
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
     left_out = more_processes_left_out(run_dir, plan)

@@ -52,10 +52,22 @@ def events_path(run_dir: Path, unit_id: str) -> Path:
     return Path(run_dir) / "units" / unit_id / EVENTS_FILE
 
 
+def _on_a_new_line(f) -> str:
+    """A newline where the file (opened to append) ends mid-line: a writer killed mid-write left half
+    a line there, and the next event written onto it would be lost with it."""
+    end = f.seek(0, os.SEEK_END)
+    if not end:
+        return ""
+    with open(f.name, "rb") as r:
+        r.seek(end - 1)
+        return "" if r.read(1) == b"\n" else "\n"
+
+
 def append(path: Path, event: str, **fields) -> None:
     """Append one event and make it durable (a killed writer loses at most this line)."""
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"event": event, "t": time.time(), "pid": os.getpid(), **fields}, default=str) + "\n")
+        f.write(_on_a_new_line(f) + json.dumps({"event": event, "t": time.time(), "pid": os.getpid(), **fields},
+                                               default=str) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -65,6 +77,7 @@ class EventWriter:
 
     def __init__(self, path: str):
         self._file = open(path, "a", encoding="utf-8")
+        self._file.write(_on_a_new_line(self._file))
 
     def emit(self, event: str, durable: bool = True, **fields) -> None:
         """durable=False: flushed to the OS only, which a crash of this process keeps (not one of
@@ -79,14 +92,35 @@ class EventWriter:
         self._file.close()
 
 
+def _event(line: bytes) -> Optional[dict]:
+    """The event a line holds; None for a line that holds none (torn by a full disk or a kill,
+    or edited): never half an event."""
+    try:
+        e = json.loads(line)
+    except ValueError:
+        return None
+    return e if isinstance(e, dict) and isinstance(e.get("event"), str) else None
+
+
 def parse_lines(chunk: bytes) -> List[dict]:
-    out = []
-    for line in chunk.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line torn by a full disk or a kill: never half an event
-    return out
+    return [e for e in map(_event, chunk.splitlines()) if e is not None]
+
+
+def read_checked(path: Path) -> Tuple[List[dict], List[int]]:
+    """An events file's complete events, and the numbers (from 1) of its complete lines that hold
+    none: what they held is missing from every table made from it. A last line still being written
+    is neither."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return [], []
+    events, bad = [], []
+    for i, line in enumerate(data[:data.rfind(b"\n") + 1].splitlines(), 1):
+        if (e := _event(line)) is not None:
+            events.append(e)
+        elif line.strip():
+            bad.append(i)
+    return events, bad
 
 
 def read_events(path: Path) -> List[dict]:
@@ -118,10 +152,12 @@ def final_ends(events: Iterable[dict]) -> Dict[str, dict]:
     whose latest end is a placeholder (or a retry) is not done, even where an earlier item of it ended:
     a run cut between the cases of a parametrized test ([float16] measured, [float32] cut) measures
     the whole test again on resume."""
-    ends = [e for e in events if e.get("event") in ("end", "retry")]
+    marks = [e for e in events if e.get("event") in ("start", "end", "retry") and e.get("node")]
+    ends = [e for e in marks if e["event"] != "start"]
     # A retry reopens its test: a later case crashed after earlier ones ended ok, and the whole
-    # test runs again (its earlier cases' ends say nothing of the case that crashed).
-    latest = {base_node(e["node"]): e for e in ends}
+    # test runs again (its earlier cases' ends say nothing of the case that crashed). So does a
+    # case started after them with no end (the whole run killed meanwhile, its worker too).
+    latest = {base_node(e["node"]): e for e in marks}
     return {base_node(e["node"]): e for e in ends
             if is_final_end(e) and is_final_end(latest[base_node(e["node"])])}
 

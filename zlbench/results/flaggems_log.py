@@ -37,6 +37,11 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
     try:
         rec = json.loads(text[len("[INFO] "):])
         result = rec.get("result") if isinstance(rec, dict) else None
+        if isinstance(rec, dict) and "op_name" in rec:  # a record, whole or not
+            if not isinstance(rec["op_name"], str):
+                raise ValueError(f"its op_name is {rec['op_name']!r}, not a name")
+            if "result" not in rec:
+                raise ValueError("it has no result")
         if result is not None and not (isinstance(result, list) and all(isinstance(r, dict) for r in result)):
             raise ValueError("its result is not a list of objects")
         for entry in result or []:
@@ -120,6 +125,10 @@ def rows_from_log(path: Path, skipped: Optional[List[int]] = None) -> List[dict]
             "`zlbench history import RUN_DIR`), or one side's log, run.<side>.log.")
     rows = [row.to_dict() for rec in records
             for row in Row.from_record(rec, node=rec["node"] if isinstance(rec.get("node"), str) else None)]
+    if not records and skipped:
+        raise UsageError(f"{path}: every result record of it is malformed ({len(skipped)} skipped, lines "
+                         f"{', '.join(map(str, skipped[:10]))}{' ...' if len(skipped) > 10 else ''}). Fix: repair "
+                         "them (each `[INFO] {...}` line is one JSON object with op_name and result).")
     if not rows:
         raise UsageError(
             f"{path} holds no `[INFO] {{json}}` result records. Fix: pass a run dir, a zlbench "

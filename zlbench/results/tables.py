@@ -41,6 +41,7 @@ class _Collector:
         self.devices = {d["index"]: d for d in plan.get("devices", [])}
         self.rows: List[dict] = []
         self.nodes: Dict[Tuple[str, str], dict] = {}  # (node, side) -> status row
+        self.ended: set = set()  # (node, side, round) with an end, a placeholder's too
         self.log_lines: List[str] = []
         self.processes: Dict[str, dict] = {}
         self.kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
@@ -91,6 +92,7 @@ class _Collector:
                 pending.pop(ev.base_node(e["node"]), None)
             elif kind == "end":
                 node = ev.base_node(e["node"])
+                self.ended.add((node, unit["side"], unit["round"]))
                 if ev.is_final_end(e):
                     committed.setdefault(node, (launches, []))[1].extend(pending.pop(node, []))
                 if ev.is_final_end(e) or node not in measured:
@@ -131,10 +133,13 @@ class _Collector:
         for unit_id, nodes in unfinished_nodes(run_dir, self.plan, measured).items():
             unit = next(u for u in self.plan["units"] if u["unit_id"] == unit_id)
             for n in nodes:
-                if (n, unit["side"]) not in self.nodes:
-                    self._status(n, unit, unit["device"], {"host": "", "job_id": ""},
-                                 {"status": "crashed", "resumable": True,
-                                  "reason": "no result yet (run killed or still going); resume to measure it"})
+                if (n, unit["side"], unit["round"]) in self.ended:
+                    continue  # its placeholder (the run's end wrote why it was not measured) says so
+                # Also where another process ended the node: measured in fewer processes than
+                # planned, it is not done (the placeholders a run writes as it ends say the same).
+                self._status(n, unit, unit["device"], {"host": "", "job_id": ""},
+                             {"status": "crashed", "resumable": True,
+                              "reason": "no result yet (run killed or still going); resume to measure it"})
 
     def status_rows(self) -> List[dict]:
         """Per node and side, with a row for every node that produced none: nothing goes missing."""
@@ -253,6 +258,29 @@ def pinning_problems(processes: Dict[str, dict], devices: Dict[int, dict]) -> Li
             problems.append(f"devices {other} and {dev} both measured on bus {p['device_bus_id']}: "
                             "their rows are not independent.")
     return problems
+
+
+def event_file_problems(run_dir: Path) -> List[str]:
+    """A warning per unit whose events file holds lines that are no event (torn by a full disk or
+    a kill, or edited): what they held (a row, a node's end) is missing from the tables; or the
+    events of another unit (a file copied over: its processes would count twice)."""
+    out = []
+    for u in load_plan(run_dir)["units"]:
+        path = ev.events_path(run_dir, u["unit_id"])
+        events, bad = ev.read_checked(path)
+        others = sorted({str(e["unit"]) for e in events
+                         if e.get("event") == "session_start" and e.get("unit") not in (None, u["unit_id"])})
+        if others:
+            out.append(f"{path.relative_to(run_dir)} holds the events of {', '.join(others)}, not of "
+                       f"{u['unit_id']} (a file copied over?): its rows are counted as {u['unit_id']}'s. Fix: "
+                       "restore the unit's own file, or measure the run again.")
+        if bad:
+            where = ", ".join(map(str, bad[:5])) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            out.append(f"{path.relative_to(run_dir)}: {len(bad)} line(s) hold no event (line {where}): "
+                       "torn by a full disk or a kill, or edited. What they held is missing from these "
+                       "tables: a node without its end is resumable (resume= measures it again), a lost "
+                       "row is not (a new run measures it).")
+    return out
 
 
 def run_pinning_problems(run_dir: Path) -> List[str]:
