@@ -352,6 +352,40 @@ def test_compare_uses_the_rows_rounds(tmp_path, capsys):
     assert len(lines) == 4 and all(l.endswith(",rounds,False,faster") for l in lines[1:]), lines
 
 
+def test_a_run_recorded_again_keeps_its_id(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    first, second = H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.2}], noise=0.01)
+    history("import", first, second, "--url", url, capsys=capsys)
+    with open(first / "rows.jsonl", "a") as f:
+        f.write("\n")  # collected again: its tables' bytes moved
+    code, out = history("import", first, "--url", url, capsys=capsys)
+    assert code == 0 and out.out.startswith("replaced:"), out
+    code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
+    assert sorted((r["run_id"], r["path"]) for r in json.loads(out.out)) == [(1, str(first)), (2, str(second))]
+
+
+def test_a_copy_of_a_run_dir_is_the_same_run_and_either_path_finds_it(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
+    base, pr = H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.2}], noise=0.01, interval=0.02)
+    copy = shutil.copytree(pr, tmp_path / "pr_copy")
+    history("import", base, pr, "--url", url, capsys=capsys)
+    (copy / "rows.jsonl").write_text("")  # a damaged copy
+    code, out = history("import", copy, "--url", url, capsys=capsys)
+    assert code == 0 and out.out.startswith("kept:") and f"recorded from {pr}, which still holds it" in out.out, out
+    code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
+    assert len(json.loads(out.out)) == 2  # one record per run, not two
+    # The copy's path finds the run's record (the first path's, not the damaged copy's).
+    code, out = history("compare", base, copy, "--url", url, "--format", "json", capsys=capsys)
+    assert code == 1 and f"{copy} is recorded from {pr}, the same run" in out.err, out.err
+    assert {r["verdict"] for r in json.loads(out.out)["rows"]} == {"slower"}
+    # A dir moved: its record follows it, and the old path finds it too.
+    moved = pr.rename(tmp_path / "pr_moved")
+    code, out = history("import", moved, "--url", url, capsys=capsys)
+    assert out.out.startswith("replaced:") and f"recorded from {pr}, which no longer holds it" in out.out, out
+    code, out = history("compare", base, moved, "--url", url, "--format", "json", capsys=capsys)
+    assert code == 1 and {r["verdict"] for r in json.loads(out.out)["rows"]} == {"slower"}
+
+
 def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys):
     """8 commits: exp steps up 20% from commit 5 on; add has one 30% outlier at commit 2."""
     lat = [{"exp": 1.0, "add": 2.0}, {"exp": 1.0, "add": 2.0}, {"exp": 1.0, "add": 2.6}, {"exp": 1.0, "add": 2.0},
@@ -703,7 +737,7 @@ def test_one_run_written_by_four_processes_at_once_lands_once(tmp_path, store_ur
     code = ("import sys, time; from pathlib import Path; from zlbench.store import Store; "
             "from zlbench.store.ingest import run_dir_record, write_record; "
             "rec = run_dir_record(Path(sys.argv[1])); st = Store(sys.argv[2]); "
-            "time.sleep(max(0.0, float(sys.argv[3]) - time.time())); print(write_record(st, rec))")
+            "time.sleep(max(0.0, float(sys.argv[3]) - time.time())); print(write_record(st, rec).outcome)")
     start = time.time() + 4
     procs = [subprocess.Popen([sys.executable, "-c", code, str(run), store_url, str(start)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]

@@ -69,6 +69,8 @@ def resolve_run(store: Store, ref: str) -> dict:
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.path == str(Path(ref).resolve()))).all()
         else:
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key.startswith(ref))).all()
+    if not rows and is_path and (Path(ref) / "run_identity.json").is_file():
+        rows = _same_run(store, Path(ref))
     if not rows and is_path:
         raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench.history "
                          f"import {ref}`.")
@@ -80,6 +82,22 @@ def resolve_run(store: Store, ref: str) -> dict:
         ids = ", ".join(str(r.run_id) for r in rows[:10])
         raise UsageError(f"{ref!r} names {len(rows)} runs (ids {ids}). Fix: give a run id or a longer key prefix.")
     return _run_dict(rows[0])
+
+
+def _same_run(store: Store, run_dir: Path) -> list:
+    """The store's record of the run a run dir holds, recorded from another path (the store keeps one
+    record per run: a copy of the dir, or the dir before it moved); said on the terminal."""
+    import sys
+
+    from zlbench.store.ingest import run_dir_key
+
+    with store.begin("finding a run") as conn:
+        rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key == run_dir_key(run_dir))).all()
+    for r in rows:
+        print(f"[zlbench] {run_dir} is recorded from {r.path}, the same run (a copy, or the dir before it moved): "
+              f"its record is read. Fix, where {run_dir}'s own tables differ: `zlbench history import {run_dir}`.",
+              file=sys.stderr)
+    return rows
 
 
 def latest_pair(store: Store, **filters) -> Tuple[dict, dict]:

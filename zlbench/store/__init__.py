@@ -58,9 +58,9 @@ def record_run(run_dir: Path, url: Optional[str]) -> None:
 
     record = run_dir_record(Path(run_dir))
     with Store(url) as store:
-        outcome = write_record(store, record)
-    print(f"[zlbench] store {store.shown}: {outcome} {record['run']['path']} "
-          f"({len(record['rows'])} rows)", file=sys.stderr)
+        written = write_record(store, record)
+    print(f"[zlbench] store {store.shown}: {written.outcome} {record['run']['path']} "
+          f"({len(record['rows'])} rows){written.note}", file=sys.stderr)
 
 
 def record_or_warn(run_dir: Path, url: Optional[str]) -> None:

@@ -12,7 +12,7 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,7 +28,7 @@ from zlbench.store.db import Store, explain
 AB_FILE = "ab.json"
 # Identity keys that do not decide what a number means: times, where, what was observed, and
 # (for the caliber) the versions and commits a series of runs moves along.
-NOT_IDENTITY = ("identity_hash", "provenance", "created", "host", "processes")
+NOT_IDENTITY = ("identity_hash", "provenance", "created", "resumed", "host", "processes")
 
 
 def caliber_of(identity: Mapping[str, Any]) -> str:
@@ -198,8 +198,7 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     ab_cfg = ((identity.get("config") or {}).get("ab") or {})
     created = parse_created(identity.get("created"), (run_dir / IDENTITY_FILE).stat().st_mtime)
     run = {
-        # The host too: identical machines running one nightly config from cron share hash and second.
-        "run_key": f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}",
+        "run_key": _run_key(identity, created),
         "content_hash": digest.hexdigest(), "kind": "ab" if ab is not None else "run",
         "identity_hash": identity.get("identity_hash"), "caliber": caliber_of(identity),
         "created": created, "path": str(run_dir), "host": _str(identity.get("host"), 255),
@@ -217,6 +216,20 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
     }
     return {"run": run, "rows": [_row_record(r) for r in rows], "statuses": [_status_record(s) for s in status],
             "ab": ab}
+
+
+def _run_key(identity: Mapping[str, Any], created: datetime) -> str:
+    """One record per run: a copy of a run dir, or the dir moved, is the same run. The host too:
+    identical machines running one nightly config from cron share hash and second."""
+    return f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}"
+
+
+def run_dir_key(run_dir: Path) -> str:
+    """The key the store records a run dir under (run_dir_record's), from its identity alone."""
+    from zlbench.results.rundir import read_identity
+
+    identity = read_identity(Path(run_dir))
+    return _run_key(identity, parse_created(identity.get("created"), (Path(run_dir) / IDENTITY_FILE).stat().st_mtime))
 
 
 def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[str] = None,
@@ -255,8 +268,41 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
             "ab": None}
 
 
-def write_record(store: Store, record: Mapping[str, Any]) -> str:
-    """Write one run in one transaction: 'unchanged', 'recorded' (new) or 'replaced'. Two writers
+def _still_holds(path: str, host: Optional[str], run: Mapping[str, Any]) -> bool:
+    """Whether a recorded path, another than this record's, still holds the same run: a copy's
+    record does not displace it (an edited or damaged copy would stand in for the run), a moved
+    dir's does. A path on another host cannot be looked at: it holds the record."""
+    if path == run["path"]:
+        return False
+    if host != run["host"]:
+        return True
+    try:
+        return run_dir_key(Path(path)) == run["run_key"]
+    except (OSError, UsageError):
+        return False
+
+
+class Written(NamedTuple):
+    """What writing a run did: 'unchanged', 'recorded' (new), 'replaced', or 'kept' (a copy of a run
+    dir whose first recorded path still holds the run: that record stays); `elsewhere`: the other
+    path the same run was recorded from, if any."""
+    outcome: str
+    elsewhere: Optional[str] = None
+
+    @property
+    def note(self) -> str:
+        """What it did to the record of the same run from another path, for the terminal."""
+        if not self.elsewhere:
+            return ""
+        if self.outcome == "kept":
+            return (f"; the same run is recorded from {self.elsewhere}, which still holds it: that record stays "
+                    "(one record per run; either path finds it)")
+        return (f"; it was recorded from {self.elsewhere}, which no longer holds it (the dir moved): the store "
+                "keeps one record per run")
+
+
+def write_record(store: Store, record: Mapping[str, Any]) -> Written:
+    """Write one run in one transaction (see Written). Two writers
     of the same run at once (a collect racing the run's own end): the loser's insert hits the
     unique key, and its retry finds the winner's write."""
     from sqlalchemy.exc import IntegrityError
@@ -273,23 +319,29 @@ def write_record(store: Store, record: Mapping[str, Any]) -> str:
     raise AssertionError("unreachable")
 
 
-def _write(conn, record: Mapping[str, Any]) -> str:
+def _write(conn, record: Mapping[str, Any]) -> Written:
     run = dict(record["run"])
     # The same run (its key), or an earlier state of the same run dir: same host, path and
     # identity hash (a resume rewrites the identity's creation time, nothing else).
     earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
                          S.runs.c.identity_hash == run["identity_hash"])
-    same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash).where(
+    same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash, S.runs.c.path,
+                               S.runs.c.host).where(
         or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
         else S.runs.c.run_key == run["run_key"])).all()
     if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"]:
-        return "unchanged"
+        return Written("unchanged")
+    elsewhere = next((r.path for r in same if r.run_key == run["run_key"] and r.path != run["path"]), None)
+    if any(r.run_key == run["run_key"] and _still_holds(r.path, r.host, run) for r in same):
+        return Written("kept", elsewhere)  # a copy of a run dir whose first path still holds it: that record stays
     old_ids = [r.run_id for r in same]
     if old_ids:
         for table in S.CHILD_TABLES:
             conn.execute(delete(table).where(table.c.run_id.in_(old_ids)))
         conn.execute(delete(S.runs).where(S.runs.c.run_id.in_(old_ids)))
     run["recorded"] = _utcnow()
+    if old_ids:  # the run keeps its id (`history compare 4 10` copied from a list still works)
+        run["run_id"] = min(old_ids)
     run_id = conn.execute(S.runs.insert().values(**run)).inserted_primary_key[0]
     for table, items in ((S.rows, record["rows"]), (S.statuses, record["statuses"])):
         if items:
@@ -303,4 +355,4 @@ def _write(conn, record: Mapping[str, Any]) -> str:
         ab_rows = [_ab_row_record(t) for t in ab.get("rows") or []]
         if ab_rows:
             conn.execute(S.ab_rows.insert(), [{**t, "run_id": run_id} for t in ab_rows])
-    return "replaced" if old_ids else "recorded"
+    return Written("replaced" if old_ids else "recorded", elsewhere)
