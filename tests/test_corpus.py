@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from zlbench.planning.corpus import Corpus, check_shape_file
@@ -37,6 +39,17 @@ def test_names_that_resolve_to_nothing_name_close_matches(kwargs, needle):
     with pytest.raises(UsageError) as e:
         Corpus(MINI).select(**kwargs)
     assert needle in str(e.value)
+
+
+def test_the_fix_of_a_name_that_resolves_to_nothing_gives_an_example_of_this_corpus():
+    import zlbench
+
+    demo = Path(zlbench.__file__).parent / "demo_corpus"
+    for kwargs, example in (({"op_file": "nope.py"}, "e.g. op_file=test_blas_perf.py."),
+                            ({"test_node": "nope"}, "e.g. benchmark/test_blas_perf.py::test_perf_mm.")):
+        with pytest.raises(UsageError) as e:
+            Corpus(demo).select(**kwargs)
+        assert str(e.value).endswith(example) and "test_fft" not in str(e.value)
 
 
 def test_test_node_with_another_selection_is_an_error():

@@ -184,7 +184,8 @@ class Corpus:
         raise UsageError(
             f"op_file '{op_file}' is not a test file of the corpus."
             f"{_close(Path(name).name, sorted(Path(c).name for c in candidates))} "
-            f"Fix: op_file=<file under {self.test_dir}/>, e.g. op_file=test_fft.py."
+            f"Fix: op_file=<file under {self.test_dir}/>, "
+            f"e.g. op_file={Path(min(candidates, default='test_fft.py')).name}."
         )
 
     def _node(self, test_node: str) -> TestNode:
@@ -197,7 +198,7 @@ class Corpus:
         ids = [n.nodeid for n in self.nodes]
         raise UsageError(
             f"test_node '{test_node}' is not in the corpus.{_close(wanted, ids)} "
-            "Fix: test_node=<file>::<test function>, e.g. benchmark/test_fft.py::test_perf_fft."
+            f"Fix: test_node=<file>::<test function>, e.g. {min(ids, default='benchmark/test_fft.py::test_perf_fft')}."
         )
 
 
