@@ -117,20 +117,22 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     res = zlbench(*ARGS, f"resume={run}", "progress=none", cwd=tmp_path, env={"WAIT_S": "0"})
     assert res.returncode == 0, res.stderr[-2000:]
     assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
-    assert "progress=none" in (run / ".hydra.resume" / "overrides.yaml").read_text()
-    # The run keeps the date it started (summary.md, the store's record), and lists its resume.
+    assert not (run / ".hydra.resume").exists() and sorted(p.name for p in (run / ".hydra").iterdir()) == [
+        "config.yaml", "hydra.yaml", "overrides.yaml"]
+    # The run keeps the date it started (summary.md, the store's record), and lists its resume with
+    # the overrides it was resumed with.
     identity = json.loads((run / "run_identity.json").read_text())
     assert identity["created"] == started and len(identity["resumed"]) == 1
+    assert "progress=none" in identity["resumed"][0]["overrides"] and identity["resumed"][0]["at"] > started
     # A dry run (which writes nothing), or a run of another caliber (refused), into the run dir by
     # hydra.run.dir= leaves it alone too: the resume command it names is still the one the run was
     # made with.
-    resumed_with = (run / ".hydra.resume" / "overrides.yaml").read_text()
     res = zlbench(f"hydra.run.dir={run}", "backend=cpu", "dry_run=true", "ops=[exp]", cwd=tmp_path)
     assert res.returncode == 0 and "nodes (" in res.stdout, res.stderr[-2000:]
-    assert (run / ".hydra.resume" / "overrides.yaml").read_text() == resumed_with
     res = zlbench(f"hydra.run.dir={run}", *ARGS, "timer.repeat=3", cwd=tmp_path)
     assert res.returncode == 2 and "another caliber" in res.stderr, res.stderr[-2000:]
     assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
+    assert not (run / ".hydra.resume").exists() and len(json.loads((run / "run_identity.json").read_text())["resumed"]) == 1
     assert "wait_0*" in res.stderr and "timer.repeat" not in res.stderr.split("Fix:")[-1]
     # It is read from run_identity.json, which only an accepted run writes: a run dir copied
     # without its dot-files (or whose .hydra/ a sweep rewrote) still names it.

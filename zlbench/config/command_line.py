@@ -64,8 +64,6 @@ def _backend(name: str, value: str) -> str:
 # env var -> (config keys it sets, override builder). The first key is the one a CLI override
 # must name to win; selection env vars all yield to any selection given on the command line.
 SELECTION = ("ops", "op_file", "test_node")
-# Where Hydra writes its files for a resume (config, overrides), beside the run's own .hydra/.
-RESUME_HYDRA_DIR = ".hydra.resume"
 ENV_MIGRATION: Dict[str, Tuple[Tuple[str, ...], Callable[[str, str], str]]] = {
     "ZL_BACKEND": (("backend",), lambda n, v: f"backend={_backend(n, v)}"),
     "ZL_ENABLE_CUDAGRAPH": (("timer",), lambda n, v: "timer=graph" if _bool(n, v) else "timer=direct"),
@@ -346,14 +344,12 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     run_dir = next((a.split("=", 1)[1].strip("\"'") for a in overrides if override_key(a) == "hydra.run.dir"), None)
     dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in ("true", "1", "yes", "on")
               for a in overrides)
-    if "hydra.output_subdir" in cli_keys:
-        pass
-    elif dry:  # a dry run writes nothing: no .hydra/ (into a run dir that holds one, or a sweep's)
+    if "hydra.output_subdir" not in cli_keys and (
+            dry or resume or (run_dir and (Path(run_dir).expanduser() / ".hydra" / "overrides.yaml").is_file())):
+        # No Hydra files from a dry run (it writes nothing), a resume, or a run into a run dir that
+        # holds them (which zlbench may refuse): .hydra/ keeps what the run was made with, and an
+        # accepted resume lists its own overrides in run_identity.json (`resumed`).
         overrides.append("hydra.output_subdir=null")
-    elif resume or (run_dir and (Path(run_dir).expanduser() / ".hydra" / "overrides.yaml").is_file()):
-        # Hydra's files of a resume, or of a run into a run dir that holds one (which zlbench may
-        # then refuse), go beside the run's own: .hydra/ keeps what the run was made with.
-        overrides.append(f"hydra.output_subdir={RESUME_HYDRA_DIR}")
     provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides),
                   "env_ignored": ignored}
     # Env-derived overrides first: a later override of the same key (from the CLI) would win anyway.

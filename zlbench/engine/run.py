@@ -205,8 +205,9 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         resuming = check_resume(run_dir, identity)
         if resuming:  # the run is dated by its start (summary.md, the store), each resume listed
             old = read_identity(run_dir)
+            this = {"at": identity["created"], "overrides": (provenance or {}).get("job_overrides")}
             identity = {**identity, "created": old.get("created", identity["created"]),
-                        "resumed": [*(old.get("resumed") or []), identity["created"]]}
+                        "resumed": [*(old.get("resumed") or []), this]}
         if resuming and (run_dir / "plan.json").exists():
             # The same units as before, not a fresh balance (which the earlier wall times now known
             # would change): completion is tracked per unit, so a re-planned unit would measure again.
