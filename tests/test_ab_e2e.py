@@ -38,7 +38,7 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     assert [u["side"] for u in plan["units"]][:4] == ["off", "on", "on", "off"]
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"] if u["side"] == "on"} == {"1"}
     assert {u["env"]["DEMO_GEMS_FUSED_SOFTMAX"] for u in plan["units"] if u["side"] == "off"} == {"0"}
-    assert "A/B: DEMO_GEMS_FUSED_SOFTMAX=0 (off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=1 (on) (B)" in (d / "summary.md").read_text()
+    assert "A/B: DEMO_GEMS_FUSED_SOFTMAX=0 (side off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=1 (side on) (B)" in (d / "summary.md").read_text()
     # One FlagGems-readable log per side: one record per op and dtype, rounds aggregated, which
     # FlagGems' own tools (and zlbench's reader) read as one run.
     from zlbench.results.flaggems_log import rows_from_log
@@ -72,7 +72,7 @@ def test_aa_mode_reports_its_false_positive_rate(run_zlbench):
     md = (res.run_dir / "ab.md").read_text()
     assert "A/A mode" in md
     # Its title says A/A: both sides carry the same value, named as the axis names its sides.
-    assert md.startswith("# A/A: DEMO_GEMS_FUSED_SOFTMAX=0 (off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=0 (on) (B)\n"), md[:120]
+    assert md.startswith("# A/A: DEMO_GEMS_FUSED_SOFTMAX=0 (side off) (A) vs DEMO_GEMS_FUSED_SOFTMAX=0 (side on) (B)\n"), md[:120]
 
 
 def test_multirun_sides_pair_afterwards(tmp_path):

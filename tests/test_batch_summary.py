@@ -43,10 +43,10 @@ def test_multirun_sides_are_named_and_said_not_interleaved(sweep, tmp_path):
     out = summary(a, "--ab", b, "--allow-dead", "--out", tmp_path / "cmp")
     assert out.returncode == 0, out.stderr
     md = (tmp_path / "cmp" / "ab.md").read_text()
-    assert md.startswith("# A/B: ZL_FIXTURE_SWITCH=0 (off) (A) vs ZL_FIXTURE_SWITCH=1 (on) (B)\n"), md[:200]
+    assert md.startswith("# A/B: ZL_FIXTURE_SWITCH=0 (side off) (A) vs ZL_FIXTURE_SWITCH=1 (side on) (B)\n"), md[:200]
     assert "| 0 " not in md.splitlines()[0] and "(A) vs 1 (B)" not in md  # not the sweep's folder names
     line = next(l for l in md.splitlines() if l.startswith("- **Not interleaved**"))
-    assert "A (ZL_FIXTURE_SWITCH=0 (off)) ran " in line and "B (ZL_FIXTURE_SWITCH=1 (on)) ran " in line
+    assert "A (ZL_FIXTURE_SWITCH=0 (side off)) ran " in line and "B (ZL_FIXTURE_SWITCH=1 (side on)) ran " in line
     assert "after A ended" in line  # the local launcher ran the sweep's jobs one after the other
     assert "`python -m zlbench ab=env ab.var=ZL_FIXTURE_SWITCH`" in line
     summary_json = json.loads((tmp_path / "cmp" / "ab.json").read_text())["summary"]

@@ -74,11 +74,11 @@ class Source:
         self.side = (named[1] if named and named[1] in sides else sides[0] if len(sides) == 1 else None)
 
     def label(self, fallback: str) -> str:
-        """`VAR=value (side)` for a side of an A/B axis, else the run's or log's name."""
+        """`VAR=value (side NAME)` for a side of an A/B axis, else the run's or log's name."""
         ab = (self.identity.get("config") or {}).get("ab") or {}
         var = ab.get("var")
         if self.side and self.side != "main" and var:
-            return f"{var}={(self.identity.get('sides') or {})[self.side].get(var)} ({self.side})"
+            return side_label(var, (self.identity.get('sides') or {})[self.side].get(var), self.side)
         return fallback
 
     @property
@@ -132,6 +132,12 @@ def _ran(span: Tuple[float, float, str]) -> str:
     if span[1] <= span[0]:
         return f"at {first}" + (f" ({span[2]})" if span[2] != "events" else "")
     return f"{first[:-4]} to {last[11:] if last[:10] == first[:10] else last}"
+
+
+def side_label(var: str, value, side: str) -> str:
+    """How ab.md names a side: its value and, apart, its name (an A/A's sides off and on both carry
+    one value: `X=1 (off)` read as a contradiction)."""
+    return f"{var}={value} (side {side})"
 
 
 def not_interleaved(a: Source, b: Source, label_a: str, label_b: str) -> Tuple[str, Dict]:

@@ -85,6 +85,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
     plan.json, which says how the rounds were scheduled (None: round by round, no stops);
     status_rows: the nodes' statuses (a node that failed in some rounds leaves its rows short)."""
     from zlbench.report.ab import compare, write
+    from zlbench.report.batch_summary import side_label
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
@@ -92,8 +93,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
     rounds = {"min": schedule["min_rounds"], "max": int(plan["rounds"])} if schedule else None
     result = compare([r for r in rows if r.get("side") == sides[0]],
                      [r for r in rows if r.get("side") == sides[1]],
-                     f"{ab['var']}={identity['sides'][sides[0]].get(ab['var'])} ({sides[0]})",
-                     f"{ab['var']}={identity['sides'][sides[1]].get(ab['var'])} ({sides[1]})",
+                     side_label(ab['var'], identity['sides'][sides[0]].get(ab['var']), sides[0]),
+                     side_label(ab['var'], identity['sides'][sides[1]].get(ab['var']), sides[1]),
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
                      caveats=list(extra_caveats) + shared_state_caveats(identity),
