@@ -358,6 +358,29 @@ def test_a_refused_capture_falls_back_to_direct_with_the_generators_recovered(si
     assert CAPTURE_REFUSED in call["reason"] and not device.emitted("poison")
 
 
+def test_a_refused_captures_reason_is_one_line_with_the_error_code(sim_capture):
+    # CUDA's wording on an H200 (2026-12-05, FlagGems' avg_pool3d_backward): the first line says
+    # what happened, the rest is advice that would crowd the reason out of summary.md's tables.
+    configure, device = sim_capture
+    configure()
+    cuda_said = ("CUDA error: operation failed due to a previous error during capture\n"
+                 "Search for `cudaErrorStreamCaptureInvalidated' in https://docs.nvidia.com/cuda/"
+                 "cuda-runtime-api/group__CUDART__TYPES.html for more information.\n"
+                 "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+                 "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n")
+
+    def op():
+        device.draw()
+        if device.capturing:
+            raise RuntimeError(CAPTURE_REFUSED + "\n" + cuda_said)
+
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    assert policy(op, rep=20) == 5.0
+    [call] = _runtime.timing_calls
+    assert call["markers"] == [schema.MARKER_FALLBACK]
+    assert call["reason"] == f"capture refused: RuntimeError: {CAPTURE_REFUSED} (cudaErrorStreamCaptureInvalidated)"
+
+
 def test_a_device_fault_during_capture_is_fatal_without_a_fallback(sim_capture):
     configure, device = sim_capture
     configure()

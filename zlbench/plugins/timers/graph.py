@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from contextlib import contextmanager
 from typing import Tuple
 
@@ -89,7 +90,7 @@ class Timer(BaseTimer):
                 f"the device context unusable): {message}"
             )
         try:
-            return self.fallback(call, f"capture refused: {message[:300]}")
+            return self.fallback(call, f"capture refused: {said(message)[:300]}")
         except Exception as e2:
             if (type(e2), str(e2)) == capture_error:
                 raise  # a broken op (e.g. NotImplementedError for a shape): the node fails with it
@@ -112,6 +113,20 @@ def _no_work_marked(timed: Timed) -> Timed:
 
 
 MAX_GRAPH_CALLS = 10000
+
+# The name of an error code a vendor's message cites (`cudaErrorStreamCaptureInvalidated`, hipError...).
+_ERROR_CODE = re.compile(r"\b((?:cuda|hip|musa)Error\w+|ACL_ERROR_\w+)")
+
+
+def said(message: str) -> str:
+    """What an error says, on one line: its first line and the error code its advice cites. CUDA
+    appends lines of advice (where to search, CUDA_LAUNCH_BLOCKING=1, TORCH_USE_CUDA_DSA) that
+    crowd a row's reason out of a table."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return message
+    code = next((m[1] for line in lines[1:] for m in [_ERROR_CODE.search(line)] if m), None)
+    return lines[0] + (f" ({code})" if code and code not in lines[0] else "")
 
 
 def widened_rep(eager_ms: float, device_ms: float, rep: float, min_window_ms: float) -> float:
