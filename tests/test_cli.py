@@ -79,6 +79,23 @@ def test_bad_env_value_names_the_variable(name, value, needle):
     assert needle in str(e.value) and "Fix: set " in str(e.value)
 
 
+@pytest.mark.parametrize("value,fix", [
+    ("[exp", "'[exp' is not an op mark (a name of letters, digits and _). Fix: OP=exp (op marks, comma-separated), "
+             "or unset OP and pass ops=[...]."),
+    ("exp softmax", "'exp softmax' is not an op mark (a name of letters, digits and _). Fix: OP=exp,softmax "),
+    (",", "names no op. Fix: OP=exp (op marks, comma-separated), or unset OP to run every op."),
+])
+def test_an_op_env_value_that_names_no_mark_says_so_with_the_variable(value, fix):
+    with pytest.raises(UsageError) as e:
+        normalize_argv([], {"OP": value})
+    assert str(e.value).startswith(f"environment variable OP={value!r}") and fix in str(e.value)
+    # OP=exp, softmax (spaces, a trailing comma) is a list of marks; OP= (empty) selects every op.
+    assert "ops=['exp','softmax']" in normalize_argv([], {"OP": "exp, softmax,"})[0]
+    assert not any(a.startswith("ops=") for a in normalize_argv([], {"OP": ""})[0])
+    # A command line that selects drops OP unread, as before.
+    assert normalize_argv(["ops=[exp]"], {"OP": value})[1]["env_ignored"]["OP"].endswith("Fix: unset OP, or drop ops=.")
+
+
 @pytest.mark.parametrize("env,message", [
     ({"ZL_BACKEND": "bogus"}, "zlbench: error: environment variable ZL_BACKEND='bogus': unknown backend 'bogus'."),
     ({"BENCH_LEVEL": "huge"}, "zlbench: error: environment variable BENCH_LEVEL='huge' is not one of core, "

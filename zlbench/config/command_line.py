@@ -52,6 +52,23 @@ def _choice(name: str, value: str, choices: Sequence[str]) -> str:
     return v
 
 
+def _op_marks(name: str, value: str) -> List[str]:
+    """OP=exp,softmax: the op marks, comma-separated. A mark is a Python name (pytest's marks are):
+    anything else would reach the corpus as an op that matches no test, said as ops=, which the
+    user never typed."""
+    marks = [x.strip() for x in value.split(",") if x.strip()]
+    bad = [m for m in marks if not m.isidentifier()]
+    if bad:
+        fixed = ",".join(x for m in marks for x in re.findall(r"[A-Za-z_]\w*", m)) or "exp"
+        raise UsageError(f"environment variable {name}={value!r}: {bad[0]!r} is not an op mark (a name of "
+                         f"letters, digits and _). Fix: {name}={fixed} (op marks, comma-separated), or unset "
+                         f"{name} and pass ops=[...].")
+    if value.strip() and not marks:
+        raise UsageError(f"environment variable {name}={value!r} names no op. Fix: {name}=exp (op marks, "
+                         f"comma-separated), or unset {name} to run every op.")
+    return marks
+
+
 def _backend(name: str, value: str) -> str:
     try:
         return canonical_name(value)
@@ -73,7 +90,7 @@ ENV_MIGRATION: Dict[str, Tuple[Tuple[str, ...], Callable[[str, str], str]]] = {
     "SHAPE_MODE": (("shape",), lambda n, v: f"shape={_choice(n, v, SHAPE_MODES)}"),
     "SHAPE_FILE": (("shape.file",), lambda n, v: f"shape.file={_quote(v)}"),
     "TEST_NODE": (SELECTION, lambda n, v: f"test_node={_quote(v)}"),
-    "OP": (SELECTION, lambda n, v: "ops=[" + ",".join(_quote(x.strip()) for x in v.split(",") if x.strip()) + "]"),
+    "OP": (SELECTION, lambda n, v: "ops=[" + ",".join(_quote(x) for x in _op_marks(n, v)) + "]"),
     "OP_FILE": (SELECTION, lambda n, v: f"op_file={_quote(v)}"),
     "USE_FLAGTUNE": (("autotune",), lambda n, v: f"autotune={str(_bool(n, v)).lower()}"),
 }
