@@ -125,6 +125,31 @@ def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
 
 
 @pytest.mark.slow
+def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_more_passes(run_zlbench):
+    """luck_tiny's [[64]] (0.2 or 0.3 ms by process) has its node chosen; its [[8]] (10 or 15 us), under
+    20 us, could not choose it, but reads apart by process too: the more passes time it as well (a
+    median of 5, not 3). steady's and bimodal's nodes are not chosen (with them the pool of rows of
+    0.1-1 ms is steady enough to read luck_tiny apart)."""
+    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck_tiny]", "store.url=none",
+                      "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+                      "timer.max_processes=5", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = res.stdout + res.stderr
+    assert ("1 node(s) whose processes disagree get 2 more process(es) each (rows >= 20 us wider than "
+            "timer.target_width=0.5; widest: luck_tiny [[64]]") in log, log[-3000:]
+    assert "and 1 smaller row(s) of theirs that read apart by process; they time those rows only" in log
+    rows = {(r["op"], r["shape"]): r for r in _rows(res.run_dir)}
+    assert {k: r["processes"] for k, r in rows.items()} == {
+        ("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("bimodal", "[[64]]"): 3, ("bimodal", "[[128]]"): 3,
+        ("luck_tiny", "[[8]]"): 5, ("luck_tiny", "[[64]]"): 5}
+    assert "BENCHMARK_PROCESS_UNSTABLE" in rows[("luck_tiny", "[[8]]")]["markers"]
+    # Passes 0, 2, 4 read 10 us, 1 and 3 read 15 us: the median of five is the fast pick.
+    assert rows[("luck_tiny", "[[8]]")]["latency"] < 0.0125, rows[("luck_tiny", "[[8]]")]
+    later = [r for r in _process_rows(res.run_dir) if r["round"] >= 3]
+    assert sorted((r["round"], r["shape"]) for r in later) == [(3, "[[64]]"), (3, "[[8]]"), (4, "[[64]]"), (4, "[[8]]")]
+
+
+@pytest.mark.slow
 def test_at_max_processes_equal_to_processes_no_node_gets_more_and_what_a_cap_would_choose(run_zlbench, monkeypatch):
     res = run_zlbench(*ON_TIMING_CORPUS, *OPS, "timer.max_processes=3", env=QUIET)
     assert res.returncode == 0, res.stderr[-3000:]

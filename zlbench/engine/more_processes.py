@@ -1,6 +1,7 @@
 """Time goes where the variance is: after a plain run's timer.processes passes, the nodes whose
 processes disagree (a row >= 20 us whose interval is wider than timer.target_width) get more passes,
-up to timer.max_processes in all; the others are not measured again. They are chosen once, when the
+up to timer.max_processes in all, for those rows and their node's other rows marked
+BENCHMARK_PROCESS_UNSTABLE (riding_rows); the others are not measured again. They are chosen once, when the
 planned passes have ended (the intervals of the others move a little as the more processes come in,
 through the pooled spread of rows of their size: chasing that would plan pass after pass); a resumed
 run that has them gets no more. Where processes start ahead (engine/jobs.py), the first ones were
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from zlbench.config.schema import TimerConf
+from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
 from zlbench.results.events import (base_node, events_path, node_seconds, process_spans, read_events,
                                     startup_seconds)
 
@@ -49,11 +51,13 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         return MoreChoice([], first, "", {})
     settings = TimerConf.from_plugin(dict(timer))  # the schema's defaults where the mapping has none
     target = settings.target_width
-    rows = wide_rows(collect(run_dir)[0], target)
+    measured = collect(run_dir)[0]
+    rows = wide_rows(measured, target)
     if not rows:
         return MoreChoice([], first, "", {})
     wide = wide_nodes(rows, target)  # node -> its widest row
-    shapes, shares = chosen_shapes(run_dir, plan, rows, baseline_off)
+    riders = riding_rows(measured, wide, rows)
+    shapes, shares = chosen_shapes(run_dir, plan, rows + riders, baseline_off)
     startup, measuring = pass_seconds(run_dir, plan, list(wide), shares)
     per_pass = startup + measuring
 
@@ -91,8 +95,24 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
         f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
         + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")"
+        + (f", and {len(riders)} smaller row(s) of theirs that read apart by process" if riders else "")
         + ("; they time those rows only" if only == len(wide) else
            f"; {only} of them time those rows only, the others every row" if only else "")), shapes)
+
+
+def riding_rows(measured: Sequence[Mapping], nodes: Mapping[str, Any], wide: Sequence[Mapping]) -> List[Mapping]:
+    """The other rows of the chosen `nodes` (base node ids) whose processes disagree far beyond rows
+    of their size and timer (BENCHMARK_PROCESS_UNSTABLE), whatever their size: their node's more
+    passes run anyway, and a few shapes more give a row that draws its autotune pick per process
+    (a us row read 4.7 us in some processes and 11.9 us in others) a median of more processes.
+    Nodes with such rows only are not chosen for them (a pass' start-up for a us row)."""
+    chosen = {_key(r) for r in wide}
+    return [r for r in measured if r.get("status") == "ok" and MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])
+            and base_node(r.get("node") or "") in nodes and _key(r) not in chosen]
+
+
+def _key(row: Mapping) -> tuple:
+    return row.get("node"), row.get("op"), row.get("dtype"), row.get("shape")
 
 
 def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bool

@@ -238,7 +238,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
         no_base = any(r["processes"] > ((r.get("timing_base") or {}).get("processes") or r["processes"])
                       for r in measured if r.get("latency_base"))
         lines.append(f"- {len(more)} node(s) got more processes than the {planned} planned: a row of theirs of 20 us "
-                     f"or more was wider than timer.target_width after {planned} (time goes where the variance is)"
+                     f"or more was wider than timer.target_width after {planned} (time goes where the variance is; "
+                     "their smaller rows that read apart by process were measured in them too)"
                      + (f"; the more processes timed the op only, the baseline is the planned {planned}' "
                         "(corpus.baseline_off_args)" if no_base else ""))
     if unstable:
