@@ -137,7 +137,9 @@ def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_
     log = res.stdout + res.stderr
     assert ("1 node(s) whose processes disagree get 2 more process(es) each (rows >= 20 us wider than "
             "timer.target_width=0.5; widest: luck_tiny [[64]]") in log, log[-3000:]
-    assert "and 1 smaller row(s) of theirs that read apart by process; they time those rows only" in log
+    assert "and 1 other row(s) of theirs that read apart by process; they time those rows only" in log
+    assert "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in (
+        res.run_dir / "summary.md").read_text()
     rows = {(r["op"], r["shape"]): r for r in _rows(res.run_dir)}
     assert {k: r["processes"] for k, r in rows.items()} == {
         ("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("bimodal", "[[64]]"): 3, ("bimodal", "[[128]]"): 3,
@@ -147,6 +149,28 @@ def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_
     assert rows[("luck_tiny", "[[8]]")]["latency"] < 0.0125, rows[("luck_tiny", "[[8]]")]
     later = [r for r in _process_rows(res.run_dir) if r["round"] >= 3]
     assert sorted((r["round"], r["shape"]) for r in later) == [(3, "[[64]]"), (3, "[[8]]"), (4, "[[64]]"), (4, "[[8]]")]
+
+
+@pytest.mark.slow
+def test_riders_are_rows_whose_own_processes_disagree_in_any_case_of_the_chosen_test(run_zlbench):
+    """luck_param[tiny]'s 10/15 us row rides along with luck_param[big] (another case of the same
+    test: one node); luck_base's [[8]] reads apart by its baseline only, which a more pass does not
+    time (corpus.baseline_off_args): it keeps its 3 processes."""
+    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck_base,luck_param]",
+                      "store.url=none", "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+                      "timer.max_processes=5", env=QUIET)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = res.stdout + res.stderr
+    assert "2 node(s) whose processes disagree get 2 more process(es) each" in log, log[-3000:]
+    assert "and 1 other row(s) of theirs that read apart by process" in log, log[-3000:]
+    rows = {(r["node"].rsplit("::", 1)[-1], r["shape"]): r for r in _rows(res.run_dir)}
+    assert rows[("test_perf_luck_param[tiny]", "[[8]]")]["processes"] == 5
+    assert rows[("test_perf_luck_param[big]", "[[64]]")]["processes"] == 5
+    base_only = rows[("test_perf_luck_base", "[[8]]")]
+    assert base_only["processes"] == 3 and base_only["marker_reason"].startswith("baseline processes read"), base_only
+    summary = (res.run_dir / "summary.md").read_text()
+    assert ("2 node(s) got more processes than the 3 planned" in summary
+            and "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in summary), summary
 
 
 @pytest.mark.slow

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from zlbench.config.schema import TimerConf
-from zlbench.results.schema import MARKER_PROCESS_UNSTABLE
 from zlbench.results.events import (base_node, events_path, node_seconds, process_spans, read_events,
                                     startup_seconds)
 
@@ -57,57 +56,73 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         return MoreChoice([], first, "", {})
     wide = wide_nodes(rows, target)  # node -> its widest row
     riders = riding_rows(measured, wide, rows)
-    shapes, shares = chosen_shapes(run_dir, plan, rows + riders, baseline_off)
-    startup, measuring = pass_seconds(run_dir, plan, list(wide), shares)
-    per_pass = startup + measuring
-
-    def takes(k: int) -> float:
-        """About the wall k more passes add: the spares' passes only measure; the others start
-        together (where processes start ahead: one start-up, which the spares' measuring hides in
-        part) or one after another (a start-up each)."""
-        spared = min(k, spares)
-        if k == spared:
-            return k * measuring
-        if plan.more_together:
-            return max(spared * measuring, startup) + (k - spared) * measuring
-        return spared * measuring + (k - spared) * per_pass
-
-    def fit(seconds: float) -> int:
-        return max([k for k in range(1, last - first + 1) if takes(k) <= seconds], default=0)
-
     share, planned = settings.more_budget, planned_seconds(run_dir, plan)
-    limits = [(fit(share * planned), f"in timer.more_budget ({share:g} of the planned passes' "
-                                     f"{planned:.0f} s)")] if per_pass > 0 else []
-    if deadline is not None and per_pass > 0:
-        limits.append((fit(deadline - time.time()), "before launcher.run_timeout_s"))
-    fits = ""
-    for passes, limit in sorted(limits):
-        if passes < 1:
-            return MoreChoice([], first, (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more "
-                                          f"processes: one more pass (about {takes(1):.0f} s) would not fit {limit}"), {})
-        if first + passes < last:
-            fits = f", as many as fit {limit} of {last - first}"
-            last = first + passes
-        break
+
+    def budgeted(shares: Mapping[str, float]) -> Tuple[int, str, str]:
+        """(how many more passes fit, what limits them ("" where nothing does), the line saying
+        why none fits ("" where one does)), the passes timing the shares of their nodes given."""
+        startup, measuring = pass_seconds(run_dir, plan, list(wide), shares)
+        per_pass = startup + measuring
+
+        def takes(k: int) -> float:
+            """About the wall k more passes add: the spares' passes only measure; the others start
+            together (where processes start ahead: one start-up, which the spares' measuring hides in
+            part) or one after another (a start-up each)."""
+            spared = min(k, spares)
+            if k == spared:
+                return k * measuring
+            if plan.more_together:
+                return max(spared * measuring, startup) + (k - spared) * measuring
+            return spared * measuring + (k - spared) * per_pass
+
+        def fit(seconds: float) -> int:
+            return max([k for k in range(1, last - first + 1) if takes(k) <= seconds], default=0)
+
+        limits = [(fit(share * planned), f"in timer.more_budget ({share:g} of the planned passes' "
+                                         f"{planned:.0f} s)")] if per_pass > 0 else []
+        if deadline is not None and per_pass > 0:
+            limits.append((fit(deadline - time.time()), "before launcher.run_timeout_s"))
+        for passes, limit in sorted(limits)[:1]:
+            if passes < 1:
+                return 0, "", (f"[zlbench] {len(wide)} node(s) whose processes disagree get no more processes: "
+                               f"one more pass (about {takes(1):.0f} s) would not fit {limit}")
+            if first + passes < last:
+                return passes, f", as many as fit {limit} of {last - first}", ""
+        return last - first, "", ""
+
+    shapes, shares = chosen_shapes(run_dir, plan, rows, baseline_off)
+    passes, fits, none_fit = budgeted(shares)
+    if none_fit:
+        return MoreChoice([], first, none_fit, {})
+    if riders:  # they ride along only where they cost the wide rows no pass
+        with_riders = chosen_shapes(run_dir, plan, rows + riders, baseline_off)
+        if budgeted(with_riders[1])[0] == passes:
+            shapes, shares = with_riders
+        else:
+            riders = []
+    last = first + passes
     widest = sorted(wide.values(), key=relative_width, reverse=True)[:3]
     only = len(shapes)
     return MoreChoice(sorted(wide), last, (
         f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
         f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
         + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")"
-        + (f", and {len(riders)} smaller row(s) of theirs that read apart by process" if riders else "")
+        + (f", and {len(riders)} other row(s) of theirs that read apart by process" if riders else "")
         + ("; they time those rows only" if only == len(wide) else
            f"; {only} of them time those rows only, the others every row" if only else "")), shapes)
 
 
 def riding_rows(measured: Sequence[Mapping], nodes: Mapping[str, Any], wide: Sequence[Mapping]) -> List[Mapping]:
     """The other rows of the chosen `nodes` (base node ids) whose processes disagree far beyond rows
-    of their size and timer (BENCHMARK_PROCESS_UNSTABLE), whatever their size: their node's more
+    of their size and timer (BENCHMARK_PROCESS_UNSTABLE for the op's own processes: a more pass may
+    not time the baseline), whatever their size: their node's more
     passes run anyway, and a few shapes more give a row that draws its autotune pick per process
     (a us row read 4.7 us in some processes and 11.9 us in others) a median of more processes.
     Nodes with such rows only are not chosen for them (a pass' start-up for a us row)."""
+    from zlbench.results.process_stats import op_read_apart
+
     chosen = {_key(r) for r in wide}
-    return [r for r in measured if r.get("status") == "ok" and MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])
+    return [r for r in measured if r.get("status") == "ok" and op_read_apart(r)
             and base_node(r.get("node") or "") in nodes and _key(r) not in chosen]
 
 

@@ -232,14 +232,20 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
              f"p90 {_pct(widths[math.ceil(0.9 * len(widths)) - 1][0])}, widest {_pct(widths[-1][0])} "
              f"({_row_name(widths[-1][1])})"]
-    more = {r.get("node") for r in measured if planned and r["processes"] > planned}
+    from zlbench.results.events import base_node
+    from zlbench.results.process_stats import TOP_UP_MIN_MS, op_read_apart
+
+    more_rows = [r for r in measured if planned and r["processes"] > planned]
+    more = {base_node(r.get("node") or "") for r in more_rows}  # a process runs all of a test's cases
     if more:
         # Runs since 9279d69 time the op only in them (corpus.baseline_off_args); earlier ones did not.
         no_base = any(r["processes"] > ((r.get("timing_base") or {}).get("processes") or r["processes"])
                       for r in measured if r.get("latency_base"))
+        riders = sum(r["latency"] < TOP_UP_MIN_MS and op_read_apart(r) for r in more_rows)
         lines.append(f"- {len(more)} node(s) got more processes than the {planned} planned: a row of theirs of 20 us "
-                     f"or more was wider than timer.target_width after {planned} (time goes where the variance is; "
-                     "their smaller rows that read apart by process were measured in them too)"
+                     f"or more was wider than timer.target_width after {planned} (time goes where the variance is)"
+                     + (f"; {riders} row(s) of theirs under 20 us that read apart by process were measured in them "
+                        "too" if riders else "")
                      + (f"; the more processes timed the op only, the baseline is the planned {planned}' "
                         "(corpus.baseline_off_args)" if no_base else ""))
     if unstable:

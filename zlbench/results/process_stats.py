@@ -231,6 +231,16 @@ def relative_width(row: Mapping) -> Optional[float]:
     return (ci[1] - ci[0]) / latency if ci and latency else None
 
 
+# How a row's reason says that its op's own processes disagree (its baseline's: "baseline processes read").
+OP_READ_APART = "processes read "
+
+
+def op_read_apart(row: Mapping) -> bool:
+    """Whether the row's op, not only its baseline, is marked for processes that disagree."""
+    return (MARKER_PROCESS_UNSTABLE in (row.get("markers") or [])
+            and any(part.startswith(OP_READ_APART) for part in (row.get("marker_reason") or "").split("; ")))
+
+
 def wide_rows(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP_UP_MIN_MS) -> List[Mapping]:
     """The measured rows of at least `min_ms` whose interval is wider than `target_width`
     (aggregated rows, as aggregate() makes them), widest first: where more processes narrow what a
@@ -309,7 +319,7 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
     row["latency_ci"], unstable = spread.interval(key, processes) if key in spread.logs else (None, False)
     reasons = []
     if unstable:
-        reasons.append(f"processes read {', '.join(f'{v:.4g}' for v in latencies)} ms")
+        reasons.append(f"{OP_READ_APART}{', '.join(f'{v:.4g}' for v in latencies)} ms")
     for field in ("gbps", "tflops"):  # throughputs scale inversely with the latency
         src = nearest(field)
         if src.get(field):
