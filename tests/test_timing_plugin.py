@@ -531,3 +531,20 @@ def test_what_torch_loads_on_first_use_loads_while_the_process_waits_at_its_gate
             assert gate["preload_s"] >= 0.2 and gate["preload_late_s"] >= 0.0, gate
         else:
             assert "zl_slow_lazy" not in sys.modules and "preload_s" not in gate, gate
+
+
+@pytest.mark.parametrize("message,reason", [
+    ("", ""),
+    ("  \n ", ""),
+    ("RuntimeError: \nCUDA error: x\nSearch for `cudaErrorStreamCaptureUnsupported' in ...",
+     "RuntimeError: CUDA error: x (cudaErrorStreamCaptureUnsupported)"),
+    ("AcceleratorError: CUDA error: x (cudaErrorIllegalAddress)\nSearch for `cudaErrorOther'",
+     "AcceleratorError: CUDA error: x (cudaErrorIllegalAddress)"),
+    ("RuntimeError: HIP error: hipErrorStreamCaptureUnsupported", "RuntimeError: HIP error: hipErrorStreamCaptureUnsupported"),
+    ("RuntimeError: " + "y" * 400 + "\nSearch for `cudaErrorStreamCaptureInvalidated'",
+     "RuntimeError: " + "y" * 235 + "… (cudaErrorStreamCaptureInvalidated)"),
+])
+def test_a_reason_keeps_its_first_line_and_the_code_it_cites(message, reason):
+    from zlbench.plugins.timers.graph import said
+
+    assert said(message) == reason

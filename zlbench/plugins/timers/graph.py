@@ -124,9 +124,12 @@ def said(message: str) -> str:
     crowd a row's reason out of a table."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
-        return message
-    code = next((m[1] for line in lines[1:] for m in [_ERROR_CODE.search(line)] if m), None)
-    return lines[0] + (f" ({code})" if code and code not in lines[0] else "")
+        return message.strip()
+    if lines[0].endswith(":") and len(lines) > 1:  # `RuntimeError: ` and the text on the next line
+        lines[:2] = [f"{lines[0]} {lines[1]}"]
+    head = lines[0] if len(lines[0]) <= 250 else lines[0][:249] + "…"
+    code = next((m[1] for line in lines for m in [_ERROR_CODE.search(line)] if m), None)
+    return head + (f" ({code})" if code and code not in head else "")
 
 
 def widened_rep(eager_ms: float, device_ms: float, rep: float, min_window_ms: float) -> float:
