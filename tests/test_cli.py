@@ -80,9 +80,10 @@ def test_bad_env_value_names_the_variable(name, value, needle):
 
 
 @pytest.mark.parametrize("value,fix", [
-    ("[exp", "'[exp' is not an op mark (a name of letters, digits and _). Fix: OP=exp (op marks, comma-separated), "
+    ("[exp", "'[exp' is not an op mark or pattern. Fix: OP=exp (op marks or patterns, comma-separated), "
              "or unset OP and pass ops=[...]."),
-    ("exp softmax", "'exp softmax' is not an op mark (a name of letters, digits and _). Fix: OP=exp,softmax "),
+    ("exp softmax", "'exp softmax' is not an op mark or pattern. Fix: OP=exp,softmax "),
+    ("'exp',*norm*", "\"'exp'\" is not an op mark or pattern. Fix: OP=exp,*norm* "),
     (",", "names no op. Fix: OP=exp (op marks, comma-separated), or unset OP to run every op."),
 ])
 def test_an_op_env_value_that_names_no_mark_says_so_with_the_variable(value, fix):
@@ -92,6 +93,8 @@ def test_an_op_env_value_that_names_no_mark_says_so_with_the_variable(value, fix
     # OP=exp, softmax (spaces, a trailing comma) is a list of marks; OP= (empty) selects every op.
     assert "ops=['exp','softmax']" in normalize_argv([], {"OP": "exp, softmax,"})[0]
     assert "ops=[]" in normalize_argv([], {"OP": ""})[0]
+    # Patterns select as ops= does (ops=['*norm*']).
+    assert "ops=['wait_0*','*norm*','[ab]s']" in normalize_argv([], {"OP": "wait_0*,*norm*,[ab]s"})[0]
     # A command line that selects drops OP unread, as before.
     assert normalize_argv(["ops=[exp]"], {"OP": value})[1]["env_ignored"]["OP"].endswith("Fix: unset OP, or drop ops=.")
 

@@ -140,6 +140,18 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     res = zlbench(f"hydra.run.dir={run}", *ARGS, "timer.repeat=3", cwd=tmp_path)
     assert res.returncode == 2 and "wait_0*" in res.stderr.split("Fix:")[-1], res.stderr[-2000:]
     assert "timer.repeat" not in res.stderr.split("Fix:")[-1]
+    assert not (run / ".hydra").exists()  # the refused run wrote none into the copy
+
+
+def test_a_sweep_into_a_sweep_dir_that_holds_runs_leaves_their_hydra_files_alone(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", f"hydra.sweep.dir={sweep}", *ARGS[:-2], "ops=['wait_00']", "progress=none", "timer.processes=1"]
+    assert zlbench(*args, "timer.repeat=5,6", cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
+    made_with = {p: p.read_text() for p in sweep.glob("*/.hydra/*.yaml")}
+    assert len(made_with) == 6, sorted(made_with)
+    res = zlbench(*args, "timer.repeat=7,8", cwd=tmp_path, env={"WAIT_S": "0"})
+    assert res.returncode == 2 and res.stdout.count("another caliber") + res.stderr.count("another caliber") >= 2
+    assert {p: p.read_text() for p in sweep.glob("*/.hydra/*.yaml")} == made_with
 
 
 def test_the_resume_command_reads_back_as_the_run_dir_whatever_its_name(tmp_path):

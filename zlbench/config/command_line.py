@@ -52,17 +52,27 @@ def _choice(name: str, value: str, choices: Sequence[str]) -> str:
     return v
 
 
+# An op mark (pytest's marks are Python names) or an fnmatch pattern of them, as ops= takes (ops=['*norm*']).
+_OP_PATTERN = re.compile(r"[\w*?!\[\].-]+")
+
+
+def _holds_a_run(path: Path) -> bool:
+    """Whether a run dir holds a run: Hydra's files of one, or zlbench's identity (a copy without .hydra/)."""
+    return (path / ".hydra" / "overrides.yaml").is_file() or (path / "run_identity.json").is_file()
+
+
 def _op_marks(name: str, value: str) -> List[str]:
-    """OP=exp,softmax: the op marks, comma-separated. A mark is a Python name (pytest's marks are):
-    anything else would reach the corpus as an op that matches no test, said as ops=, which the
+    """OP=exp,softmax: op marks or patterns, comma-separated. Anything else (a bracket left open,
+    a space, a quote) would reach the corpus as an op that matches no test, said as ops=, which the
     user never typed."""
     marks = [x.strip() for x in value.split(",") if x.strip()]
-    bad = [m for m in marks if not m.isidentifier()]
+    bad = [m for m in marks if not _OP_PATTERN.fullmatch(m) or m.count("[") != m.count("]")]
     if bad:
-        fixed = ",".join(x for m in marks for x in re.findall(r"[A-Za-z_]\w*", m)) or "exp"
-        raise UsageError(f"environment variable {name}={value!r}: {bad[0]!r} is not an op mark (a name of "
-                         f"letters, digits and _). Fix: {name}={fixed} (op marks, comma-separated), or unset "
-                         f"{name} and pass ops=[...].")
+        # The marks as meant: quotes and stray brackets dropped, words apart (patterns kept as typed).
+        meant = [w for m in marks for w in (re.sub(r"[\[\]\"']", "", m).split() if m in bad else [m])]
+        raise UsageError(f"environment variable {name}={value!r}: {bad[0]!r} is not an op mark or pattern. "
+                         f"Fix: {name}={','.join(meant) or 'exp'} (op marks or patterns, comma-separated), or "
+                         f"unset {name} and pass ops=[...].")
     if value.strip() and not marks:
         raise UsageError(f"environment variable {name}={value!r} names no op. Fix: {name}=exp (op marks, "
                          f"comma-separated), or unset {name} to run every op.")
@@ -361,11 +371,14 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     run_dir = next((a.split("=", 1)[1].strip("\"'") for a in overrides if override_key(a) == "hydra.run.dir"), None)
     dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in ("true", "1", "yes", "on")
               for a in overrides)
+    sweep_dir = next((a.split("=", 1)[1].strip("\"'") for a in overrides if override_key(a) == "hydra.sweep.dir"), None)
     if "hydra.output_subdir" not in cli_keys and (
-            dry or resume or (run_dir and (Path(run_dir).expanduser() / ".hydra" / "overrides.yaml").is_file())):
-        # No Hydra files from a dry run (it writes nothing), a resume, or a run into a run dir that
-        # holds them (which zlbench may refuse): .hydra/ keeps what the run was made with, and an
-        # accepted resume lists its own overrides in run_identity.json (`resumed`).
+            dry or resume or (run_dir and _holds_a_run(Path(run_dir).expanduser()))
+            or (sweep_dir and any(map(_holds_a_run, Path(sweep_dir).expanduser().glob("*"))))):
+        # No Hydra files from a dry run (it writes nothing), a resume, or a run into a run dir (or a
+        # sweep into a sweep dir) that holds a run (which zlbench may refuse): .hydra/ keeps what
+        # the run was made with, and an accepted resume lists its own overrides in
+        # run_identity.json (`resumed`).
         overrides.append("hydra.output_subdir=null")
     provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides),
                   "env_ignored": ignored}
