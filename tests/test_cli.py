@@ -14,7 +14,7 @@ def test_old_env_vars_choose_defaults():
     assert "backend=musa" in argv
     assert "timer=direct" in argv
     assert "timer.repeat=5" in argv
-    assert "ops=['fft','exp']" in argv
+    assert "ops=[fft,exp]" in argv
     assert "autotune=true" in argv
     assert "isolate_caches=true" in argv
     assert prov["env"]["ZL_BACKEND"] == "MThreads"
@@ -39,7 +39,7 @@ def test_test_node_env_takes_precedence_over_op_pair():
 def test_op_with_op_file_env_is_one_selection_of_both():
     argv, _ = normalize_argv([], {"OP": "fft", "OP_FILE": "test_fft.py"})
     assert [a for a in argv if a.split("=")[0] in ("ops", "op_file", "test_node")] == [
-        "ops=['fft']", "op_file='test_fft.py'"]
+        "ops=[fft]", "op_file='test_fft.py'"]
 
 
 def test_op_within_op_file_from_the_old_env_runs_only_that_files_tests(run_zlbench):
@@ -91,10 +91,10 @@ def test_an_op_env_value_that_names_no_mark_says_so_with_the_variable(value, fix
         normalize_argv([], {"OP": value})
     assert str(e.value).startswith(f"environment variable OP={value!r}") and fix in str(e.value)
     # OP=exp, softmax (spaces, a trailing comma) is a list of marks; OP= (empty) selects every op.
-    assert "ops=['exp','softmax']" in normalize_argv([], {"OP": "exp, softmax,"})[0]
+    assert "ops=[exp,softmax]" in normalize_argv([], {"OP": "exp, softmax,"})[0]
     assert "ops=[]" in normalize_argv([], {"OP": ""})[0]
     # Patterns select as ops= does (ops=['*norm*']).
-    assert "ops=['wait_0*','*norm*','[ab]s']" in normalize_argv([], {"OP": "wait_0*,*norm*,[ab]s"})[0]
+    assert "ops=[wait_0*,*norm*,'[ab]s']" in normalize_argv([], {"OP": "wait_0*,*norm*,[ab]s"})[0]
     # A command line that selects drops OP unread, as before.
     assert normalize_argv(["ops=[exp]"], {"OP": value})[1]["env_ignored"]["OP"].endswith("Fix: unset OP, or drop ops=.")
 

@@ -51,7 +51,11 @@ def test_env_migration_reaches_the_identity(run_zlbench):
     assert ident["config"]["ops"] == ["exp"]
     assert ident["timer"]["repeat"] == 2
     assert ident["provenance"]["env"] == {"OP": "exp", "ZL_DIRECT_REPEAT": "2", "ZL_BACKEND": "cpu"}
-    assert "ops=['exp']" in ident["provenance"]["env_overrides"]
+    assert "ops=[exp]" in ident["provenance"]["env_overrides"]
+    # They are config, not switches: a resume that spells them as overrides is the same run.
+    assert ident["switch_env"] == {}
+    again = run_zlbench("ops=[exp]", "timer.repeat=2", "backend=cpu", f"resume={res.run_dir}")
+    assert again.returncode == 0 and "another caliber" not in again.stderr, again.stderr[-3000:]
 
 
 def test_batch_summary_reads_a_run_dir(shared_run):

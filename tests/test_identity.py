@@ -51,6 +51,18 @@ def test_identity_records_what_the_run_found(tmp_path):
     assert ident["autotune"] == "0"
 
 
+def test_the_old_runners_variables_and_the_corpus_location_are_not_switches(tmp_path):
+    # zlbench reads them into its config (recorded there); a run started with ZL_BACKEND=cpu and its
+    # resume with backend=cpu are one run, wherever FLAGGEMS_ROOT points.
+    base = identity_of(cfg(), tmp_path)
+    old = identity_of(cfg(), tmp_path, {"ZL_BACKEND": "cpu", "ZL_ENABLE_CUDAGRAPH": "0", "ZL_DIRECT_REPEAT": "1",
+                                        "ZL_ISOLATE_TUNER_CACHE": "1", "FLAGGEMS_ROOT": "/x/FlagGems"})
+    assert old["switch_env"] == {} and old["identity_hash"] == base["identity_hash"]
+    # Other ZL_ and FLAGGEMS_ variables still are (a corpus' own switch, FlagGems' settings).
+    assert identity_of(cfg(), tmp_path, {"ZL_FIXTURE_SWITCH": "1", "FLAGGEMS_DB_URL": "x"})["switch_env"] == {
+        "FLAGGEMS_DB_URL": "x", "ZL_FIXTURE_SWITCH": "1"}
+
+
 def test_progress_and_resume_settings_are_not_caliber(tmp_path):
     a = identity_of(cfg(progress="plain", resume=None), tmp_path)["identity_hash"]
     b = identity_of(cfg(progress="none", resume="/somewhere"), tmp_path)["identity_hash"]

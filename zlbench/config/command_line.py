@@ -52,6 +52,8 @@ def _choice(name: str, value: str, choices: Sequence[str]) -> str:
     return v
 
 
+# What Hydra's grammar reads unquoted in a list (ops=[exp,*norm*]): the resume command stays readable.
+_BARE_MARK = re.compile(r"[\w*?]+")
 # An op mark (pytest's marks are Python names) or an fnmatch pattern of them, as ops= takes (ops=['*norm*']).
 _OP_PATTERN = re.compile(r"[\w*?!\[\].-]+")
 
@@ -100,7 +102,8 @@ ENV_MIGRATION: Dict[str, Tuple[Tuple[str, ...], Callable[[str, str], str]]] = {
     "SHAPE_MODE": (("shape",), lambda n, v: f"shape={_choice(n, v, SHAPE_MODES)}"),
     "SHAPE_FILE": (("shape.file",), lambda n, v: f"shape.file={_quote(v)}"),
     "TEST_NODE": (SELECTION, lambda n, v: f"test_node={_quote(v)}"),
-    "OP": (SELECTION, lambda n, v: "ops=[" + ",".join(_quote(x) for x in _op_marks(n, v)) + "]"),
+    "OP": (SELECTION, lambda n, v: "ops=[" + ",".join(x if _BARE_MARK.fullmatch(x) else _quote(x)
+                                                      for x in _op_marks(n, v)) + "]"),
     "OP_FILE": (SELECTION, lambda n, v: f"op_file={_quote(v)}"),
     "USE_FLAGTUNE": (("autotune",), lambda n, v: f"autotune={str(_bool(n, v)).lower()}"),
 }

@@ -11,6 +11,12 @@ from zlbench.config.schema import shipped_axis_vars
 
 # Switch env vars recorded for every backend (FlagGems' own, Triton's cache-invalidating ones).
 COMMON_SWITCH = re.compile(r"^(FLAGTREE_|FLAGGEMS_|GEMS_VENDOR$|USE_FLAGTUNE$|TRITON_|ZL_)")
+# Matched by it and no switch: the old runner's variables, which zlbench reads into its config (their
+# effect is in the identity's config: config/command_line.py ENV_MIGRATION; no benchmark process
+# reads them), and where the corpus is (FLAGGEMS_ROOT, corpus.root's default). Recorded, they told a
+# run started with ZL_BACKEND=cpu from its resume with backend=cpu, which was then refused.
+NOT_SWITCHES = frozenset({"ZL_BACKEND", "ZL_ENABLE_CUDAGRAPH", "ZL_DIRECT_REPEAT", "ZL_ISOLATE_TUNER_CACHE",
+                          "FLAGGEMS_ROOT"})
 
 
 def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterable[str] = ()) -> Dict[str, str]:
@@ -19,7 +25,8 @@ def switch_env(backend: DeviceBackend, environ: Mapping[str, str], named: Iterab
     prefixes = tuple(backend.switch_env_prefixes)
     listed = set(backend.identity_env) | set(shipped_axis_vars()) | set(named)
     return {k: v for k, v in sorted(environ.items())
-            if k in listed or COMMON_SWITCH.match(k) or (prefixes and k.startswith(prefixes))}
+            if k in listed or (k not in NOT_SWITCHES and (COMMON_SWITCH.match(k)
+                                                          or (prefixes and k.startswith(prefixes))))}
 
 
 def named_env(cfg: Mapping[str, Any]) -> List[str]:
