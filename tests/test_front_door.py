@@ -41,9 +41,13 @@ def test_each_verb_names_itself_as_the_front_door_spells_it(tmp_path):
 
 def test_a_word_that_is_no_override_is_named_with_its_fix(tmp_path):
     (tmp_path / "old_run").mkdir()
+    (tmp_path / "FlagGems" / "benchmark").mkdir(parents=True)
     (tmp_path / "summary.log").write_text("")  # a path that reads like a verb is a path
     cases = {("sumary", "old_run"): "unknown verb 'sumary'. Fix: zlbench summary old_run.",
              ("old_run",): "old_run is a folder, not an override",
+             ("corpus=flaggems", "FlagGems"): "FlagGems is a folder, not an override: it looks like a corpus "
+                                              "checkout (it holds benchmark/). Fix: corpus=flaggems corpus.root=FlagGems.",
+             ("compare", "a", "b"): "compare is a history verb. Fix: zlbench history compare A B",
              ("summary.log",): "summary.log is a file, not an override: a result log is read by a verb. Fix: "
                                "zlbench summary summary.log.",
              ("backend=cpu", "collect"): "collect is a verb and comes first",

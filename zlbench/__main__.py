@@ -160,6 +160,12 @@ def _bare_word_problem(argv: List[str]) -> Optional[str]:
         if word in VERBS:
             return f"{word} is a verb and comes first: zlbench {word} ... Fix: move it to the front."
         path = os.path.expanduser(word)
+        if os.path.isdir(path) and os.path.isdir(os.path.join(path, "benchmark")) and not os.path.isfile(
+                os.path.join(path, "run_identity.json")):
+            return (f"{word} is a folder, not an override: it looks like a corpus checkout (it holds "
+                    f"benchmark/). Fix: corpus=flaggems corpus.root={word}.")
+        if word == "compare":
+            return "compare is a history verb. Fix: zlbench history compare A B (run dirs or store ids)."
         if os.path.isdir(path):
             return (f"{word} is a folder, not an override: a run dir is read by a verb. Fix: zlbench summary "
                     f"{word} (or collect {word}); a run into that dir: hydra.run.dir={word}, resuming it: "
