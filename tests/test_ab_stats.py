@@ -482,3 +482,20 @@ def test_a_run_cut_between_tests_says_how_many_tests_it_left_unfinished():
     first = res["markdown"].splitlines()[2]
     assert "**Run cut short**: 2 test(s) not finished before the run ended" in first, first
     assert "row(s) got" not in first
+
+
+def test_rows_of_one_value_a_side_without_intervals_say_why_they_are_not_judged():
+    from . import history_runs as H
+    from zlbench.report.ab import render_markdown
+
+    # An A/B side's log, a FlagGems log: one value a row, no latency_ci. Shown, not judged.
+    a = [H.row("exp", "[[64]]", 0.010, 0.02), H.row("abs", "[[64]]", 0.020, 0.02)]
+    b = [H.row("exp", "[[64]]", 0.005, 0.02), H.row("abs", "[[64]]", 0.021, 0.02)]
+    result = compare(a, b, "a.log", "b.log")
+    assert result["summary"]["unjudgeable_rows"] == 2 and result["summary"]["verdicts"] == {"inconclusive": 2}
+    assert "2 row(s) have one value a side and no process-level interval on both" in render_markdown(result)
+    # Two plain runs' rows carry their intervals: judged on them, nothing to explain.
+    a = [H.row("exp", "[[64]]", 0.010, 0.02, ci=[0.0099, 0.0101])]
+    b = [H.row("exp", "[[64]]", 0.005, 0.02, ci=[0.0049, 0.0051])]
+    result = compare(a, b, "a", "b")
+    assert result["summary"]["unjudgeable_rows"] == 0 and "not judged" not in render_markdown(result)

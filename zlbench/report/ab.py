@@ -198,6 +198,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
         "interval_rows": sum(1 for p, lv in zip(pairing.rows, live) if lv is not False and _judged_on_intervals(p)),
+        "unjudgeable_rows": sum(1 for p in pairing.rows if len(p.a) == 1 and len(p.b) == 1 and not _judged_on_intervals(p)),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": overall_line(considered, [t["node"] or t["op"] for t in considered], considered_rounds,
                                 round_period, run_offset_sd),
@@ -328,6 +329,11 @@ def _caveats(summary: Mapping) -> List[str]:
         caveats.append(f"{summary['interval_rows']} row(s) have one value a side (two plain runs: each a median over "
                        "its processes) and are judged on the two runs' process-level intervals (latency_ci), as "
                        "`history compare` judges them: moved when each value lies outside the other's interval")
+    if summary.get("unjudgeable_rows") and not summary.get("rounds_planned"):  # two runs or logs, not rounds
+        caveats.append(f"{summary['unjudgeable_rows']} row(s) have one value a side and no process-level interval on "
+                       "both (a side's log of an A/B run holds a mean over its rounds; a FlagGems log, or a run of "
+                       "one process, one value): their change is shown, not judged (inconclusive). To judge them, "
+                       "pair two plain zlbench runs (rows with latency_ci), or read an A/B run's own ab.md")
     if summary["unpaired_rows"]:
         caveats.append(f"{summary['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete")
     if summary["fallback_rows"]:
