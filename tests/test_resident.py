@@ -76,7 +76,7 @@ def test_sides_alternate_per_node_in_resident_processes_and_dead_nodes_stop_afte
     assert {k[0]: (v["rounds"], v["stop"], v["verdict"]) for k, v in rows.items()} == {
         "live_op": ("3", "max rounds", "slower"), "dead_op": ("1", "not live", "not live")}
     md = (d / "ab.md").read_text()
-    assert "| 1 (not live)   |" in md and "rows by why they stopped: max rounds: 2, not live: 2" in md
+    assert "| 1 (not live)   |" in md and "rows stopped: 2 at max rounds, 2 not live" in md
     assert "rounds: 3 to 3 per side (node by node, ABBA" in res.stderr
 
 

@@ -317,7 +317,7 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     assert by_shape["[[64]]"]["stop"] == "futile" and by_shape["[[64]]"]["verdict"] == "inconclusive"
     assert {t["stop"] for s, t in by_shape.items() if s != "[[64]]"} == {"settled"}
     assert res["summary"]["stops"] == {"futile": 1, "settled": 4}
-    assert "rows by why they stopped: futile: 1, settled: 4" in res["markdown"]
+    assert "rows stopped: 1 futile, 4 settled" in res["markdown"]
     assert "Rounds planned: " in res["markdown"]  # the plan, not what a row ran (its rounds column)
     assert "| 5 (futile at 4) " in res["markdown"]
     write(res, tmp_path)
