@@ -188,8 +188,16 @@ def test_a_run_cut_between_the_cases_of_a_test_says_so_and_its_resume_measures_t
 def test_resume_of_a_missing_run_dir_is_refused(tmp_path):
     missing = tmp_path / "nowhere"
     res = zlbench(*ARGS, f"resume={missing}", cwd=tmp_path)
-    assert res.returncode == 2 and "not a zlbench run dir" in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 2 and f"{missing} does not exist. Fix: pass the run dir printed" in res.stderr, res.stderr
     assert not missing.exists()
+    missing.mkdir()  # a folder that holds no run
+    res = zlbench(*ARGS, f"resume={missing}", cwd=tmp_path)
+    assert res.returncode == 2 and "is not a zlbench run dir (no run_identity.json)" in res.stderr, res.stderr[-2000:]
+    # A folder of runs, given to summary, names them.
+    (tmp_path / "runs" / "base").mkdir(parents=True)
+    (tmp_path / "runs" / "base" / "run_identity.json").write_text("{}")
+    res = zlbench("summary", str(tmp_path / "runs"), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and f"Fix: pass one of the run dirs in it, e.g. {tmp_path / 'runs' / 'base'}." in res.stderr
 
 
 def test_resume_compares_resolved_values_not_their_spelling(tmp_path):

@@ -366,6 +366,10 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     _check_grammar(overrides, multirun=any(f in ("-m", "--multirun") for f in flags))
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
+    resume_path = os.path.abspath(os.path.expanduser(resume.strip("\"'"))) if resume else None
+    if resume_path and not os.path.exists(resume_path):  # said before Hydra makes it its run dir
+        raise UsageError(f"resume={resume}: {resume_path} does not exist. Fix: pass the run dir printed when that "
+                         "run started, or drop resume= for a new run.")
     if resume and os.path.isfile(os.path.expanduser(resume)):  # not said as hydra.run.dir= below
         raise UsageError(f"resume={resume} is a file, not a run dir. Fix: resume={os.path.dirname(resume) or '.'}")
     if resume and "hydra.run.dir" not in cli_keys:
