@@ -85,13 +85,13 @@ def load_run(run: Path):
         r = json.loads(line)
         lat = r.get("latency")
         if r.get("side") == "main" and r.get("status") == "ok" and lat and math.isfinite(lat) and lat > 0:
-            procs[ps._key(r)].append(lat)
+            procs[ps.row_key(r)].append(lat)
     agg = {}
     for line in (run / "rows.jsonl").open():
         if line.strip():
             r = json.loads(line)
             if r.get("side") == "main" and r.get("status") == "ok" and r.get("latency"):
-                agg[ps._key(r)] = r
+                agg[ps.row_key(r)] = r
     return procs, agg
 
 

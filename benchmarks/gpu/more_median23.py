@@ -36,7 +36,7 @@ def by_pass(run: Path):
             r = json.loads(line)
             lat = r.get("latency")
             if r.get("side") == "main" and r.get("status") == "ok" and lat and lat > 0:
-                procs[ps._key(r)][r.get("round", 0)] = lat
+                procs[ps.row_key(r)][r.get("round", 0)] = lat
     return procs
 
 

@@ -119,15 +119,11 @@ def riding_rows(measured: Sequence[Mapping], nodes: Mapping[str, Any], wide: Seq
     passes run anyway, and a few shapes more give a row that draws its autotune pick per process
     (a us row read 4.7 us in some processes and 11.9 us in others) a median of more processes.
     Nodes with such rows only are not chosen for them (a pass' start-up for a us row)."""
-    from zlbench.results.process_stats import op_read_apart
+    from zlbench.results.process_stats import op_read_apart, row_key
 
-    chosen = {_key(r) for r in wide}
+    chosen = {row_key(r) for r in wide}
     return [r for r in measured if r.get("status") == "ok" and op_read_apart(r)
-            and base_node(r.get("node") or "") in nodes and _key(r) not in chosen]
-
-
-def _key(row: Mapping) -> tuple:
-    return row.get("node"), row.get("op"), row.get("dtype"), row.get("shape")
+            and base_node(r.get("node") or "") in nodes and row_key(r) not in chosen]
 
 
 def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bool

@@ -259,7 +259,7 @@ def wide_nodes(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP
     return out
 
 
-def _key(row: Mapping) -> tuple:
+def row_key(row: Mapping) -> tuple:
     return tuple(row.get(k) for k in KEY)
 
 
@@ -277,7 +277,7 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
     order: List[tuple] = []
     others: Dict[tuple, dict] = {}
     for r in rows:
-        k = _key(r)
+        k = row_key(r)
         if k not in measured and k not in others:
             order.append(k)
         if r.get("status") == "ok" and r.get("latency") and math.isfinite(r["latency"]):
