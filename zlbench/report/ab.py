@@ -284,8 +284,7 @@ def headline(summary: Mapping) -> List[str]:
     lines.append(f"Verdicts: {counts}.{unstable}")
     planned = summary.get("rounds_planned")
     if planned and summary.get("stops"):
-        why = ", ".join(f"{v} {'at' if k == 'max rounds' else ''} {k}".replace("  ", " ")
-                        for k, v in sorted(summary["stops"].items()))
+        why = ", ".join(f"{v} at {k}" if k == "max rounds" else f"{v} {k}" for k, v in sorted(summary["stops"].items()))
         span = f"{planned['min']} to {planned['max']}" if planned["min"] != planned["max"] else f"{planned['max']}"
         # Planned, not run: a row stops early once settled, futile or not live (the table's rounds column).
         lines.append(f"Rounds planned: {span} per row; rows stopped: {why} "

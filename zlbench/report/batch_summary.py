@@ -39,10 +39,11 @@ def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dic
             if logs:
                 return load(logs[0], skip_bad_lines)
             inside = sorted(p.parent.name for p in path.glob("*/run_identity.json"))[:3]
-            raise UsageError(f"{path} is neither a zlbench run dir nor holds a FlagGems result log. Fix: "
-                             + (f"pass one of the run dirs in it, e.g. {path / inside[0]}" + (
-                                 f" (also {', '.join(inside[1:])})" if inside[1:] else "") if inside else
-                                "pass a run dir (it holds run_identity.json) or a result_*.log") + ".")
+            fix = "pass a run dir (it holds run_identity.json) or a result_*.log"
+            if inside:
+                fix = f"pass one of the run dirs in it, e.g. {path / inside[0]}"
+                fix += f" (also {', '.join(inside[1:])})" if inside[1:] else ""
+            raise UsageError(f"{path} is neither a zlbench run dir nor holds a FlagGems result log. Fix: {fix}.")
         return load_rows(path), load_status(path), path.name
     if not path.exists():
         raise UsageError(f"{path} does not exist. Fix: pass a run dir or a result log.")
