@@ -58,6 +58,12 @@ _BARE_MARK = re.compile(r"[\w*?]+")
 _OP_PATTERN = re.compile(r"[\w*?!\[\].-]+")
 
 
+def _given(overrides: Sequence[str], key: str, unquoted: bool = False) -> Optional[str]:
+    """The value the first override of `key` gives (as typed; unquoted: the quotes around it dropped)."""
+    value = next((a.split("=", 1)[1] for a in overrides if override_key(a) == key), None)
+    return value.strip("\"'") if unquoted and value is not None else value
+
+
 def _holds_a_run(path: Path) -> bool:
     """Whether a run dir holds a run: Hydra's files of one, or zlbench's identity (a copy without .hydra/)."""
     return (path / ".hydra" / "overrides.yaml").is_file() or (path / "run_identity.json").is_file()
@@ -365,7 +371,7 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     _check_overrides(overrides, cli_keys)  # first: a password is refused before any message shows it
     _check_grammar(overrides, multirun=any(f in ("-m", "--multirun") for f in flags))
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
-    resume = next((a.split("=", 1)[1] for a in overrides if override_key(a) == "resume"), None)
+    resume = _given(overrides, "resume")
     resume_path = os.path.abspath(os.path.expanduser(resume.strip("\"'"))) if resume else None
     if resume_path and not os.path.exists(resume_path):  # said before Hydra makes it its run dir
         raise UsageError(f"resume={resume}: {resume_path} does not exist. Fix: pass the run dir printed when that "
@@ -375,10 +381,8 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")
-    run_dir = next((a.split("=", 1)[1].strip("\"'") for a in overrides if override_key(a) == "hydra.run.dir"), None)
-    dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in ("true", "1", "yes", "on")
-              for a in overrides)
-    sweep_dir = next((a.split("=", 1)[1].strip("\"'") for a in overrides if override_key(a) == "hydra.sweep.dir"), None)
+    run_dir, sweep_dir = (_given(overrides, key, unquoted=True) for key in ("hydra.run.dir", "hydra.sweep.dir"))
+    dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in TRUE for a in overrides)
     if "hydra.output_subdir" not in cli_keys and (
             dry or resume or (run_dir and _holds_a_run(Path(run_dir).expanduser()))
             or (sweep_dir and any(map(_holds_a_run, Path(sweep_dir).expanduser().glob("*"))))):
