@@ -52,7 +52,7 @@ def one(n_rows: int, rounds: int) -> dict:
 
     rows = synthetic_rows(n_rows, rounds)
     with tempfile.TemporaryDirectory() as tmp:
-        # Split as ab_report does it: the comparison, ab.write (tables and plot), the rest (before
+        # Split as a run's report does it: the comparison, ab.write (tables and plot), the rest (before
         # 2026-12-01: a second plot drawn over ab.png at scale).
         spent = {"compare_s": 0.0, "write_s": 0.0}
         originals = {name: getattr(report_ab, name) for name in ("compare", "write")}
@@ -70,7 +70,9 @@ def one(n_rows: int, rounds: int) -> dict:
             setattr(report_ab, name, timed(name))
         t0 = time.perf_counter()
         try:
-            result = run_report.ab_report(Path(tmp), rows, ["off", "on"], {**IDENTITY, "rounds": rounds})
+            identity = {**IDENTITY, "rounds": rounds}
+            result = run_report.ab_report(Path(tmp), rows, ["off", "on"], identity)
+            run_report.write_ab(result, Path(tmp), identity)
         finally:
             for name, f in originals.items():
                 setattr(report_ab, name, f)

@@ -53,6 +53,15 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     refused = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(d / "run.log")], capture_output=True, text=True)
     assert refused.returncode == 2 and "both sides of an A/B (off, on)" in refused.stderr, refused.stderr[-2000:]
     assert "run.<side>.log" in refused.stderr and "Traceback" not in refused.stderr
+    # `zlbench summary RUN_DIR` of an A/B says what the run's summary.md says, verdicts first (it
+    # printed the per-side tables alone), and writes nothing into the run dir.
+    before = {p.name: p.stat().st_mtime_ns for p in d.iterdir()}
+    summarized = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(d)], capture_output=True, text=True)
+    assert summarized.returncode == 0, summarized.stderr[-2000:]
+    assert summarized.stdout.strip() == (d / "summary.md").read_text().strip()
+    assert summarized.stdout.startswith("# A/B: DEMO_GEMS_FUSED_SOFTMAX=0 (side off) (A)")
+    assert "faster" in summarized.stdout.split("# zlbench run")[0]
+    assert {p.name: p.stat().st_mtime_ns for p in d.iterdir()} == before
     # Collecting again (a run killed midway, Slurm without waiting) rebuilds the A/B report too.
     for name in ("ab.md", "ab.json", "summary.md"):
         (d / name).unlink()

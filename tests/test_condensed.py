@@ -70,7 +70,7 @@ def test_cli_on_a_run_dir(tmp_path, capsys):
 def test_a_run_at_corpus_scale_writes_the_condensed_forms_itself(tmp_path):
     # The run's own speedup.png, ab.png and ab.md switch to the fixed-size and under-the-limit forms
     # once there are more than LARGE groups / rows (ab.csv and ab.json keep every row).
-    from zlbench.report.run_report import LARGE, _speedup_png, ab_report
+    from zlbench.report.run_report import LARGE, _speedup_png, ab_report, write_ab
 
     rows = [{"op": f"op{i % 300}", "dtype": "torch.float16", "side": "main", "speedup": 0.5 + (i % 97) / 50,
              "status": "ok"} for i in range(3000)]
@@ -83,6 +83,7 @@ def test_a_run_at_corpus_scale_writes_the_condensed_forms_itself(tmp_path):
     identity = {"config": {"ab": {"var": "X", "threshold": 0.02, "aa": False}, "isolate_caches": True},
                 "sides": {"off": {"X": "0"}, "on": {"X": "1"}}, "switch_env": {}}
     out = ab_report(tmp_path, _rows_of(result, "a") + _rows_of(result, "b"), sides, identity)
+    write_ab(out, tmp_path, identity)
     assert len(out["markdown"]) <= GITHUB_COMMENT_LIMIT
     assert (tmp_path / "ab.md").read_text() == out["markdown"]
     assert mpimg.imread(tmp_path / "ab.png").shape[:2] == (750, 1300)

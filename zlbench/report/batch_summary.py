@@ -344,6 +344,17 @@ def compare_two(args) -> int:
     return 0
 
 
+def run_dir_summary(path: Path, rows: List[dict], status_rows: List[dict]) -> Optional[str]:
+    """A zlbench run dir's summary as the run wrote it (an A/B's verdicts first), from its tables as
+    they stand; None for a result log or a folder without a run's identity and plan."""
+    from zlbench.report.run_report import compose
+    from zlbench.results.rundir import PLAN_FILE, load_plan, read_identity
+
+    if not (path.is_dir() and (path / IDENTITY_FILE).exists() and (path / PLAN_FILE).exists()):
+        return None
+    return compose(path, rows, status_rows, read_identity(path), load_plan(path))[0]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="zlbench summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -365,7 +376,8 @@ def main(argv=None) -> int:
             if args.out is not None:
                 check_out(args.out)
             rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
-            text = render_summary(rows_a, status_a, f"summary of {label_a}")
+            text = run_dir_summary(args.path, rows_a, status_a) or render_summary(rows_a, status_a,
+                                                                                  f"summary of {label_a}")
             print(text)
             if args.out is not None:
                 args.out.mkdir(parents=True, exist_ok=True)

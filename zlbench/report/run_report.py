@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
@@ -81,10 +81,10 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
               extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None,
               status_rows: Sequence[Mapping] = ()) -> Dict:
-    """The interleaved A/B of this run (ab.md, ab.csv, ab.json, ab.png); `plan`: the run's
+    """The interleaved A/B of this run (what ab.md, ab.csv, ab.json, ab.png hold: write_ab writes them); `plan`: the run's
     plan.json, which says how the rounds were scheduled (None: round by round, no stops);
     status_rows: the nodes' statuses (a node that failed in some rounds leaves its rows short)."""
-    from zlbench.report.ab import compare, write
+    from zlbench.report.ab import compare
     from zlbench.report.batch_summary import side_label
 
     ab = identity["config"]["ab"]
@@ -103,15 +103,22 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES},
                      # rounds that shared their side processes are drawn together in the overall interval
                      round_period=int(ab.get("respawn_every", 1)) if ab.get("schedule", "node") == "node" else 1)
-    from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown, plot_title
+    from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown
 
     # Each form is decided before anything is written: at corpus scale ab.md is the Markdown that
     # fits a pull-request comment (ab.csv and ab.json keep every row), and write() draws ab.png as
     # the fixed-size overview instead of a forest-plot line per row.
     if len(result["rows"]) > LARGE and len(result["markdown"]) > GITHUB_COMMENT_LIMIT:
         result["markdown"] = ab_markdown(result)
-    write(result, run_dir, plot_title(identity, "A/B"))
     return result
+
+
+def write_ab(result: Mapping, run_dir: Path, identity: Mapping[str, Any]) -> None:
+    """ab.md, ab.csv, ab.json and ab.png of ab_report's result."""
+    from zlbench.report.ab import write
+    from zlbench.report.condensed import plot_title
+
+    write(result, run_dir, plot_title(identity, "A/B"))
 
 
 def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> bool:
@@ -125,19 +132,13 @@ def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> b
     return speedup_plot(rows, path, plot_title(identity, "speedup over torch"))
 
 
-def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str]] = None,
-           why_cut: str = "") -> Exit:
-    """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far."""
-    plan = load_plan(run_dir)
-    rows, status_rows = collect(run_dir)
-    add_process_facts(run_dir)
-    identity = read_identity(run_dir)
-    fail_on = DEFAULT_FAIL_ON if fail_on is None else fail_on
+def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: Mapping[str, Any],
+            plan: Mapping[str, Any], title_suffix: str = "", why_cut: str = "") -> Tuple[str, Dict]:
+    """summary.md's text, and what went into it ("ab": an interleaved A/B's result, else None;
+    "warnings"), without writing anything: a run's end and `zlbench summary RUN_DIR` say the same."""
     cut = cut_nodes(status_rows)
     text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity)
     warnings = event_file_problems(run_dir) + run_pinning_problems(run_dir)
-    for w in warnings:
-        log.warning(f"[zlbench] warning: {w}")
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
     left_out = more_processes_left_out(run_dir, plan)
@@ -151,36 +152,55 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
         ab_sides = len(sides) if identity["config"]["ab"]["name"] != "none" else 0
         text = cut_banner(cut, len(status_rows), run_dir, why_cut, int(plan.get("processes") or 1),
                           ab_sides) + "\n" + text
-    outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
-    verdicts: List[str] = []
-    dead = False
     ab = identity["config"]["ab"]
+    result = None
     if len(sides) == 2:
         caveat = [f"run cut short: {len(cut)} node-side pair(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
         result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan, status_rows)
         text = result["markdown"] + "\n" + text
-        verdicts = [t["verdict"] for t in result["rows"]]
-        dead = result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")
-        outputs += ["ab.md", "ab.csv", "ab.json", "ab.png"]
     elif ab["name"] != "none":
         text += (f"\n> One side ({sides[0]}) of A/B axis {ab['name']}: pair it with "
                  "the other side's run dir: `zlbench summary A_DIR --ab B_DIR`.\n")
+    return text, {"ab": result, "warnings": warnings}
+
+
+def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str]] = None,
+           why_cut: str = "") -> Exit:
+    """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far."""
+    plan = load_plan(run_dir)
+    rows, status_rows = collect(run_dir)
+    add_process_facts(run_dir)
+    identity = read_identity(run_dir)
+    fail_on = DEFAULT_FAIL_ON if fail_on is None else fail_on
+    text, result = compose(run_dir, rows, status_rows, identity, plan, title_suffix, why_cut)
+    for w in result["warnings"]:
+        log.warning(f"[zlbench] warning: {w}")
+    outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
+    verdicts: List[str] = []
+    dead = False
+    ab = identity["config"]["ab"]
+    ab_result = result["ab"]
+    if ab_result is not None:
+        write_ab(ab_result, run_dir, identity)
+        verdicts = [t["verdict"] for t in ab_result["rows"]]
+        dead = ab_result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")
+        outputs += ["ab.md", "ab.csv", "ab.json", "ab.png"]
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
     if _speedup_png(rows, run_dir / "speedup.png", identity):
         outputs.insert(5, "speedup.png")
     print(text)
-    if len(sides) == 2 and result["summary"].get("cut"):
+    if ab_result is not None and ab_result["summary"].get("cut"):
         from zlbench.report.ab import cut_line
 
-        log.warning("[zlbench] A/B " + cut_line(result["summary"]).replace("**", ""))
+        log.warning("[zlbench] A/B " + cut_line(ab_result["summary"]).replace("**", ""))
     if dead:
         log.info(f"[zlbench] A/B axis {ab['name']} ({ab['var']}) is NOT LIVE: identical kernels on both "
               "sides (set ab.allow_dead=true to accept).")
     if (contention := contention_warning(rows)):
         log.warning(f"[zlbench] warning: {contention}")
     log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
-    return run_exit(status_rows, verdicts, fail_on, cut=bool(cut), dead_axis=dead)
+    return run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)), dead_axis=dead)
 
 
 def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:
