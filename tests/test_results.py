@@ -363,3 +363,27 @@ def test_a_node_skipped_where_it_ran_stays_skipped_where_the_time_limit_cut_it(t
     assert not by_op["special_bessel_y0"]["resumable"]
     assert by_op["late"]["status"] == "timeout" and by_op["late"]["resumable"]
     assert [s["op"] for s in cut_nodes(status)] == ["late"]
+
+
+def test_a_node_cut_in_its_later_processes_keeps_the_host_and_job_that_measured_it(tmp_path):
+    """ops_status.csv's host and job_id came from a node's worst process: one the run's limit cut
+    before it started has neither, so a node measured on a Slurm host in one process read blank."""
+    from zlbench.results.events import DEADLINE_REASON
+    from zlbench.results.tables import collect
+
+    units = [{"unit_id": f"main.r{r}.d0.s0", "device": 0, "side": "main", "round": r, "nodes": ["t.py::test_a"]}
+             for r in range(2)]
+    plan = {"backend": "cuda", "timer": "graph", "processes": 2, "units": units, "devices": [],
+            "nodes": [{"nodeid": "t.py::test_a", "op": "a"}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    unit_events = [[{"event": "launch", "host": "gpu-node-7", "job_id": "4242_0"},
+                    {"event": "start", "node": "t.py::test_a"}, {"event": "end", "node": "t.py::test_a", "status": "ok"}],
+                   [{"event": "end", "node": "t.py::test_a", "status": "timeout", "resumable": True,
+                     "reason": f"{DEADLINE_REASON} before it ran"}]]
+    for unit, events in zip(units, unit_events):
+        d = tmp_path / "units" / unit["unit_id"]
+        d.mkdir(parents=True)
+        (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (status,) = collect(tmp_path)[1]
+    assert status["status"] == "timeout" and status["resumable"]
+    assert (status["host"], status["job_id"]) == ("gpu-node-7", "4242_0")

@@ -125,7 +125,9 @@ class _Collector:
                 # Skipped in the processes that ran it, not started in those the run's time limit
                 # cut: it would be skipped there too, so it is skipped (and nothing to resume).
                 worst = prev if prev["status"] == "skipped" else entry
-            self.nodes[key] = {**worst, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
+            # A process that never started (cut, still going) says no host: the one that measured does.
+            where = {k: worst[k] or prev[k] or entry[k] for k in ("host", "job_id")}
+            self.nodes[key] = {**worst, **where, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
 
     def planned_without_end(self, run_dir: Path, measured: Dict[tuple, set]) -> None:
         """Planned nodes with no end at all (a run killed before it could say so, or still going):
