@@ -55,7 +55,7 @@ def test_env_migration_reaches_the_identity(run_zlbench):
     # They are config, not switches: a resume that spells them as overrides is the same run.
     assert ident["switch_env"] == {}
     again = run_zlbench("ops=[exp]", "timer.repeat=2", "backend=cpu", f"resume={res.run_dir}")
-    assert again.returncode == 0 and "another caliber" not in again.stderr, again.stderr[-3000:]
+    assert again.returncode == 0 and "made with other settings" not in again.stderr, again.stderr[-3000:]
 
 
 def test_batch_summary_reads_a_run_dir(shared_run):
@@ -156,7 +156,7 @@ def test_an_env_switch_set_for_a_resume_is_another_caliber(run_zlbench, tmp_path
     # One read inside Triton's compiled library, and the corpus' own switch named by identity.env.
     for env in ({"DISABLE_LLVM_OPT": "1"}, {"DEMO_GEMS_FUSED_SOFTMAX": "1"}):
         res = run_zlbench(*args, f"resume={first.run_dir}", env=env, run_dir=tmp_path / "x")
-        assert res.returncode == 2 and "another caliber" in res.stderr, (env, res.stderr[-2000:])
+        assert res.returncode == 2 and "made with other settings" in res.stderr, (env, res.stderr[-2000:])
         assert "switch_env" in res.stderr
 
 

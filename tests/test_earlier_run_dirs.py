@@ -39,7 +39,7 @@ def test_a_run_written_before_resumes_and_its_history_series_goes_on(tmp_path):
 
     res = zlbench(f"resume={earlier}", *EXP_RUN, "progress=none", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "another caliber" not in res.stderr
+    assert "made with other settings" not in res.stderr
     assert (earlier / "rows.jsonl").read_text() == rows  # every node was complete: nothing measured again
 
     res = zlbench(f"hydra.run.dir={later}", *EXP_RUN, "progress=none", cwd=tmp_path)

@@ -93,7 +93,7 @@ def test_resume_refuses_another_caliber(tmp_path):
     run = tmp_path / "run"
     assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
     res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, "timer.repeat=3", f"resume={run}", cwd=tmp_path)
-    assert res.returncode == 2 and "another caliber" in res.stderr and "timer" in res.stderr
+    assert res.returncode == 2 and "made with other settings" in res.stderr and "timer" in res.stderr
     # The same overrides under other software: the message names the versions, not the overrides.
     identity = json.loads((run / "run_identity.json").read_text())
     identity["versions"]["torch"] = "0.0.1"
@@ -107,9 +107,9 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
     made_with = (run / ".hydra" / "overrides.yaml").read_text()
     started = json.loads((run / "run_identity.json").read_text())["created"]
-    # A bare resume= (another caliber: its selection is all of the corpus) is refused ...
+    # A bare resume= (another selection: all of the corpus) is refused ...
     res = zlbench("backend=cpu", "corpus=flaggems", f"corpus.root={WAIT}", f"resume={run}", cwd=tmp_path)
-    assert res.returncode == 2 and "another caliber" in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 2 and "made with other settings" in res.stderr, res.stderr[-2000:]
     # ... and names the command that resumes it, read from what it left untouched.
     assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
     assert "wait_0*" in res.stderr and "progress=plain timer.processes=1 resume=" in res.stderr

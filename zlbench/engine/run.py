@@ -117,7 +117,8 @@ def prepare(cfg: DictConfig, run_dir: Path, provenance: Mapping[str, Any]):
 
 
 def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
-    """True when run_dir already holds this run (resume it); error when it holds another caliber."""
+    """True when run_dir already holds this run (resume it); error when it holds a run of another identity
+    (other settings, or another selection of tests: not the caliber, which leaves the tests out)."""
     path = run_dir / IDENTITY_FILE
     if not path.exists():
         return False
@@ -136,7 +137,7 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 "measurements of two. Fix: resume it where those versions are installed, or start a new "
                 "run dir with these.")
         raise UsageError(
-            f"{run_dir} holds a run of another caliber (differs in: {', '.join(diff) or 'unknown'}); "
+            f"{run_dir} holds a run made with other settings (its identity differs in: {', '.join(diff) or 'unknown'}); "
             "resuming it would mix measurements. Fix: resume with the overrides it was made with "
             f"({resume_command(run_dir)}), or start a new run dir."
         )

@@ -87,7 +87,7 @@ def add_process_facts(run_dir: Path) -> None:
 
 def resume_command(run_dir: Path) -> str:
     """The command that resumes this run dir: the overrides it ran with and resume=, since a resume
-    with other settings is another caliber. They are read from run_identity.json (its job's
+    with other settings is refused (another identity). They are read from run_identity.json (its job's
     overrides, as Hydra took them), which only a run zlbench accepted writes; Hydra's
     .hydra/overrides.yaml, which any later command into the dir may rewrite, where it has none."""
     overrides = None
