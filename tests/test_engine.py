@@ -124,13 +124,13 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     identity = json.loads((run / "run_identity.json").read_text())
     assert identity["created"] == started and len(identity["resumed"]) == 1
     assert "progress=none" in identity["resumed"][0]["overrides"] and identity["resumed"][0]["at"] > started
-    # A dry run (which writes nothing), or a run of another caliber (refused), into the run dir by
+    # A dry run (which writes nothing), or a run made with other settings (refused), into the run dir by
     # hydra.run.dir= leaves it alone too: the resume command it names is still the one the run was
     # made with.
     res = zlbench(f"hydra.run.dir={run}", "backend=cpu", "dry_run=true", "ops=[exp]", cwd=tmp_path)
     assert res.returncode == 0 and "nodes (" in res.stdout, res.stderr[-2000:]
     res = zlbench(f"hydra.run.dir={run}", *ARGS, "timer.repeat=3", cwd=tmp_path)
-    assert res.returncode == 2 and "another caliber" in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 2 and "made with other settings" in res.stderr, res.stderr[-2000:]
     assert (run / ".hydra" / "overrides.yaml").read_text() == made_with
     assert not (run / ".hydra.resume").exists() and len(json.loads((run / "run_identity.json").read_text())["resumed"]) == 1
     assert "wait_0*" in res.stderr and "timer.repeat" not in res.stderr.split("Fix:")[-1]
@@ -150,7 +150,7 @@ def test_a_sweep_into_a_sweep_dir_that_holds_runs_leaves_their_hydra_files_alone
     made_with = {p: p.read_text() for p in sweep.glob("*/.hydra/*.yaml")}
     assert len(made_with) == 6, sorted(made_with)
     res = zlbench(*args, "timer.repeat=7,8", cwd=tmp_path, env={"WAIT_S": "0"})
-    assert res.returncode == 2 and res.stdout.count("another caliber") + res.stderr.count("another caliber") >= 2
+    assert res.returncode == 2 and res.stdout.count("made with other settings") + res.stderr.count("made with other settings") >= 2
     assert {p: p.read_text() for p in sweep.glob("*/.hydra/*.yaml")} == made_with
 
 
