@@ -168,6 +168,13 @@ def test_the_resume_command_reads_back_as_the_run_dir_whatever_its_name(tmp_path
         assert words[:4] == ["python", "-m", "zlbench", "ops=[exp]"] and len(words) == 5
         (parsed,) = OverridesParser.create().parse_overrides(words[4:])
         assert parsed.key_or_group == "resume" and parsed.value() == str(run)
+    # A run made with switches set in its shell: the command sets them (a resume without them is
+    # another identity, refused with this same command as its Fix); a masked password is left out.
+    (run / "run_identity.json").write_text(json.dumps({
+        "provenance": {"job_overrides": ["ops=[exp]"]},
+        "switch_env": {"TRITON_DEFAULT_FP_FUSION": "0", "FLAGGEMS_DB_URL": "postgresql://u:***@db/x"}}))
+    words = shlex.split(resume_command(run))
+    assert words[:6] == ["env", "TRITON_DEFAULT_FP_FUSION=0", "python", "-m", "zlbench", "ops=[exp]"], words
 
 
 def test_a_worker_killed_from_outside_leaves_statuses_not_holes(tmp_path):

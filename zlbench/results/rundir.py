@@ -11,7 +11,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from zlbench.errors import UsageError
 from zlbench.results import events as ev
@@ -87,9 +87,44 @@ def add_process_facts(run_dir: Path) -> None:
 
 def resume_command(run_dir: Path) -> str:
     """The command that resumes this run dir: the overrides it ran with and resume=, since a resume
-    with other settings is refused (another identity). They are read from run_identity.json (its job's
-    overrides, as Hydra took them), which only a run zlbench accepted writes; Hydra's
-    .hydra/overrides.yaml, which any later command into the dir may rewrite, where it has none."""
+    with other settings is refused (another identity)."""
+    keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra."))]
+    return " ".join([*map(shlex.quote, switches(run_dir)), "python -m zlbench", *map(shlex.quote, keep),
+                     shlex.quote(f"resume={_hydra_value(str(run_dir))}")])
+
+
+# The overrides that choose a run's tests (a recheck chooses its own).
+SELECTION_KEYS = ("ops", "op_file", "test_node")
+
+
+def recheck_command(run_dir: Path, ops: Sequence[str], into: Path) -> str:
+    """The command that measures `ops` again in a new run dir `into`, with the settings run_dir was
+    made with: the same caliber (its selection aside), so `history compare` pairs its rows."""
+    keep = [o for o in made_with(run_dir)
+            if not _key(o).startswith(("resume", "hydra.")) and _key(o) not in SELECTION_KEYS]
+    ops_value = "[" + ",".join(_hydra_value(o) for o in ops) + "]"
+    return " ".join([*map(shlex.quote, switches(run_dir)), "python -m zlbench", *map(shlex.quote, keep),
+                     shlex.quote(f"ops={ops_value}"), shlex.quote(f"hydra.run.dir={_hydra_value(str(into))}")])
+
+
+def switches(run_dir: Path) -> List[str]:
+    """`env VAR=value ...` for the switches a run dir was made with (its identity's switch_env): a
+    command without them, in another shell, would be another identity. A value recorded masked (a
+    URL's password) is left to the environment."""
+    from zlbench.config.secrets import has_password
+
+    try:
+        env = read_identity(run_dir).get("switch_env") or {}
+    except UsageError:
+        return []
+    pairs = [f"{k}={v}" for k, v in sorted(env.items()) if not has_password(str(v))]
+    return ["env", *pairs] if pairs else []
+
+
+def made_with(run_dir: Path) -> List[str]:
+    """The overrides a run dir was made with, read from run_identity.json (its job's overrides, as
+    Hydra took them), which only a run zlbench accepted writes; Hydra's .hydra/overrides.yaml, which
+    any later command into the dir may rewrite, where it has none."""
     overrides = None
     try:
         overrides = (read_identity(run_dir).get("provenance") or {}).get("job_overrides")
@@ -102,8 +137,11 @@ def resume_command(run_dir: Path) -> str:
             overrides = yaml.safe_load((Path(run_dir) / ".hydra" / "overrides.yaml").read_text()) or []
         except (OSError, ValueError, AttributeError, ImportError):
             overrides = []
-    keep = [str(o) for o in overrides if not str(o).split("=", 1)[0].lstrip("+~").startswith(("resume", "hydra."))]
-    return " ".join(["python -m zlbench", *map(shlex.quote, keep), shlex.quote(f"resume={_hydra_value(str(run_dir))}")])
+    return [str(o) for o in overrides]
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
 
 
 def _hydra_value(value: str) -> str:
