@@ -10,6 +10,8 @@ import math
 import re
 import subprocess
 import sys
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -442,6 +444,24 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     res, result = _compare(tmp_path, off, again)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "slower" not in {r["verdict"] for r in result["rows"]} and "faster" not in {r["verdict"] for r in result["rows"]}
+    assert result["summary"]["recheck"] is None  # nothing failed: nothing to measure again
+
+    # A failing gate names the command that measures the failing rows' ops again with B's settings,
+    # in a run dir beside B's; run as printed (in B's environment), it is B's caliber and fails again.
+    res, result = _compare(tmp_path, off, on)
+    recheck = result["summary"]["recheck"]
+    assert recheck["run_dir"] == str(on) + ".recheck" and "ops=[live_op]" in recheck["command"], recheck
+    argv = shlex.split(recheck["command"])  # B's switch first: the command is B's caliber in any shell
+    assert argv[:5] == ["env", "ZL_FIXTURE_SWITCH=1", "python", "-m", "zlbench"], argv
+    assert sum(a.startswith("ops=") for a in argv) == 1, argv
+    md = subprocess.run([sys.executable, "-m", "zlbench", "history", "compare", str(off), str(on)], cwd=tmp_path,
+                        capture_output=True, text=True).stdout
+    assert f"`{recheck['command']}`" in md and f"history compare {result['summary']['run_a']['run_id']} {on}.recheck" in md
+    rerun = subprocess.run([argv[0], argv[1], sys.executable, *argv[3:]], cwd=tmp_path, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    res, again_slower = _compare(tmp_path, off, Path(recheck["run_dir"]))
+    assert res.returncode == 1 and {r["verdict"] for r in again_slower["rows"]} == {"slower"}, again_slower["rows"]
+    assert _compare(tmp_path, on, Path(recheck["run_dir"]))[1]["summary"]["same_caliber"]  # B's, its selection aside
 
     # At defaults (share_kernels) the second run of one compile environment compiles nothing: it has
     # no kernels to compare, and the repeat reads as one with liveness unknown, judged, not "not live".

@@ -217,7 +217,31 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
+        "recheck": recheck(run_b, table, fail_on),
     }
+
+
+def recheck(run_b: Mapping, table: List[Dict], fail_on: str) -> Optional[Dict[str, str]]:
+    """The command that measures the ops of B's failing rows again, in fresh processes and a new run
+    dir beside B's, with B's settings: a row drawn badly by B's processes (a cut run's one or two,
+    a state drawn per run) reads apart from a real change when `history compare A RECHECK` says it
+    again. {"command", "run_dir"}; None where nothing fails or B's run dir is gone (a result log,
+    another machine)."""
+    from zlbench.results.events import base_node
+    from zlbench.results.rundir import PLAN_FILE, load_plan, recheck_command
+    from zlbench.errors import UsageError
+
+    failing = [t for t in table if t["verdict"] in FAIL_ON[fail_on]]
+    path = Path(run_b.get("path") or "")
+    if not failing or not (path / PLAN_FILE).is_file():
+        return None
+    try:
+        marks = {n["nodeid"]: n.get("op") for n in load_plan(path).get("nodes", [])}
+    except UsageError:
+        return None
+    ops = sorted({marks.get(base_node(t["node"] or "")) or t["op"] for t in failing})
+    into = path.with_name(path.name + ".recheck")
+    return {"command": recheck_command(path, ops, into), "run_dir": str(into)}
 
 
 def gate_exit(fail_on: str, judged_rows: int, failing_rows: int) -> int:
@@ -326,6 +350,12 @@ def _result_lines(s: Mapping) -> List[str]:
                    + (f", {lost} row(s) lost in B (measured in A, their test crashed, timed out or failed in B)"
                       if lost else "")
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
+        if s.get("recheck"):
+            out.append("- Before reading them as regressions, measure their ops again in fresh processes: "
+                       f"`{s['recheck']['command']}`, then compare A with that run (`history compare "
+                       f"{s['run_a']['run_id']} {s['recheck']['run_dir']}`, this --url): a row slower again is "
+                       "one. Two runs of one commit fail a gate now and then, where a row's processes or its "
+                       "run drew another state.")
     return out
 
 
