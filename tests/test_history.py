@@ -745,3 +745,14 @@ def test_one_run_written_by_four_processes_at_once_lands_once(tmp_path, store_ur
     assert [p.returncode for p in procs] == [0] * 4, [o[1][-2000:] for o in outs]
     assert sorted(o[0].strip() for o in outs) == ["recorded", "unchanged", "unchanged", "unchanged"], outs
     assert count(store_url, S.runs) == 1 and count(store_url, S.rows) == 300
+
+
+def test_two_versions_that_differ_never_read_the_same():
+    """compare and regressions printed `zlbench_commit df73e359b900 -> df73e359b900` for a clean and a
+    dirty checkout of one commit (the 12 characters cut the +dirty off); history list the same."""
+    from zlbench.history.query import short_version
+
+    clean, dirty = "df73e359b900aaaabbbbccccddddeeeeffff0000", "df73e359b900aaaabbbbccccddddeeeeffff0000+dirty"
+    assert short_version(clean) == "df73e359b900" and short_version(dirty) == "df73e359b900+dirty"
+    assert short_version(dirty, 10) == "df73e359b9+dirty" and short_version("2.11.0+cu130") == "2.11.0+cu130"
+    assert short_version(None) == "-"

@@ -134,7 +134,7 @@ def _filters(args) -> dict:
 
 
 def cmd_list(args) -> int:
-    from zlbench.history.query import list_runs
+    from zlbench.history.query import list_runs, short_version
 
     with _open(args) as store:
         runs = list_runs(store, **_filters(args))
@@ -144,7 +144,7 @@ def cmd_list(args) -> int:
         print(json.dumps(runs, indent=1, default=str))
         return 0
     rows = [[r["run_id"], f"{r['created']:%Y-%m-%d %H:%M}", r["kind"], r["backend"], r["device_name"], r["timer"],
-             (r["corpus_commit"] or "-")[:10], (r["zlbench_commit"] or "-")[:10], r["triton_version"] or "-",
+             short_version(r["corpus_commit"], 10), short_version(r["zlbench_commit"], 10), r["triton_version"] or "-",
              r["caliber"][:10], r["nodes"], r["not_ok"]] for r in runs]
     print(tabulate(rows, headers=["id", "created (UTC)", "kind", "backend", "device", "timer", "corpus", "zlbench",
                                   "triton", "caliber", "nodes", "not ok"], tablefmt="github") if rows else "(no runs)")

@@ -43,7 +43,7 @@ from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair,
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
-from zlbench.history.query import (VERSION_FIELDS, changed_versions, failed_tests, fetch_rows, intervals_by_run, iter_rows,
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, failed_tests, fetch_rows, intervals_by_run, iter_rows,
                                    list_runs, medians_by_run)
 
 MIN_HISTORY = 3
@@ -318,7 +318,7 @@ def _caliber_lines(s: Mapping) -> List[str]:
                    "timer, selection, switches ...); a change may be the configuration, not the code.")
     if s["changed_versions"]:
         out.append("- Changed between A and B: " + "; ".join(
-            f"{k} {(a or '-')[:12]} -> {(b or '-')[:12]}" for k, (a, b) in s["changed_versions"].items()) + ".")
+            f"{k} {short_version(a)} -> {short_version(b)}" for k, (a, b) in s["changed_versions"].items()) + ".")
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import statistics
 from collections import defaultdict
 from datetime import datetime
@@ -72,12 +73,14 @@ def resolve_run(store: Store, ref: str) -> dict:
     if not rows and is_path and (Path(ref) / "run_identity.json").is_file():
         rows = _same_run(store, Path(ref))
     if not rows and is_path:
+        # --url named: import's default store is the one beside the run dir, maybe not this one.
         raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench.history "
-                         f"import {ref}`.")
+                         f"--url {shlex.quote(store.shown)} import {shlex.quote(str(ref))}`.")
     if not rows:
         raise UsageError(f"no run {ref!r} in the store {store.shown}: no run id, run key prefix, nor run dir or file "
-                         "of that name. Fix: `python -m zlbench.history list` shows run ids; a run dir not yet "
-                         "recorded can be added with `history import RUN_DIR`.")
+                         f"of that name. Fix: `python -m zlbench.history --url {shlex.quote(store.shown)} list` shows run "
+                         f"ids; a run dir not yet recorded can be added with `history --url {shlex.quote(store.shown)} "
+                         "import RUN_DIR`.")
     if len(rows) > 1:
         ids = ", ".join(str(r.run_id) for r in rows[:10])
         raise UsageError(f"{ref!r} names {len(rows)} runs (ids {ids}). Fix: give a run id or a longer key prefix.")
@@ -223,3 +226,13 @@ VERSION_FIELDS = ("corpus_commit", "zlbench_commit", "triton_version", "torch_ve
 
 def changed_versions(a: Mapping, b: Mapping) -> Dict[str, List[Optional[str]]]:
     return {f: [a.get(f), b.get(f)] for f in VERSION_FIELDS if a.get(f) != b.get(f)}
+
+
+def short_version(value: Optional[str], n: int = 12) -> str:
+    """A version as a line shows it: a commit's first 12 characters, what follows a '+' kept (a
+    checkout's +dirty, torch's +cu130), so two versions that differ never read the same (n: a
+    commit's characters)."""
+    if not value:
+        return "-"
+    head, plus, tail = str(value).partition("+")
+    return head[:n] + plus + tail

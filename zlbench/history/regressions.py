@@ -33,7 +33,7 @@ from zlbench.results.schema import NO_WORK_MS, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import (VERSION_FIELDS, changed_versions, intervals_by_run, iter_rows, list_runs,
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, intervals_by_run, short_version, iter_rows, list_runs,
                                    medians_by_run, ops_of)
 
 K = 3
@@ -209,7 +209,7 @@ def _step_record(key: tuple, st: Mapping, values: Sequence[float], ids: Sequence
         "first_run": first["run_id"], "first_created": first["created"].isoformat(),
         "corpus_commit": first.get("corpus_commit"), "zlbench_commit": first.get("zlbench_commit"),
         "triton_version": first.get("triton_version"),
-        "changed": "; ".join(f"{f} {(a or '-')[:12]} -> {(c or '-')[:12]}"
+        "changed": "; ".join(f"{f} {short_version(a)} -> {short_version(c)}"
                              for f, (a, c) in changed_versions(prev, first).items()) or "nothing recorded",
     }
 
