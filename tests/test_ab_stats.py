@@ -499,3 +499,15 @@ def test_rows_of_one_value_a_side_without_intervals_say_why_they_are_not_judged(
     b = [H.row("exp", "[[64]]", 0.005, 0.02, ci=[0.0049, 0.0051])]
     result = compare(a, b, "a", "b")
     assert result["summary"]["unjudgeable_rows"] == 0 and "not judged" not in render_markdown(result)
+
+
+def test_an_overall_line_without_an_interval_says_why():
+    """ab.md and compare printed an overall change of one or two tests with no interval and no word
+    of why (every demo A/B of one op): the interval resamples tests and needs three."""
+    from zlbench.report.ab import no_interval
+
+    two = stats.overall([0.5, 0.6, 0.7], clusters=["t1", "t1", "t2"])
+    assert two["lo"] is None and two["tests"] == 2
+    assert no_interval(two) == " (no interval: it resamples tests and needs 3 or more; this has 2)"
+    three = stats.overall([0.5, 0.6, 0.7], clusters=["t1", "t2", "t3"])
+    assert three["lo"] is not None and three["tests"] == 3 and no_interval(three) == ""

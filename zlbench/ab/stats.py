@@ -115,8 +115,8 @@ def overall(ratios: Sequence[float], seed: int = 0,
     groups: Dict[Hashable, List[int]] = {}
     for i, (_, k, _) in enumerate(kept):
         groups.setdefault(k, []).append(i)
-    if len(groups) < 3 or np.all(logs == logs[0]):
-        return {"geomean": gm, "lo": None, "hi": None, "rows": int(len(logs))}
+    if len(groups) < MIN_TESTS or np.all(logs == logs[0]):
+        return {"geomean": gm, "lo": None, "hi": None, "rows": int(len(logs)), "tests": len(groups)}
     test_of = np.empty(len(kept), int)
     for g, members in enumerate(groups.values()):
         test_of[members] = g
@@ -133,9 +133,10 @@ def overall(ratios: Sequence[float], seed: int = 0,
         resampled = "tests"
     lo, hi = np.percentile(means, [2.5, 97.5])
     return {"geomean": gm, "lo": float(np.exp(lo)), "hi": float(np.exp(hi)), "rows": int(len(logs)),
-            "resampled": resampled}
+            "resampled": resampled, "tests": len(groups)}
 
 
+MIN_TESTS = 3  # tests an overall interval resamples: fewer give none
 BOOTSTRAP = 2000
 CHUNK = 200  # replicates at a time: a corpus-wide A/B has thousands of rows
 

@@ -37,7 +37,7 @@ from scipy.special import stdtr
 from zlbench.results.process_stats import RUN_OFFSET_SD
 from zlbench.results.schema import short_dtype
 from zlbench.ab import stats
-from zlbench.report.ab import overall_line
+from zlbench.report.ab import no_interval, overall_line
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides, single_nodes
 from zlbench.store.db import Store
@@ -329,7 +329,8 @@ def _result_lines(s: Mapping) -> List[str]:
     known = sum(v for k, v in s["noise_sources"].items() if k != "none")
     if o["geomean"] is not None:
         ci = (f" (95% CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}: a bootstrap resampling tests, widened by "
-              f"each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run)") if o["lo"] is not None else ""
+              f"each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run)") if o["lo"] is not None \
+            else no_interval(o)
         out.append(f"- Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                    "(geometric mean; negative = B faster)" + _left_out(o)
                    + ("; not a verdict: no row has a noise estimate." if not known else "."))

@@ -262,6 +262,13 @@ def _axis_liveness(live: Sequence[Optional[bool]]) -> str:
     return "live" if any(known) else "not live"
 
 
+def no_interval(o: Mapping) -> str:
+    """Why an overall line has no interval, where it is that it resamples too few tests."""
+    tests = o.get("tests")
+    return (f" (no interval: it resamples tests and needs {stats.MIN_TESTS} or more; this has {tests})"
+            if tests is not None and tests < stats.MIN_TESTS else "")
+
+
 def headline(summary: Mapping) -> List[str]:
     lines = [cut_line(summary)] if summary.get("cut") else []
     lines.append(_liveness_line(summary))
@@ -270,7 +277,7 @@ def headline(summary: Mapping) -> List[str]:
         ci = (f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling "
               f"{o.get('resampled') or 'tests'}"
               + (f", widened by each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run"
-                 if o.get("run_offset_sd") else "") + ")") if o["lo"] is not None else ""
+                 if o.get("run_offset_sd") else "") + ")") if o["lo"] is not None else no_interval(o)
         left_out = (f"; {o['unstable_left_out']} unstable row(s) left out: their rounds judge nothing"
                     if o.get("unstable_left_out") else "")
         left_out += (f"; {o['process_unstable_left_out']} process-unstable row(s) left out: each judged on its "
