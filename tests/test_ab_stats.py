@@ -284,6 +284,17 @@ def test_baseline_drift_is_read_where_the_runs_timer_timed_and_as_a_median():
     res = compare(a, [{**r, "latency_base": 1.1} for r in b], "off", "on")
     assert res["summary"]["baseline_drift"]["median"] == pytest.approx(1.1)
     assert "moved +10.00% between sides (the median over 8 row(s) timed by the run's timer)" in res["markdown"]
+    # Baselines that scatter about +3% with an interval holding 0 are noise, not drift (a CPU A/A
+    # read so); the same shift with rows that agree is drift, said with its interval.
+    scattered = [0.93, 1.12, 0.97, 1.03, 1.08, 0.95, 1.04, 1.09]
+    res = compare(a, [{**r, "latency_base": scattered[i // 3] if i < 24 else r["latency_base"]} for i, r in enumerate(b)],
+                  "off", "on")
+    d = res["summary"]["baseline_drift"]
+    assert d["median"] > 1.02 and d["lo"] < 1 < d["hi"] and "suspect machine drift" not in res["markdown"], d
+    tight = [1.04 + 0.001 * (i % 3) for i in range(8)]
+    res = compare(a, [{**r, "latency_base": tight[i // 3] if i < 24 else r["latency_base"]} for i, r in enumerate(b)],
+                  "off", "on")
+    assert "suspect machine drift" in res["markdown"] and "95% CI of their mean +4." in res["markdown"], res["markdown"]
     # Only fallback rows: drift cannot be read, and ab.md says so rather than nothing.
     fallback_only = compare(a[24:], b[24:], "off", "on")
     assert fallback_only["summary"]["baseline_drift"]["rows"] == 0

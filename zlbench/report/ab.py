@@ -350,9 +350,13 @@ def _caveats(summary: Mapping) -> List[str]:
     if not d["rows"] and summary["fallback_rows"]:
         caveats.append("machine drift not checked: no row with a torch baseline was timed by the run's timer "
                        "(the direct fallback's baselines move too much between processes to tell)")
-    if d.get("median") is not None and abs(d["median"] - 1) > summary["threshold"]:
+    # Beyond the threshold, and beyond the rows' own scatter where they give an interval (an A/A's
+    # baseline read +3.1% with an interval of -1.0 .. +4.9% and was called drift).
+    beyond_noise = d.get("lo") is None or not d["lo"] <= 1 <= d["hi"]
+    if d.get("median") is not None and abs(d["median"] - 1) > summary["threshold"] and beyond_noise:
+        ci = f"; 95% CI of their mean {_fmt_pct(d['lo'])} .. {_fmt_pct(d['hi'])}" if d.get("lo") is not None else ""
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['median'])} between sides (the median over "
-                       f"{d['rows']} row(s) timed by the run's timer): suspect machine drift")
+                       f"{d['rows']} row(s) timed by the run's timer{ci}): suspect machine drift")
     return caveats + list(summary.get("extra_caveats") or [])
 
 
