@@ -104,6 +104,11 @@ def _unknown(key: str, parent: Sequence[str], part: str, valid: List[str], value
                     f"has it. Fix: launcher={owners[0]} {key}={value}.")
     moved = [k for k in _elsewhere(part, settings(launchers)) if k != key]
     close = [f"{where + '.' if where else ''}{c}" for c in difflib.get_close_matches(part, valid, n=2, cutoff=0.5)]
+    if len(close) > 1 and value != "...":  # of two close keys, the one that takes a value of this shape
+        from zlbench.config.value_types import takes_list
+
+        shaped = [c for c in close if takes_list(c, launchers) in (None, value.lstrip().startswith("["))]
+        close = shaped or close
     fixes = [f"{k}={value}" for k in (moved or close)]
     fix = f"{fixes[0]}" if len(fixes) == 1 else f"one of {', '.join(fixes)}" if fixes else "drop it"
     return (f"{key} is not a zlbench setting. The settings {'of ' + where if where else 'at the top level'} "

@@ -5,6 +5,7 @@ the range checks (zlbench/config/validate.py): `KEY=VALUE is not valid: it must 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
 from enum import Enum
 from typing import Any, Iterable, Optional, Sequence, Tuple
@@ -36,6 +37,12 @@ def field_of(key: str, launchers: Sequence[str] = ("local",)) -> Optional[Field]
             continue
         found = (cls, next(f for f in dataclasses.fields(cls) if f.name == part), hints[part])
     return found
+
+
+def takes_list(key: str, launchers: Sequence[str] = ("local",)) -> Optional[bool]:
+    """Whether the setting a dotted key names takes a list; None where the key names no setting."""
+    found = field_of(key, launchers)
+    return None if found is None else typing.get_origin(_base(found[2])[0]) in (list, typing.List)
 
 
 def _base(hint: Any) -> Tuple[Any, bool]:
@@ -80,6 +87,10 @@ def _fix(key: str, f: dataclasses.Field, hint: Any, value: Any) -> str:
     if typing.get_origin(base) in (list, typing.List) and isinstance(value, (str, int, float)) \
             and not isinstance(value, bool):
         return f"{key}=[{spell(value)}]"  # ops=exp -> ops=[exp]
+    if isinstance(base, type) and issubclass(base, Enum) and isinstance(value, str):
+        close = difflib.get_close_matches(value, [m.value for m in base], n=1, cutoff=0.6)
+        if close:  # ab.schedule=rounds -> ab.schedule=round, not the default
+            return f"{key}={close[0]}"
     if "fix" in f.metadata:
         return f"{key}={spell(f.metadata['fix'])}"
     return f"{key}={spell(field_default(f))}"
