@@ -204,6 +204,7 @@ def test_two_runs_apart_outside_their_kernels_are_compared_and_a_repeat_is_named
     shutil.copytree(a, repeat)
     out = summary(a, "--ab", repeat)
     assert out.returncode == 3 and "repeat runs" in out.stderr and "history compare" in out.stderr, out.stderr
+    assert "the runs are of one identity: repeat runs" in out.stdout  # said in the report too
     identity = json.loads((repeat / "run_identity.json").read_text())
     identity["versions"]["torch"] = "2.12.0"
     for p in identity.get("processes") or []:
@@ -228,3 +229,22 @@ def test_a_dead_switch_stays_dead_when_its_sides_ran_on_two_hosts(sweep, tmp_pat
     assert out.returncode == 3 and "**AXIS NOT LIVE**" in out.stdout, out.stderr
     assert "and differ outside it as well (host: " in out.stdout and "-> node-2)" in out.stdout
     assert "repeat runs" not in out.stderr
+
+
+def test_two_plain_runs_a_variable_set_apart_name_it_and_its_interleaved_ab(unstable_run, tmp_path):
+    """Two plain runs whose shells set a switch apart (recorded in switch_env) read as a comparison
+    of two dir names: the report now names the variable, and the interleaved A/B command is that
+    variable's; a repeat run of the same identity is named a repeat."""
+    runs = {}
+    for name, value in (("fused0", "0"), ("fused1", "1"), ("again", "0")):
+        runs[name] = tmp_path / name
+        shutil.copytree(unstable_run, runs[name])
+        identity = json.loads((runs[name] / "run_identity.json").read_text())
+        identity["switch_env"] = {**identity.get("switch_env", {}), "DEMO_GEMS_FUSED_SOFTMAX": value}
+        (runs[name] / "run_identity.json").write_text(json.dumps(identity))
+    out = summary(runs["fused0"], "--ab", runs["fused1"])
+    assert out.returncode == 0, out.stderr
+    assert "the runs set a switch apart: switch_env.DEMO_GEMS_FUSED_SOFTMAX: 0 -> 1" in out.stdout, out.stdout
+    assert "`python -m zlbench ab=env ab.var=DEMO_GEMS_FUSED_SOFTMAX ab.values=[0,1]`" in out.stdout
+    out = summary(runs["fused0"], "--ab", runs["again"])
+    assert "repeat runs" in out.stdout and "set a switch apart" not in out.stdout, out.stdout

@@ -148,7 +148,7 @@ def side_label(var: str, value, side: str) -> str:
 def not_interleaved(a: Source, b: Source, label_a: str, label_b: str) -> Tuple[str, Dict]:
     """The report's line for two separate runs, and what it rests on (for ab.json)."""
     spans = {"a": a.span(), "b": b.span()}
-    info: Dict = {"interleaved": False, "node_level_command": _node_level_command(a)}
+    info: Dict = {"interleaved": False, "node_level_command": _node_level_command(a, b)}
     parts = []
     for name, label, span in (("A", label_a, spans["a"]), ("B", label_b, spans["b"])):
         if span:
@@ -170,10 +170,15 @@ def not_interleaved(a: Source, b: Source, label_a: str, label_b: str) -> Tuple[s
     return text, info
 
 
-def _node_level_command(a: Source) -> str:
+def _node_level_command(a: Source, b: Source) -> str:
     ab = (a.identity.get("config") or {}).get("ab") or {}
     if ab.get("name") and ab.get("name") != "none":
         return f"python -m zlbench ab={ab['name']}" + (f" ab.var={ab['var']}" if ab["name"] == "env" else "")
+    env_a, env_b = (s.identity.get("switch_env") or {} for s in (a, b))
+    apart = [k for k in sorted(env_a.keys() | env_b.keys()) if env_a.get(k) != env_b.get(k)]
+    if len(apart) == 1 and env_a.get(apart[0]) is not None and env_b.get(apart[0]) is not None:
+        var = apart[0]  # two plain runs a variable set apart: that variable's A/B
+        return f"python -m zlbench ab=env ab.var={var} ab.values=[{env_a[var]},{env_b[var]}]"
     return "python -m zlbench ab=env ab.var=VAR ab.values=[A,B]"
 
 
@@ -317,6 +322,11 @@ def compare_two(args) -> int:
             artifacts_a = artifacts_b = {}
             caveats.append(f"the runs differ outside their kernels ({_listed(apart)}): rows are compared whatever "
                            "their kernels")
+    elif switched:  # the one thing set apart: say which (a run's own variable, not only an A/B side's)
+        caveats.append(f"the runs set a switch apart: {_listed(switched)}")
+    elif both and hashed_fields(a.identity) == hashed_fields(b.identity):
+        caveats.append("the runs are of one identity: repeat runs, whose rows `zlbench history compare` judges on "
+                       "their intervals too")
     result = compare(rows_a, rows_b, label_a, label_b, threshold=args.threshold, artifacts_a=artifacts_a,
                      artifacts_b=artifacts_b, caveats=caveats, aa=a.aa and b.aa,
                      run_offset_sd=0.0 if one_run else RUN_OFFSET_SD)
