@@ -501,3 +501,10 @@ def test_an_aa_run_as_two_plain_runs_is_read_as_an_aa(tmp_path):
                      '"latency_base": 0.01, "latency": 0.02, "speedup": 0.5}]}\n')
     res = zlbench("summary", str(dirs[0] / "run.log"), "--ab", str(other), cwd=tmp_path, defaults=True)
     assert res.returncode == 2 and "share no row both measured" in res.stderr, res.stderr[-2000:]
+    # `history compare` pairs rows within a side: the two sides share none, and it says so and where
+    # they pair (it said "no row both measured", every row listed as on one side only).
+    url = f"sqlite:///{tmp_path / 'sides.db'}"
+    assert zlbench("history", "--url", url, "import", *map(str, dirs), cwd=tmp_path, defaults=True).returncode == 0
+    res = zlbench("history", "--url", url, "compare", "1", "2", cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "run 1 holds rows of side off and run 2 of side on" in res.stderr, res.stderr[-2000:]
+    assert "`zlbench summary A_DIR --ab B_DIR`" in res.stderr

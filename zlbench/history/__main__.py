@@ -176,7 +176,15 @@ def cmd_compare(args) -> int:
     render = {"md": lambda r: C.render_markdown(r, args.all), "csv": C.render_csv, "json": C.render_json}
     sys.stdout.write(render[args.format](result))
     s = result["summary"]
-    if s["gate_exit"] == 2 and not s["paired_rows"]:
+    sides = s.get("sides") or {}
+    if s["gate_exit"] == 2 and not s["paired_rows"] and sides.get("a") and sides.get("b") \
+            and not set(sides["a"]) & set(sides["b"]):
+        # Rows pair within a side: a sweep's two sides (or a plain run against an A/B) share none.
+        print(f"[zlbench] compare: run {run_a['run_id']} holds rows of side {', '.join(sides['a'])} and run "
+              f"{run_b['run_id']} of side {', '.join(sides['b'])}; compare pairs rows of one side (the same A/B "
+              f"side, or plain runs' main): nothing paired: exit {int(Exit.USAGE)}. Fix: two sides of an A/B "
+              "pair with `zlbench summary A_DIR --ab B_DIR`; an A/B run's own ab.md judges it.", file=sys.stderr)
+    elif s["gate_exit"] == 2 and not s["paired_rows"]:
         print(f"[zlbench] compare: run {run_a['run_id']} and run {run_b['run_id']} share no row both measured "
               f"({s['unpaired_rows']} unpaired, listed above with why: on one side only, or not measured on a "
               f"side): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes "

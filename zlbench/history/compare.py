@@ -146,8 +146,10 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
-    return {"summary": _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on), "rows": table,
-            "unpaired": unpaired}
+    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on)
+    summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
+                        "b": sorted(k for k, (_, rb) in by_side.items() if rb)}
+    return {"summary": summary, "rows": table, "unpaired": unpaired}
 
 
 class _RowFacts:
