@@ -622,3 +622,18 @@ def test_processes_that_agree_exactly_still_leave_room_for_another_runs_share():
     assert floor < 0.008 and floor == pytest.approx(narrowest_width(), rel=1e-4)
     spread = aggregate(quiet_run(random.Random(5), sd=0.02), 3)
     assert min(_width(r) for r in spread) > 3 * floor
+
+
+def test_an_unstable_rows_interval_stays_near_what_its_processes_drew():
+    """A row whose processes disagree keeps its own spread, with 1 or 2 degrees of freedom: its t
+    interval alone spanned orders of magnitude (a cut run's two processes at 3.35 and 7.59 ms read
+    [0.0039, 6461] ms; summary.md's p90 width read 1.2e+05%). It is capped at the span the
+    processes drew, widened by that span again: a 2x slowdown of the next run now falls outside."""
+    quiet = quiet_run(random.Random(3), sd=0.002)
+    for values in ([3.35, 7.59], [4.89, 5.13, 8.77]):
+        row = next(r for r in aggregate(quiet + proc_rows(values, op="pick"), 3) if r["op"] == "pick")
+        assert MARKER_PROCESS_UNSTABLE in row["markers"], row
+        lo, hi = row["latency_ci"]
+        span = max(values) / min(values)
+        assert min(values) / span == pytest.approx(lo) and hi == pytest.approx(max(values) * span), (lo, hi)
+    assert lo > 2.44  # the 2.44 ms the row read in a run before: outside, a move

@@ -57,7 +57,8 @@ def load(run: Path):
 
 
 def measured(rule: types.ModuleType, rows, k: int) -> dict:
-    return {rule._key(r): r for r in rule.aggregate(rows, k) if r.get("status") == "ok" and r.get("latency")}
+    key = getattr(rule, "row_key", None) or rule._key  # row_key since 995d50e
+    return {key(r): r for r in rule.aggregate(rows, k) if r.get("status") == "ok" and r.get("latency")}
 
 
 def tally_pairs(rules, folders):
@@ -117,8 +118,8 @@ def main() -> None:
     rules = {args.old: rule_at(args.old), new_name: current}
     tally, pairs = tally_pairs(rules, args.folders)
     print(f"{pairs} ordered pairs of repeat runs\n")
-    print("| class | rule | rows | coverage | width p50 | width p90 | flagged both ways |")
-    print("|---|---|---|---|---|---|---|")
+    print("| class | rule | rows | coverage | width p50 | width p90 | width max | flagged both ways |")
+    print("|---|---|---|---|---|---|---|---|")
     order = ["all", *(n for _, n in CLASSES), "<20us", ">=20us", ">=20us stable", "stable", "unstable", "graph",
              "direct"]
     for cls in order:
@@ -128,7 +129,7 @@ def main() -> None:
                 continue
             p90 = statistics.quantiles(widths, n=10)[8] if len(widths) >= 2 else widths[0]
             print(f"| {cls} | {name} | {n} | {inside / n:.1%} | {statistics.median(widths):.2%} | {p90:.2%} | "
-                  f"{flagged / n:.2%} |")
+                  f"{max(widths):.3g} | {flagged / n:.2%} |")
 
 
 if __name__ == "__main__":
