@@ -29,7 +29,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from scipy import stats as sps
 from scipy.special import stdtr
@@ -146,7 +146,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
-    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on)
+    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset())
     summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
                         "b": sorted(k for k, (_, rb) in by_side.items() if rb)}
     return {"summary": summary, "rows": table, "unpaired": unpaired}
@@ -195,7 +195,7 @@ def _verdict_columns(t: Dict) -> None:
 
 
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
-             history_runs: int, fail_on: str) -> Dict:
+             history_runs: int, fail_on: str, run_offset: Tuple[float, int] = (RUN_OFFSET_SD, 0)) -> Dict:
     lost_rows = sum(1 for u in unpaired if u["lost_in"] == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
     failing_rows += lost_rows if fail_on in LOST_FAILS else 0
@@ -213,8 +213,8 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         # Rows drawn per process or too noisy to judge are left out, and each run's offset over all its
         # rows widens the interval: without either, 15 of 46 pairs of repeat runs on the H200 read
         # an overall change whose interval left out 0; with both, 3 (process_stats.RUN_OFFSET_SD).
-        "overall": overall_line(table, [(t["node"] or t["op"], t["side"]) for t in table],
-                                run_offset_sd=RUN_OFFSET_SD),
+        "overall": {**overall_line(table, [(t["node"] or t["op"], t["side"]) for t in table],
+                                   run_offset_sd=run_offset[0]), "run_offset_runs": run_offset[1]},
         "changed_versions": changed_versions(run_a, run_b),
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
@@ -269,12 +269,35 @@ class _HistoryNoise:
         self.store, self.nodes = store, nodes  # a log's rows adopt the one test that times their key
         self._medians = None
 
-    def __call__(self, key, a: float, b: float):
+    def _loaded(self):
         if self._medians is None:
             fields = ("run_id", "op", "dtype", "shape", "side", "latency", "status", "markers", "node")
             self._medians = medians_by_run(adopt_node(r, self.nodes) for r in iter_rows(self.store, self.earlier,
                                                                                            fields=fields))
-        per_run = self._medians.get(key, {})
+        return self._medians
+
+    def run_offset(self) -> Tuple[float, int]:
+        """(sd of a run's offset over all its rows, the earlier runs it rests on): each earlier run's
+        median over rows of its log distance from the row's mean over them, their sd. RUN_OFFSET_SD,
+        measured on an H200, is the floor (and the value, 0 runs, where fewer than MIN_HISTORY runs
+        share rows): a noisier machine (a shared CPU: 3 of 4 repeat pairs read an overall change
+        whose interval left out 0) shows its own in its history."""
+        if self.runs < MIN_HISTORY:
+            return RUN_OFFSET_SD, 0
+        distances: Dict[int, List[float]] = defaultdict(list)
+        for per_run in self._loaded().values():
+            present = [rid for rid in self.earlier if rid in per_run]
+            if len(present) >= MIN_HISTORY:
+                center = statistics.fmean(math.log(per_run[rid]) for rid in present)
+                for rid in present:
+                    distances[rid].append(math.log(per_run[rid]) - center)
+        offsets = [statistics.median(d) for d in distances.values()]
+        if len(offsets) < MIN_HISTORY:
+            return RUN_OFFSET_SD, 0
+        return max(RUN_OFFSET_SD, statistics.stdev(offsets)), len(offsets)
+
+    def __call__(self, key, a: float, b: float):
+        per_run = self._loaded().get(key, {})
         h = current_level([per_run[rid] for rid in self.earlier if rid in per_run])  # oldest first
         return history_stat(a, b, h), (f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none")
 
@@ -331,7 +354,9 @@ def _result_lines(s: Mapping) -> List[str]:
     known = sum(v for k, v in s["noise_sources"].items() if k != "none")
     if o["geomean"] is not None:
         ci = (f" (95% CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}: a bootstrap resampling tests, widened by "
-              f"each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run)") if o["lo"] is not None \
+              f"each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run"
+              + (f" (from {o['run_offset_runs']} earlier runs of B's caliber)" if o.get("run_offset_runs") else "")
+              + ")") if o["lo"] is not None \
             else no_interval(o)
         out.append(f"- Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                    "(geometric mean; negative = B faster)" + _left_out(o)
