@@ -658,7 +658,7 @@ def test_list_filters(tmp_path, store_url, capsys):
     cal = json.loads(history("list", "--url", store_url, "--format", "json", capsys=capsys)[1].out)[0]["caliber"]
     assert ids("--caliber", cal[:8]) == [1, 2, 3]
     code, out = history("regressions", "--url", store_url, capsys=capsys)
-    assert "1 other(s)" in out.out and "(1 runs)" in out.out  # the musa caliber, named, not mixed in
+    assert "1 other(s)" in out.out and "(1 run)" in out.out  # the musa caliber, named, not mixed in
 
 
 def test_unfinished_run_dir_is_refused_and_left_alone(real_runs, tmp_path):
@@ -756,3 +756,16 @@ def test_two_versions_that_differ_never_read_the_same():
     assert short_version(clean) == "df73e359b900" and short_version(dirty) == "df73e359b900+dirty"
     assert short_version(dirty, 10) == "df73e359b9+dirty" and short_version("2.11.0+cu130") == "2.11.0+cu130"
     assert short_version(None) == "-"
+
+
+def test_history_list_counts_an_ab_runs_test_nodes_once(tmp_path, capsys):
+    """An A/B run holds a status per node and side: `history list` said nodes=2 for a run of one node
+    (and not ok 2 for one failed node)."""
+    rows = [H.row("exp", "[[64]]", 0.01, 0.01, side=side) for side in ("off", "on")]
+    rows += [H.row("add", "[[64]]", 0.01, 0.01, side=side, status="failed") for side in ("off", "on")]
+    run = H.write_run(tmp_path / "ab", H.identity(ops=["exp", "add"]), rows)
+    url = f"sqlite:///{tmp_path / 'z.db'}"
+    assert history("import", run, "--url", url, capsys=capsys)[0] == 0
+    code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
+    (listed,) = json.loads(out.out)
+    assert code == 0 and (listed["nodes"], listed["not_ok"]) == (2, 1), listed

@@ -228,7 +228,7 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         schedule = plan.schedule
         if schedule:
             rounds = (f" rounds: {schedule['min_rounds']} to {plan.rounds} per side (node by node, "
-                      "ABBA; a node stops once its rows settle" + ("" if schedule["aa"] else
+                      "ABBA; a node stops once its rows settle" + ("" if schedule["aa"] or plan.backend == "cpu" else
                                                                   ", or after round 1 when not live") + ")")
         log.info(f"[zlbench] {'resuming' if resuming else 'run'} {run_dir}  backend={plan.backend} "
               f"timer={plan.timer} devices={[d.index for d in plan.devices]} nodes={len(plan.nodes)} "

@@ -47,8 +47,10 @@ def list_runs(store: Store, backend: Optional[str] = None, device: Optional[str]
         q = q.where(exists().where(S.rows.c.run_id == S.runs.c.run_id, S.rows.c.op == op))
     with store.begin("listing runs") as conn:
         runs = [_run_dict(r) for r in conn.execute(q.order_by(S.runs.c.created, S.runs.c.run_id))]
-        counts = dict(conn.execute(select(S.statuses.c.run_id, func.count()).group_by(S.statuses.c.run_id)).all())
-        bad = dict(conn.execute(select(S.statuses.c.run_id, func.count()).where(S.statuses.c.status != "ok")
+        # Test nodes, each once: an A/B run holds a status per node and side.
+        nodes = func.count(func.distinct(S.statuses.c.test_node))
+        counts = dict(conn.execute(select(S.statuses.c.run_id, nodes).group_by(S.statuses.c.run_id)).all())
+        bad = dict(conn.execute(select(S.statuses.c.run_id, nodes).where(S.statuses.c.status != "ok")
                                 .group_by(S.statuses.c.run_id)).all())
     for r in runs:
         r["nodes"] = counts.get(r["run_id"], 0)

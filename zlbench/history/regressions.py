@@ -238,7 +238,7 @@ def render_markdown(result: Mapping) -> str:
            f"- Found: {s['regressions']} regression(s), {s['improvements']} improvement(s)."]
     if s.get("other_calibers"):
         out.append(f"- The caliber with the most runs of those matching; {len(s['other_calibers'])} other(s): "
-                   + ", ".join(f"{o['caliber'][:12]} ({o['runs']} runs)" for o in s["other_calibers"][:8])
+                   + ", ".join(f"{o['caliber'][:12]} ({o['runs']} run{'s' if o['runs'] != 1 else ''})" for o in s["other_calibers"][:8])
                    + " (choose one with --caliber).")
     out.append("")
     if result["steps"]:
