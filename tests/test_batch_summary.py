@@ -248,3 +248,17 @@ def test_two_plain_runs_a_variable_set_apart_name_it_and_its_interleaved_ab(unst
     assert "`python -m zlbench ab=env ab.var=DEMO_GEMS_FUSED_SOFTMAX ab.values=[0,1]`" in out.stdout
     out = summary(runs["fused0"], "--ab", runs["again"])
     assert "repeat runs" in out.stdout and "set a switch apart" not in out.stdout, out.stdout
+
+
+def test_a_plain_run_paired_with_an_ab_side_says_only_a_first_round_meets_it(sweep, tmp_path):
+    """A plain run's row is one value (the median over its processes); an A/B side's has a value per
+    round, and rounds pair by index: the report listed the side's other rounds as dropped 'on side A'
+    without saying the two runs are of different kinds."""
+    plain = tmp_path / "plain"
+    res = zlbench(f"corpus.root={FIXTURES / 'ab_corpus'}", "corpus.name=fixture", "ops=[dead_op]", "timer.processes=2",
+                  "progress=none", "store.url=none", f"hydra.run.dir={plain}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = summary(plain, "--ab", sweep[0], "--allow-dead")
+    assert "A is a plain run (a row: the median over its processes) and B has 2 rounds a row: only B's first " \
+           "round is paired with A's value" in out.stdout, out.stdout[-3000:]
+    assert "lost rounds on a side" not in out.stdout

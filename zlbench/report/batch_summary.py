@@ -194,6 +194,22 @@ def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]
     return [r for r in rows if r["dropped"]]
 
 
+def mixed_kinds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> Optional[str]:
+    """The caveat for a plain run (a row: the median over its processes, no round) paired with a run of
+    rounds (an A/B side): rounds pair by index, so only the first round meets the plain run's value."""
+    def rounds(rows):
+        return {r.get("round") for r in rows if r.get("latency")}
+
+    kinds = [rounds(rows_a), rounds(rows_b)]
+    for plain, other, name, other_name in ((0, 1, "A", "B"), (1, 0, "B", "A")):
+        if kinds[plain] == {None} and len(kinds[other] - {None}) > 1:
+            return (f"{name} is a plain run (a row: the median over its processes) and {other_name} has "
+                    f"{len(kinds[other] - {None})} rounds a row: only {other_name}'s first round is paired with "
+                    f"{name}'s value (its other rounds are listed as dropped). Fix: pair runs of one kind, two "
+                    "plain runs or two sides of a sweep")
+    return None
+
+
 def dropped_markdown(dropped: Sequence[Mapping]) -> str:
     from tabulate import tabulate
 
@@ -305,7 +321,10 @@ def compare_two(args) -> int:
     else:
         text, info = not_interleaved(a, b, label_a, label_b)
     dropped = dropped_rounds(rows_a, rows_b)
-    if dropped:
+    mixed = mixed_kinds(rows_a, rows_b)
+    if mixed:
+        caveats.append(mixed)
+    elif dropped:
         caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
                        "on fewer rounds")
     artifacts_a, artifacts_b = a.artifacts(), b.artifacts()
