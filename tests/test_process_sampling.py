@@ -15,7 +15,7 @@ from zlbench.results.process_stats import aggregate
 from zlbench.results.schema import MARKER_NO_DEVICE_WORK, MARKER_PROCESS_UNSTABLE
 
 from .test_resident import CORPUS as AB_CORPUS, node_runs
-from .conftest import FIXTURES
+from .conftest import FIXTURES, zlbench
 
 
 def proc_rows(values, op="exp", shape="[[64]]", base=None, timer="graph"):
@@ -475,6 +475,11 @@ def test_a_process_started_ahead_of_a_cut_pass_is_stopped_and_its_nodes_are_resu
     assert all(r["processes"] < 3 for r in rows if r["status"] == "ok")
     banner = (res.run_dir / "summary.md").read_text().splitlines()[0]
     assert "Run cut short" in banner and "4 of 4 node(s)" in banner
+    # `zlbench summary` of the run dir says the same (it read ops_status.csv, which keeps no
+    # resumable column: the banner was gone).
+    summarized = zlbench("summary", res.run_dir, defaults=True)
+    assert summarized.returncode == 0 and summarized.stdout.strip() == (res.run_dir / "summary.md").read_text().strip(), \
+        summarized.stdout[:3000]
     assert (f"not measured in all 3 processes ({len(partly)} in fewer" in banner) if partly else \
         "node(s) not measured. Resume" in banner
     # ops_status.csv says so per node, beside the reason the later passes did not measure it.

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from .conftest import FIXTURES, start_zlbench, wait_for
+from .conftest import FIXTURES, start_zlbench, wait_for, zlbench
 
 pytestmark = pytest.mark.slow
 
@@ -196,6 +196,8 @@ def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resum
     md = (run / "ab.md").read_text()
     assert md.splitlines()[2].startswith("- **Run cut short**") and "of the 3 to 4 rounds planned" in md
     assert "each reached the minimum, so its verdict stands" in md and "A/B Run cut short" in err
+    summarized = zlbench("summary", run, defaults=True)  # the verdicts of the cut run, as its summary.md has them
+    assert summarized.stdout.strip() == (run / "summary.md").read_text().strip(), summarized.stdout[:3000]
     # summary.md's banner: the cut pairs have rows from their earlier rounds, and says so.
     banner = next(x for x in (run / "summary.md").read_text().splitlines() if x.startswith("> **Run cut short"))
     assert "Run cut short** (interrupted)" in banner and "of 2 node-side pair(s) not measured in every round (" \

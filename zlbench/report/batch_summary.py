@@ -373,15 +373,21 @@ def compare_two(args) -> int:
     return 0
 
 
-def run_dir_summary(path: Path, rows: List[dict], status_rows: List[dict]) -> Optional[str]:
-    """A zlbench run dir's summary as the run wrote it (an A/B's verdicts first), from its tables as
-    they stand; None for a result log or a folder without a run's identity and plan."""
+def run_dir_summary(path: Path) -> Optional[str]:
+    """A zlbench run dir's summary as the run (or `collect`) writes it, an A/B's verdicts first, from
+    its events as they stand, writing nothing; None for a result log, or a folder without a run's
+    identity, plan or events (a run dir copied without units/ is read from its tables)."""
     from zlbench.report.run_report import compose
-    from zlbench.results.rundir import PLAN_FILE, load_plan, read_identity
+    from zlbench.results.rundir import PLAN_FILE, live_run, load_plan, read_identity
+    from zlbench.results.tables import derive
 
-    if not (path.is_dir() and (path / IDENTITY_FILE).exists() and (path / PLAN_FILE).exists()):
+    if not (path.is_dir() and (path / IDENTITY_FILE).exists() and (path / PLAN_FILE).exists()
+            and (path / "units").is_dir()):
         return None
-    return compose(path, rows, status_rows, read_identity(path), load_plan(path))[0]
+    d = derive(path)
+    running = live_run(path)
+    suffix = f" (summarized while the run was still running: {running})" if running else ""
+    return compose(path, d.rows, d.status_rows, read_identity(path), load_plan(path), suffix)[0]
 
 
 def main(argv=None) -> int:
@@ -404,9 +410,8 @@ def main(argv=None) -> int:
 
             if args.out is not None:
                 check_out(args.out)
-            rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)
-            text = run_dir_summary(args.path, rows_a, status_a) or render_summary(rows_a, status_a,
-                                                                                  f"summary of {label_a}")
+            rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)  # a damaged table is named
+            text = run_dir_summary(args.path) or render_summary(rows_a, status_a, f"summary of {label_a}")
             print(text)
             if args.out is not None:
                 args.out.mkdir(parents=True, exist_ok=True)

@@ -235,7 +235,9 @@ def why_not_measured(reasons: Iterable[str]) -> str:
     """What ended the jobs, read back from the placeholders' reasons, so that `zlbench collect`
     says it as the run did; "" where none or several are given."""
     head, tail = _NOT_MEASURED_BECAUSE.split("{}")
-    whys = {r[len(head):-len(tail)] for r in reasons if r.startswith(head) and r.endswith(tail)}
+    # Anywhere in the reason: a node measured in some rounds or processes says so first.
+    pattern = re.compile(re.escape(head) + "(.*)" + re.escape(tail) + "$")
+    whys = {m.group(1) for m in map(pattern.search, reasons) if m}
     return whys.pop() if len(whys) == 1 else ""
 
 

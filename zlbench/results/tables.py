@@ -16,7 +16,7 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.results import events as ev
@@ -204,8 +204,19 @@ def unit_rows(unit: Mapping, events: List[dict]) -> List[dict]:
     return c.rows
 
 
-def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
-    """Derive rows and per-node status from the events of every unit of the plan."""
+class Derived(NamedTuple):
+    """What a run dir's events say, before anything is written (collect writes it)."""
+    rows: List[dict]
+    status_rows: List[dict]
+    process_rows: Optional[List[dict]]  # a plain run over several processes: each process' own rows
+    log_lines: List[str]
+    processes: Dict[str, dict]
+    side_logs: Dict[str, str]  # an A/B's run.<side>.log
+    kernels: Dict[str, Dict[str, List[str]]]
+
+
+def derive(run_dir: Path) -> Derived:
+    """Rows and per-node status from the events of every unit of the plan, writing nothing."""
     plan = load_plan(run_dir)
     events = {u["unit_id"]: ev.read_events(ev.events_path(run_dir, u["unit_id"])) for u in plan["units"]}
     c = _Collector(plan, {(ev.base_node(e["node"]), u["side"]) for u in plan["units"] for e in events[u["unit_id"]]
@@ -215,23 +226,31 @@ def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
         c.unit(u, events[u["unit_id"]], measured[(u["side"], u["round"])])
     c.planned_without_end(run_dir, measured)
     status_rows = c.status_rows()
-    rows, log_lines = c.rows, c.log_lines
+    rows, log_lines, process_rows = c.rows, c.log_lines, None
     if (plan.get("processes") or 1) > 1:
         # A plain run over several processes: rows.jsonl and run.log hold each row once, over its
         # processes (median, interval); every process' own rows stay in process_rows.jsonl.
-        atomic_write(run_dir / PROCESS_ROWS_FILE, _jsonl(c.rows))
+        process_rows = c.rows
         rows = aggregate(c.rows, int(plan["processes"]))
         log_lines = side_log(rows, _corpus_level(plan)).splitlines()[1:]
     log_lines = log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
-    _write_outputs(run_dir, rows, status_rows, log_lines, c.processes)
     sides = [s["name"] for s in plan.get("sides", [])]
-    if len(sides) > 1:
-        for side in sides:
-            atomic_write(run_dir / f"run.{side}.log", side_log([r for r in c.rows if r.get("side") == side],
-                                                               _corpus_level(plan)))
-    atomic_write(run_dir / "artifacts.json", json.dumps(
-        {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}, indent=1))
-    return rows, status_rows
+    side_logs = {side: side_log([r for r in c.rows if r.get("side") == side], _corpus_level(plan))
+                 for side in sides} if len(sides) > 1 else {}
+    kernels = {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}
+    return Derived(rows, status_rows, process_rows, log_lines, c.processes, side_logs, kernels)
+
+
+def collect(run_dir: Path) -> Tuple[List[dict], List[dict]]:
+    """Derive rows and per-node status from the events, and write the run dir's tables."""
+    d = derive(run_dir)
+    if d.process_rows is not None:
+        atomic_write(run_dir / PROCESS_ROWS_FILE, _jsonl(d.process_rows))
+    _write_outputs(run_dir, d.rows, d.status_rows, d.log_lines, d.processes)
+    for side, text in d.side_logs.items():
+        atomic_write(run_dir / f"run.{side}.log", text)
+    atomic_write(run_dir / "artifacts.json", json.dumps(d.kernels, indent=1))
+    return d.rows, d.status_rows
 
 
 def bus_key(bus_id: str):
