@@ -530,3 +530,17 @@ def test_the_run_offset_is_read_from_the_calibers_history_where_it_has_one(tmp_p
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")
     o = json.loads(out.out)["summary"]["overall"]
     assert o["run_offset_sd"] == 0.002 and o["run_offset_runs"] == 0
+
+
+
+def test_a_step_in_the_history_is_no_run_offset(tmp_path, url, capsys):
+    """A change that moved every row 5% four runs before B read as a 2.6% run offset and widened a
+    real +3% change's overall interval to -4 .. +11%: the offsets since their last step count."""
+    ops = {f"op{i:02d}": 0.01 * (1 + i) for i in range(8)}
+    factors = [1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0, 1.05, 1.051, 1.049, 1.05, 1.05 * 1.03]
+    dirs = H.series(tmp_path, [{op: v * f for op, v in ops.items()} for f in factors], noise=0.0005, interval=0.01)
+    imported(capsys, url, dirs)
+    code, out = history(capsys, "compare", "10", "11", "--url", url, "--format", "json", "--fail-on", "none")
+    o = json.loads(out.out)["summary"]["overall"]
+    assert (o["run_offset_sd"], o["run_offset_runs"]) == (0.002, 0), o  # the runs since the step agree: the floor
+    assert o["lo"] > 1.02, o

@@ -47,6 +47,7 @@ from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_versi
                                    list_runs, medians_by_run)
 
 MIN_HISTORY = 3
+MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
 WINDOW = 20
 FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
           "p", "q", "mde_pct", "a_lo", "a_hi", "b_lo", "b_hi", "process_unstable", "noise", "fallback", "verdict"]
@@ -278,10 +279,12 @@ class _HistoryNoise:
 
     def run_offset(self) -> Tuple[float, int]:
         """(sd of a run's offset over all its rows, the earlier runs it rests on): each earlier run's
-        median over rows of its log distance from the row's mean over them, their sd. RUN_OFFSET_SD,
+        median over rows of its log distance from the row's mean over them, their sd, over the runs
+        since the offsets' last step (a change that moved every row is no run's noise) and runs of
+        MIN_OFFSET_ROWS rows or more (a recheck of two ops is no run's offset). RUN_OFFSET_SD,
         measured on an H200, is the floor (and the value, 0 runs, where fewer than MIN_HISTORY runs
-        share rows): a noisier machine (a shared CPU: 3 of 4 repeat pairs read an overall change
-        whose interval left out 0) shows its own in its history."""
+        remain or they read less): a noisier machine (a shared CPU: 3 of 4 repeat pairs read an
+        overall change whose interval left out 0) shows its own in its history."""
         if self.runs < MIN_HISTORY:
             return RUN_OFFSET_SD, 0
         distances: Dict[int, List[float]] = defaultdict(list)
@@ -291,10 +294,12 @@ class _HistoryNoise:
                 center = statistics.fmean(math.log(per_run[rid]) for rid in present)
                 for rid in present:
                     distances[rid].append(math.log(per_run[rid]) - center)
-        offsets = [statistics.median(d) for d in distances.values()]
+        offsets = current_level([math.exp(statistics.median(distances[rid])) for rid in self.earlier
+                                 if len(distances[rid]) >= MIN_OFFSET_ROWS])  # oldest first
         if len(offsets) < MIN_HISTORY:
             return RUN_OFFSET_SD, 0
-        return max(RUN_OFFSET_SD, statistics.stdev(offsets)), len(offsets)
+        sd = statistics.stdev(math.log(o) for o in offsets)
+        return (sd, len(offsets)) if sd > RUN_OFFSET_SD else (RUN_OFFSET_SD, 0)
 
     def __call__(self, key, a: float, b: float):
         per_run = self._loaded().get(key, {})
