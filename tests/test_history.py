@@ -756,6 +756,8 @@ def test_two_versions_that_differ_never_read_the_same():
     assert short_version(clean) == "df73e359b900" and short_version(dirty) == "df73e359b900+dirty"
     assert short_version(dirty, 10) == "df73e359b9+dirty" and short_version("2.11.0+cu130") == "2.11.0+cu130"
     assert short_version(None) == "-"
+    # A version that is no commit is kept whole: two nightlies read apart.
+    assert short_version("2.6.0.dev20241112+cu124") != short_version("2.6.0.dev20241113+cu124")
 
 
 def test_history_list_counts_an_ab_runs_test_nodes_once(tmp_path, capsys):
@@ -769,3 +771,10 @@ def test_history_list_counts_an_ab_runs_test_nodes_once(tmp_path, capsys):
     code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
     (listed,) = json.loads(out.out)
     assert code == 0 and (listed["nodes"], listed["not_ok"]) == (2, 1), listed
+    # A FlagGems log names no test node: each op is one (it read 0 nodes).
+    log = tmp_path / "result_flaggems.log"
+    log.write_text("".join("[INFO] " + json.dumps({"op_name": op, "dtype": "torch.float16", "result": [
+        {"shape_detail": [[64]], "latency_base": 0.01, "latency": 0.02, "speedup": 0.5}]}) + "\n" for op in ("exp", "add")))
+    assert history("import", log, "--url", url, "--backend", "cuda", capsys=capsys)[0] == 0
+    code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
+    assert [(r["kind"], r["nodes"]) for r in json.loads(out.out)][-1][1] == 2, out.out

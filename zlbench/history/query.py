@@ -12,6 +12,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, 
 
 from sqlalchemy import exists, func, or_, select
 
+from zlbench.config.secrets import has_password
 from zlbench.errors import UsageError
 from zlbench.results.schema import NO_WORK_MS, did_no_device_work
 from zlbench.store import schema as S
@@ -47,8 +48,9 @@ def list_runs(store: Store, backend: Optional[str] = None, device: Optional[str]
         q = q.where(exists().where(S.rows.c.run_id == S.runs.c.run_id, S.rows.c.op == op))
     with store.begin("listing runs") as conn:
         runs = [_run_dict(r) for r in conn.execute(q.order_by(S.runs.c.created, S.runs.c.run_id))]
-        # Test nodes, each once: an A/B run holds a status per node and side.
-        nodes = func.count(func.distinct(S.statuses.c.test_node))
+        # Test nodes, each once: an A/B run holds a status per node and side (a FlagGems log names
+        # no node: its op, one status each).
+        nodes = func.count(func.distinct(func.coalesce(func.nullif(S.statuses.c.test_node, ""), S.statuses.c.op)))
         counts = dict(conn.execute(select(S.statuses.c.run_id, nodes).group_by(S.statuses.c.run_id)).all())
         bad = dict(conn.execute(select(S.statuses.c.run_id, nodes).where(S.statuses.c.status != "ok")
                                 .group_by(S.statuses.c.run_id)).all())
@@ -56,6 +58,13 @@ def list_runs(store: Store, backend: Optional[str] = None, device: Optional[str]
         r["nodes"] = counts.get(r["run_id"], 0)
         r["not_ok"] = bad.get(r["run_id"], 0)
     return runs
+
+
+def _url_option(store: Store) -> str:
+    """`--url URL ` naming this store in a Fix (import's own default is the store beside the run dir,
+    maybe not this one); nothing where the URL holds a password, which only the environment can
+    give (ZLBENCH_STORE_URL: the command reads it too)."""
+    return "" if has_password(store.url) else f"--url {shlex.quote(store.shown)} "
 
 
 def resolve_run(store: Store, ref: str) -> dict:
@@ -75,14 +84,13 @@ def resolve_run(store: Store, ref: str) -> dict:
     if not rows and is_path and (Path(ref) / "run_identity.json").is_file():
         rows = _same_run(store, Path(ref))
     if not rows and is_path:
-        # --url named: import's default store is the one beside the run dir, maybe not this one.
         raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench.history "
-                         f"--url {shlex.quote(store.shown)} import {shlex.quote(str(ref))}`.")
+                         f"{_url_option(store)}import {shlex.quote(str(ref))}`.")
     if not rows:
         raise UsageError(f"no run {ref!r} in the store {store.shown}: no run id, run key prefix, nor run dir or file "
-                         f"of that name. Fix: `python -m zlbench.history --url {shlex.quote(store.shown)} list` shows run "
-                         f"ids; a run dir not yet recorded can be added with `history --url {shlex.quote(store.shown)} "
-                         "import RUN_DIR`.")
+                         f"of that name. Fix: `python -m zlbench.history {_url_option(store)}list` shows run "
+                         f"ids; a run dir not yet recorded can be added with `history {_url_option(store)}import "
+                         "RUN_DIR`.")
     if len(rows) > 1:
         ids = ", ".join(str(r.run_id) for r in rows[:10])
         raise UsageError(f"{ref!r} names {len(rows)} runs (ids {ids}). Fix: give a run id or a longer key prefix.")
@@ -232,9 +240,9 @@ def changed_versions(a: Mapping, b: Mapping) -> Dict[str, List[Optional[str]]]:
 
 def short_version(value: Optional[str], n: int = 12) -> str:
     """A version as a line shows it: a commit's first 12 characters, what follows a '+' kept (a
-    checkout's +dirty, torch's +cu130), so two versions that differ never read the same (n: a
-    commit's characters)."""
+    checkout's +dirty, torch's +cu130) and a dotted version whole (two nightlies apart by a day), so
+    two versions that differ read apart (n: a commit's characters)."""
     if not value:
         return "-"
     head, plus, tail = str(value).partition("+")
-    return head[:n] + plus + tail
+    return (head if "." in head else head[:n]) + plus + tail  # a dotted version is kept whole
