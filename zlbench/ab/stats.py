@@ -16,7 +16,7 @@ then BH); a row with fewer than min_rounds rounds is "inconclusive (cut)"."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Hashable, List, Mapping, Optional, Sequence
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats
@@ -134,6 +134,18 @@ def overall(ratios: Sequence[float], seed: int = 0,
     lo, hi = np.percentile(means, [2.5, 97.5])
     return {"geomean": gm, "lo": float(np.exp(lo)), "hi": float(np.exp(hi)), "rows": int(len(logs)),
             "resampled": resampled, "tests": len(groups)}
+
+
+def median_interval(values: Sequence[float], level: float = 0.95) -> Tuple[Optional[float], Optional[float]]:
+    """A distribution-free interval for the median of `values` (order statistics at binomial ranks:
+    from 9 values on, one wild value is left outside it); (None, None) for fewer than 6, too few
+    for 95%."""
+    xs = sorted(values)
+    n = len(xs)
+    j = int(stats.binom.ppf((1 - level) / 2, n, 0.5)) if n else 0
+    if j < 1:
+        return None, None
+    return xs[j - 1], xs[n - j]
 
 
 MIN_TESTS = 3  # tests an overall interval resamples: fewer give none

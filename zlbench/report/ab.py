@@ -202,7 +202,9 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": overall_line(considered, [t["node"] or t["op"] for t in considered], considered_rounds,
                                 round_period, run_offset_sd),
-        "baseline_drift": {**stats.overall(drift), "median": _median(drift)}, "flagged_rows": flagged,
+        "baseline_drift": {**stats.overall(drift), "median": _median(drift),
+                           **dict(zip(("median_lo", "median_hi"), stats.median_interval(drift)))},
+        "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
 
@@ -350,11 +352,13 @@ def _caveats(summary: Mapping) -> List[str]:
     if not d["rows"] and summary["fallback_rows"]:
         caveats.append("machine drift not checked: no row with a torch baseline was timed by the run's timer "
                        "(the direct fallback's baselines move too much between processes to tell)")
-    # Beyond the threshold, and beyond the rows' own scatter where they give an interval (an A/A's
-    # baseline read +3.1% with an interval of -1.0 .. +4.9% and was called drift).
-    beyond_noise = d.get("lo") is None or not d["lo"] <= 1 <= d["hi"]
+    # Beyond the threshold, and beyond the rows' own scatter where they give an interval for their
+    # median (an A/A's baseline read +3.1% with an interval of -1.0 .. +4.9% and was called drift;
+    # the median's interval, not the mean's, so that one wild row cannot hide drift either).
+    lo, hi = d.get("median_lo"), d.get("median_hi")
+    beyond_noise = lo is None or not lo <= 1 <= hi
     if d.get("median") is not None and abs(d["median"] - 1) > summary["threshold"] and beyond_noise:
-        ci = f"; 95% CI of their mean {_fmt_pct(d['lo'])} .. {_fmt_pct(d['hi'])}" if d.get("lo") is not None else ""
+        ci = f"; 95% CI of their median {_fmt_pct(lo)} .. {_fmt_pct(hi)}" if lo is not None else ""
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['median'])} between sides (the median over "
                        f"{d['rows']} row(s) timed by the run's timer{ci}): suspect machine drift")
     return caveats + list(summary.get("extra_caveats") or [])
