@@ -124,6 +124,11 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     identity = json.loads((run / "run_identity.json").read_text())
     assert identity["created"] == started and len(identity["resumed"]) == 1
     assert "progress=none" in identity["resumed"][0]["overrides"] and identity["resumed"][0]["at"] > started
+    # A switch this shell sets and the run did not: the printed command cannot unset it, so the
+    # refusal names it.
+    res = zlbench(*ARGS, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0", "TRITON_DEFAULT_FP_FUSION": "0"})
+    assert res.returncode == 2 and "switch_env: TRITON_DEFAULT_FP_FUSION=0 here, not set in the run" in res.stderr, \
+        res.stderr[-2000:]
     # A dry run (which writes nothing), or a run made with other settings (refused), into the run dir by
     # hydra.run.dir= leaves it alone too: the resume command it names is still the one the run was
     # made with.

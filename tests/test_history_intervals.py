@@ -97,6 +97,11 @@ def test_rows_b_lost_to_a_crash_fail_the_gate(tmp_path, url, capsys):
     assert all("side B's test crashed" in u["why"] for u in result["unpaired"] if u["op"] == "mul"), result["unpaired"]
     code, out = history(capsys, "compare", "1", "2", "--url", url)
     assert "Gate (--fail-on slower): 0 row(s) slower, 6 row(s) lost in B" in out.out
+    # They fail the gate, so the recheck measures their ops again (a crash may be a flake too).
+    (b / "plan.json").write_text(json.dumps({"nodes": [{"nodeid": f"benchmark/test_{op}.py::test_perf_{op}", "op": op}
+                                                       for op in ("exp", "add", "mul", "neg")]}))
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    assert "'ops=[add,mul,neg]'" in json.loads(out.out)["summary"]["recheck"]["command"], out.out
     # A faster-only gate does not fail on them; B's crash read the other way (A lost, B has them) is no loss.
     assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "faster")[0] == 0
     code, out = history(capsys, "compare", "2", "1", "--url", url, "--format", "json")
@@ -463,6 +468,9 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     res, again_slower = _compare(tmp_path, off, Path(recheck["run_dir"]))
     assert res.returncode == 1 and {r["verdict"] for r in again_slower["rows"]} == {"slower"}, again_slower["rows"]
     assert _compare(tmp_path, on, Path(recheck["run_dir"]))[1]["summary"]["same_caliber"]  # B's, its selection aside
+    # Asked again, the gate names a new run dir: into the one the first recheck filled, the command
+    # would resume it and measure nothing.
+    assert _compare(tmp_path, off, on)[1]["summary"]["recheck"]["run_dir"] == str(on) + ".recheck2"
 
     # At defaults (share_kernels) the second run of one compile environment compiles nothing: it has
     # no kernels to compare, and the repeat reads as one with liveness unknown, judged, not "not live".

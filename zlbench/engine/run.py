@@ -137,11 +137,21 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 "measurements of two. Fix: resume it where those versions are installed, or start a new "
                 "run dir with these.")
         raise UsageError(
-            f"{run_dir} holds a run made with other settings (its identity differs in: {', '.join(diff) or 'unknown'}); "
-            "resuming it would mix measurements. Fix: resume with the overrides it was made with "
-            f"({resume_command(run_dir)}), or start a new run dir."
+            f"{run_dir} holds a run made with other settings (its identity differs in: {', '.join(diff) or 'unknown'}"
+            f"{_switches_apart(old, identity)}); resuming it would mix measurements. Fix: resume with the overrides "
+            f"it was made with ({resume_command(run_dir)}), or start a new run dir."
         )
     return True
+
+
+def _switches_apart(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """Which switch variables this shell sets apart from the run's (a command that sets the run's
+    cannot unset one this shell adds)."""
+    was, now = old.get("switch_env") or {}, new.get("switch_env") or {}
+    parts = [f"{k} unset here, {was[k]} in the run" if k not in now else
+             f"{k}={now[k]} here, {'not set' if k not in was else was[k]} in the run"
+             for k in sorted({*was, *now}) if was.get(k) != now.get(k)]
+    return f": {'; '.join(parts)}" if parts else ""
 
 
 def plan_record(plan: Plan) -> Dict[str, Any]:

@@ -220,12 +220,13 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
-        "recheck": recheck(run_b, table, fail_on),
+        "recheck": recheck(run_b, table, unpaired, fail_on),
     }
 
 
-def recheck(run_b: Mapping, table: List[Dict], fail_on: str) -> Optional[Dict[str, str]]:
-    """The command that measures the ops of B's failing rows again, in fresh processes and a new run
+def recheck(run_b: Mapping, table: List[Dict], unpaired: List[Dict], fail_on: str) -> Optional[Dict[str, str]]:
+    """The command that measures the ops of B's failing rows (and of rows B lost, where they fail the
+    gate: a crash may be a flake too) again, in fresh processes and a new run
     dir beside B's, with B's settings: a row drawn badly by B's processes (a cut run's one or two,
     a state drawn per run) reads apart from a real change when `history compare A RECHECK` says it
     again. {"command", "run_dir"}; None where nothing fails or B's run dir is gone (a result log,
@@ -235,6 +236,7 @@ def recheck(run_b: Mapping, table: List[Dict], fail_on: str) -> Optional[Dict[st
     from zlbench.errors import UsageError
 
     failing = [t for t in table if t["verdict"] in FAIL_ON[fail_on]]
+    failing += [u for u in unpaired if u["lost_in"] == "B"] if fail_on in LOST_FAILS else []
     path = Path(run_b.get("path") or "")
     if not failing or not (path / PLAN_FILE).is_file():
         return None
@@ -243,7 +245,9 @@ def recheck(run_b: Mapping, table: List[Dict], fail_on: str) -> Optional[Dict[st
     except UsageError:
         return None
     ops = sorted({marks.get(base_node(t["node"] or "")) or t["op"] for t in failing})
-    into = path.with_name(path.name + ".recheck")
+    # A new run dir each time: into one an earlier recheck filled, the command would resume it.
+    into = next(d for d in (path.with_name(path.name + ".recheck" + (str(i) if i > 1 else "")) for i in range(1, 10**6))
+                if not d.exists())
     return {"command": recheck_command(path, ops, into), "run_dir": str(into)}
 
 
