@@ -242,12 +242,15 @@ def test_a_bad_respawn_period_suggests_the_default():
 
 
 def test_a_near_miss_is_fixed_to_the_setting_and_choice_it_resembles():
-    """ab.value=[0,1] was offered 'one of ab.values=[0,1], ab.var=[0,1]' (ab.var takes no list) and
-    ab.schedule=rounds the default ab.schedule=node rather than the choice it misspells."""
+    """ab.value=[0,1] was offered 'one of ab.values=[0,1], ab.var=[0,1]' (ab.var takes no list),
+    ab.valu=1 ab.var=1 (values is much the closer), and ab.schedule=rounds the default
+    ab.schedule=node rather than the choice it misspells."""
     from zlbench.config.keys import key_problem
     from zlbench.config.value_types import type_problem
 
     assert key_problem("ab.value", "[0,1]").endswith("Fix: ab.values=[0,1].")
-    assert key_problem("ab.value", "1").endswith("Fix: ab.var=1.")
+    assert key_problem("ab.value", "1").endswith("Fix: ab.values=[1].")  # much the closer; a list in brackets
+    assert key_problem("ab.valu", "1").endswith("Fix: ab.values=[1].")
+    assert key_problem("ab.vr", "X").endswith("Fix: ab.var=X.")
     assert type_problem("ab.schedule", ["rounds"]).endswith("Fix: ab.schedule=round.")
     assert type_problem("ab.schedule", ["xyz"]).endswith("Fix: ab.schedule=node.")  # nothing close: the default

@@ -103,13 +103,19 @@ def _unknown(key: str, parent: Sequence[str], part: str, valid: List[str], value
             return (f"{key} is not a zlbench setting of launcher={','.join(launchers)}: only launcher={owners[0]} "
                     f"has it. Fix: launcher={owners[0]} {key}={value}.")
     moved = [k for k in _elsewhere(part, settings(launchers)) if k != key]
-    close = [f"{where + '.' if where else ''}{c}" for c in difflib.get_close_matches(part, valid, n=2, cutoff=0.5)]
-    if len(close) > 1 and value != "...":  # of two close keys, the one that takes a value of this shape
-        from zlbench.config.value_types import takes_list
+    names = difflib.get_close_matches(part, valid, n=2, cutoff=0.5)
+    ratios = [difflib.SequenceMatcher(None, part, c).ratio() for c in names]
+    if len(names) > 1 and ratios[0] - ratios[1] >= 0.2:
+        names = names[:1]  # one much the closer (ab.valu: values, not var)
+    close = [f"{where + '.' if where else ''}{c}" for c in names]
+    from zlbench.config.value_types import takes_list
 
+    if len(close) > 1 and value != "...":  # of two as close, the one that takes a value of this shape
         shaped = [c for c in close if takes_list(c, launchers) in (None, value.lstrip().startswith("["))]
         close = shaped or close
-    fixes = [f"{k}={value}" for k in (moved or close)]
+    # A list setting's value in brackets (ab.valu=1 -> ab.values=[1]).
+    fixes = [f"{k}=[{value}]" if value != "..." and takes_list(k, launchers) and not value.lstrip().startswith("[")
+             else f"{k}={value}" for k in (moved or close)]
     fix = f"{fixes[0]}" if len(fixes) == 1 else f"one of {', '.join(fixes)}" if fixes else "drop it"
     return (f"{key} is not a zlbench setting. The settings {'of ' + where if where else 'at the top level'} "
             f"are: {', '.join(valid)}. Fix: {fix}.")
