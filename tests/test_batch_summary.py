@@ -245,9 +245,24 @@ def test_two_plain_runs_a_variable_set_apart_name_it_and_its_interleaved_ab(unst
     out = summary(runs["fused0"], "--ab", runs["fused1"])
     assert out.returncode == 0, out.stderr
     assert "the runs set a switch apart: switch_env.DEMO_GEMS_FUSED_SOFTMAX: 0 -> 1" in out.stdout, out.stdout
-    assert "`python -m zlbench ab=env ab.var=DEMO_GEMS_FUSED_SOFTMAX ab.values=[0,1]`" in out.stdout
+    assert "`python -m zlbench ab=env ab.var=DEMO_GEMS_FUSED_SOFTMAX 'ab.values=[0,1]'`" in out.stdout
     out = summary(runs["fused0"], "--ab", runs["again"])
     assert "repeat runs" in out.stdout and "set a switch apart" not in out.stdout, out.stdout
+
+    # Values as the shell and Hydra read them back (a comma, a space, true; a masked password left out).
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from zlbench.report.batch_summary import Source, _node_level_command
+
+    for one, other in (("a,b", "c"), ("-O3 -g", ""), ("true", "false")):
+        for run, value in ((runs["fused0"], one), (runs["fused1"], other)):
+            identity = json.loads((run / "run_identity.json").read_text())
+            identity["switch_env"]["DEMO_GEMS_FUSED_SOFTMAX"] = value
+            (run / "run_identity.json").write_text(json.dumps(identity))
+        words = shlex.split(_node_level_command(Source(runs["fused0"]), Source(runs["fused1"])))
+        (parsed,) = OverridesParser.create().parse_overrides(words[-1:])
+        assert words[4] == "ab.var=DEMO_GEMS_FUSED_SOFTMAX" and parsed.value() == [one, other], (words, parsed.value())
 
 
 def test_a_plain_run_paired_with_an_ab_side_says_only_a_first_round_meets_it(sweep, tmp_path):

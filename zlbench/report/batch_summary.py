@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -174,11 +175,16 @@ def _node_level_command(a: Source, b: Source) -> str:
     ab = (a.identity.get("config") or {}).get("ab") or {}
     if ab.get("name") and ab.get("name") != "none":
         return f"python -m zlbench ab={ab['name']}" + (f" ab.var={ab['var']}" if ab["name"] == "env" else "")
+    from zlbench.config.secrets import has_password
+    from zlbench.results.rundir import hydra_value
+
     env_a, env_b = (s.identity.get("switch_env") or {} for s in (a, b))
     apart = [k for k in sorted(env_a.keys() | env_b.keys()) if env_a.get(k) != env_b.get(k)]
-    if len(apart) == 1 and env_a.get(apart[0]) is not None and env_b.get(apart[0]) is not None:
-        var = apart[0]  # two plain runs a variable set apart: that variable's A/B
-        return f"python -m zlbench ab=env ab.var={var} ab.values=[{env_a[var]},{env_b[var]}]"
+    values = [env.get(apart[0]) for env in (env_a, env_b)] if len(apart) == 1 else [None]
+    if None not in values and not any(has_password(str(v)) for v in values):
+        # Two plain runs a variable set apart: that variable's A/B, its values as Hydra reads them back.
+        listed = ",".join(hydra_value(str(v)) for v in values)
+        return f"python -m zlbench ab=env ab.var={apart[0]} {shlex.quote(f'ab.values=[{listed}]')}"
     return "python -m zlbench ab=env ab.var=VAR ab.values=[A,B]"
 
 

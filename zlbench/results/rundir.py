@@ -90,7 +90,7 @@ def resume_command(run_dir: Path) -> str:
     with other settings is refused (another identity)."""
     keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra."))]
     return " ".join([*map(shlex.quote, switches(run_dir)), "python -m zlbench", *map(shlex.quote, keep),
-                     shlex.quote(f"resume={_hydra_value(str(run_dir))}")])
+                     shlex.quote(f"resume={hydra_value(str(run_dir))}")])
 
 
 # The overrides that choose a run's tests (a recheck chooses its own).
@@ -102,9 +102,9 @@ def recheck_command(run_dir: Path, ops: Sequence[str], into: Path) -> str:
     made with: the same caliber (its selection aside), so `history compare` pairs its rows."""
     keep = [o for o in made_with(run_dir)
             if not _key(o).startswith(("resume", "hydra.")) and _key(o) not in SELECTION_KEYS]
-    ops_value = "[" + ",".join(_hydra_value(o) for o in ops) + "]"
+    ops_value = "[" + ",".join(hydra_value(o) for o in ops) + "]"
     return " ".join([*map(shlex.quote, switches(run_dir)), "python -m zlbench", *map(shlex.quote, keep),
-                     shlex.quote(f"ops={ops_value}"), shlex.quote(f"hydra.run.dir={_hydra_value(str(into))}")])
+                     shlex.quote(f"ops={ops_value}"), shlex.quote(f"hydra.run.dir={hydra_value(str(into))}")])
 
 
 def switches(run_dir: Path) -> List[str]:
@@ -144,10 +144,16 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def _hydra_value(value: str) -> str:
-    """A path as Hydra's grammar reads it back: quoted where it holds more than a plain path's
-    characters (a comma would make a sweep, a quote or a space would not parse)."""
-    return value if re.fullmatch(r"[\w./@+:-]+", value) else "'" + value.replace("'", "\\'") + "'"
+def hydra_value(value: str) -> str:
+    """A string as Hydra's grammar reads it back: quoted where it holds more than a plain path's
+    characters (a comma would make a sweep, a quote or a space would not parse) or reads as another
+    type (true, null: a variable set to it would read True or None)."""
+    plain = re.fullmatch(r"[\w./@+:-]+", value) and value.lower() not in ("true", "false", "null")
+    if plain:
+        return value
+    # Inside quotes a backslash is itself except before a quote or at the end, where it is doubled.
+    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + "'"
 
 
 def write_plan(run_dir: Path, plan: Mapping) -> None:
