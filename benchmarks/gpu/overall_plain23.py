@@ -4,12 +4,16 @@ into a temporary SQLite store and this checkout's compare_runs() reports them; o
 row per pair, then how many intervals left out 0 (about 1 in 20 is what a 95% interval allows)
 and how many pairs a `--fail-on slower` gate (the default) would fail.
 
-    python3 benchmarks/gpu/overall_plain23.py <folders holding plain run dirs (run_identity.json)>
+    python3 benchmarks/gpu/overall_plain23.py [--reaggregate] <folders holding plain run dirs (run_identity.json)>
+
+--reaggregate: each run's rows as this checkout's process_stats.aggregate() makes them from its
+process_rows.jsonl (copies in a temporary folder), not as the zlbench that ran it wrote them.
 
 Runs are grouped by caliber within each folder named on the command line (one archive each), so
 runs of different sessions never pair. Nothing is written into the run dirs."""
 import itertools
 import json
+import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -35,8 +39,25 @@ def plain_runs(folder: Path):
         yield run, caliber_of(identity), (identity.get("versions") or {}).get("zlbench_commit")
 
 
-def overall(run_a: Path, run_b: Path) -> dict:
+def reaggregated(run: Path, into: Path) -> Path:
+    """A copy of the run dir's tables whose rows.jsonl this checkout aggregates from its processes."""
+    from zlbench.results.process_stats import aggregate
+
+    copy = into / run.name
+    copy.mkdir(parents=True)
+    for name in ("run_identity.json", "ops_status.csv", "plan.json"):
+        if (run / name).is_file():
+            shutil.copy(run / name, copy / name)
+    processes = int(json.loads((run / "plan.json").read_text()).get("processes") or 1)
+    rows = [json.loads(x) for x in (run / "process_rows.jsonl").read_text().splitlines() if x.strip()]
+    (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in aggregate(rows, processes)))
+    return copy
+
+
+def overall(run_a: Path, run_b: Path, again: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp, Store(f"sqlite:///{tmp}/s.db") as store:
+        if again:
+            run_a, run_b = reaggregated(run_a, Path(tmp) / "a"), reaggregated(run_b, Path(tmp) / "b")
         for run in (run_a, run_b):
             write_record(store, run_dir_record(run))
         runs = sorted(list_runs(store), key=lambda r: (r["created"], r["run_id"]))
@@ -51,6 +72,8 @@ def pct(x):
 
 
 def main(folders) -> None:
+    again = "--reaggregate" in folders
+    folders = [f for f in folders if f != "--reaggregate"]
     count = defaultdict(lambda: [0, 0, 0])  # one zlbench commit or two -> [pairs, leaving out 0, gate failed]
     print("| archive | A | B | one zlbench | rows | overall | 95% interval | resampled |")
     print("|---|---|---|---|---|---|---|---|")
@@ -61,7 +84,9 @@ def main(folders) -> None:
         for runs in groups.values():
             for (a, commit_a), (b, commit_b) in itertools.combinations(sorted(runs), 2):
                 try:
-                    summary = overall(a, b)
+                    if again and not all((r / "process_rows.jsonl").is_file() for r in (a, b)):
+                        continue
+                    summary = overall(a, b, again)
                     o = summary["overall"]
                 except Exception as e:  # a run dir this checkout cannot read: say so, go on
                     print(f"{a} {b}: skipped ({e!r})", file=sys.stderr)
