@@ -81,9 +81,10 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
               extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None,
               status_rows: Sequence[Mapping] = ()) -> Dict:
-    """The interleaved A/B of this run (what ab.md, ab.csv, ab.json, ab.png hold: write_ab writes them); `plan`: the run's
-    plan.json, which says how the rounds were scheduled (None: round by round, no stops);
-    status_rows: the nodes' statuses (a node that failed in some rounds leaves its rows short)."""
+    """The interleaved A/B of this run: what ab.md, ab.csv, ab.json and ab.png hold (write_ab writes
+    them). `plan`: the run's plan.json, which says how the rounds were scheduled (None: round by
+    round, no stops); status_rows: the nodes' statuses (a node that failed in some rounds leaves its
+    rows short)."""
     from zlbench.report.ab import compare
     from zlbench.report.batch_summary import side_label
 
