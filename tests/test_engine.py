@@ -6,6 +6,7 @@ import json
 import shutil
 import os
 import signal
+import shlex
 import subprocess
 import sys
 import time
@@ -124,11 +125,6 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     identity = json.loads((run / "run_identity.json").read_text())
     assert identity["created"] == started and len(identity["resumed"]) == 1
     assert "progress=none" in identity["resumed"][0]["overrides"] and identity["resumed"][0]["at"] > started
-    # A switch this shell sets and the run did not: the printed command cannot unset it, so the
-    # refusal names it.
-    res = zlbench(*ARGS, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0", "TRITON_DEFAULT_FP_FUSION": "0"})
-    assert res.returncode == 2 and "switch_env: TRITON_DEFAULT_FP_FUSION=0 here, not set in the run" in res.stderr, \
-        res.stderr[-2000:]
     # A dry run (which writes nothing), or a run made with other settings (refused), into the run dir by
     # hydra.run.dir= leaves it alone too: the resume command it names is still the one the run was
     # made with.
@@ -146,6 +142,17 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     assert res.returncode == 2 and "wait_0*" in res.stderr.split("Fix:")[-1], res.stderr[-2000:]
     assert "timer.repeat" not in res.stderr.split("Fix:")[-1]
     assert not (run / ".hydra").exists()  # the refused run wrote none into the copy
+    # A switch this shell sets and the run did not: the refusal names it, and its Fix unsets it.
+    res = zlbench(*ARGS, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0", "TRITON_DEFAULT_FP_FUSION": "0"})
+    assert res.returncode == 2 and "its switches: TRITON_DEFAULT_FP_FUSION=0 here, not set in the run" in res.stderr, \
+        res.stderr[-2000:]
+    # ... and its Fix, run as printed in that shell, unsets it and resumes.
+    fix = res.stderr.split("made with (", 1)[1].rsplit("), or start a new run dir", 1)[0]
+    assert fix.startswith("env -u TRITON_DEFAULT_FP_FUSION python -m zlbench "), fix
+    words = shlex.split(fix)
+    again = subprocess.run([*words[:3], sys.executable, *words[4:]], cwd=tmp_path, capture_output=True, text=True,
+                           env={**os.environ, "WAIT_S": "0", "TRITON_DEFAULT_FP_FUSION": "0"})
+    assert again.returncode == 0, again.stderr[-2000:]
 
 
 def test_a_sweep_into_a_sweep_dir_that_holds_runs_leaves_their_hydra_files_alone(tmp_path):

@@ -136,10 +136,11 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 f"{run_dir} was measured with other versions ({changed}); resuming it would mix "
                 "measurements of two. Fix: resume it where those versions are installed, or start a new "
                 "run dir with these.")
+        here = set(identity.get("switch_env") or {}) - set(old.get("switch_env") or {})
         raise UsageError(
             f"{run_dir} holds a run made with other settings (its identity differs in: {', '.join(diff) or 'unknown'}"
             f"{_switches_apart(old, identity)}); resuming it would mix measurements. Fix: resume with the overrides "
-            f"it was made with ({resume_command(run_dir)}), or start a new run dir."
+            f"and switches it was made with ({resume_command(run_dir, unset=sorted(here))}), or start a new run dir."
         )
     return True
 
@@ -151,7 +152,7 @@ def _switches_apart(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     parts = [f"{k} unset here, {was[k]} in the run" if k not in now else
              f"{k}={now[k]} here, {'not set' if k not in was else was[k]} in the run"
              for k in sorted({*was, *now}) if was.get(k) != now.get(k)]
-    return f": {'; '.join(parts)}" if parts else ""
+    return f"; its switches: {'; '.join(parts)}" if parts else ""
 
 
 def plan_record(plan: Plan) -> Dict[str, Any]:

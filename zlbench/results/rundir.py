@@ -85,11 +85,12 @@ def add_process_facts(run_dir: Path) -> None:
     write_identity(run_dir, identity)
 
 
-def resume_command(run_dir: Path) -> str:
+def resume_command(run_dir: Path, unset: Sequence[str] = ()) -> str:
     """The command that resumes this run dir: the overrides it ran with and resume=, since a resume
-    with other settings is refused (another identity)."""
+    with other settings is refused (another identity); `unset`: switch variables a shell sets that
+    the run did not (env -u)."""
     keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra."))]
-    return " ".join([*map(shlex.quote, switches(run_dir)), "python -m zlbench", *map(shlex.quote, keep),
+    return " ".join([*map(shlex.quote, switches(run_dir, unset)), "python -m zlbench", *map(shlex.quote, keep),
                      shlex.quote(f"resume={hydra_value(str(run_dir))}")])
 
 
@@ -107,10 +108,11 @@ def recheck_command(run_dir: Path, ops: Sequence[str], into: Path) -> str:
                      shlex.quote(f"ops={ops_value}"), shlex.quote(f"hydra.run.dir={hydra_value(str(into))}")])
 
 
-def switches(run_dir: Path) -> List[str]:
-    """`env VAR=value ...` for the switches a run dir was made with (its identity's switch_env): a
-    command without them, in another shell, would be another identity. A value recorded masked (a
-    URL's password) is left to the environment."""
+def switches(run_dir: Path, unset: Sequence[str] = ()) -> List[str]:
+    """`env [-u VAR ...] VAR=value ...` for the switches a run dir was made with (its identity's
+    switch_env; `unset`: those a shell sets that the run did not): a command without them, in
+    another shell, would be another identity. A value recorded masked (a URL's password) is left to
+    the environment."""
     from zlbench.config.secrets import has_password
 
     try:
@@ -118,6 +120,7 @@ def switches(run_dir: Path) -> List[str]:
     except UsageError:
         return []
     pairs = [f"{k}={v}" for k, v in sorted(env.items()) if not has_password(str(v))]
+    pairs = [w for k in sorted(set(unset) - set(env)) for w in ("-u", k)] + pairs
     return ["env", *pairs] if pairs else []
 
 
