@@ -334,6 +334,27 @@ def test_regressions_use_the_intervals_of_runs_that_carry_them(tmp_path, url, ca
             assert {s["noise_from"] for s in steps} == {"spread"}
 
 
+def test_a_run_without_intervals_in_a_series_that_has_them_is_no_step(tmp_path, url, capsys):
+    """Six runs whose rows carry +-6% intervals, and two cut runs among them whose rows were measured
+    in one process (no interval) and read 8% slower: the row fell back to the runs' spread (0.2%)
+    and steps were reported. Such runs are left out of the row's series; a real step still shows."""
+    def runs(root, before, between, after):
+        cut = H.series(root / "cut", [{"exp": between}] * 2, noise=0.002, seed=6, first=3, interval=0.06)
+        for run in cut:  # the same caliber (3 processes planned), each row measured in one
+            rows = [{**json.loads(x), "processes": 1, "latency_ci": None} for x in (run / "rows.jsonl").read_text().splitlines()]
+            (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return (H.series(root / "a", [{"exp": before}] * 3, noise=0.002, seed=5, interval=0.06) + cut
+                + H.series(root / "b", [{"exp": after}] * 3, noise=0.002, seed=7, first=5, interval=0.06))
+
+    imported(capsys, url, runs(tmp_path / "flat", 1.0, 1.08, 1.0))
+    code, out = history(capsys, "regressions", "--url", url, "--format", "json")
+    assert code == 0 and json.loads(out.out)["steps"] == [], out.out
+    stepped = f"sqlite:///{tmp_path / 'stepped.db'}"
+    imported(capsys, stepped, runs(tmp_path / "real", 1.0, 1.08, 1.3))
+    code, out = history(capsys, "regressions", "--url", stepped, "--format", "json")
+    assert code == 1 and {s["noise_from"] for s in json.loads(out.out)["steps"]} == {"intervals"}, out.out
+
+
 def test_regressions_name_the_test_of_a_step_and_pass_over_empty_replays(tmp_path, url, capsys):
     """Two tests of one op timing one shape: a step of one is named by its test. A view's empty
     replay (BENCHMARK_NO_DEVICE_WORK) reading 1.2 then 2.5 ns is no regression; a view that became

@@ -139,11 +139,16 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
     found = []
     for key, per_run in lat.items():
         ids = sorted(per_run, key=index.get)
+        row_cis = cis.get(key, {})
+        # Where the row's runs carry process-level intervals, a run whose row has none (measured in
+        # one process: a cut or interrupted run) is left out of its series: with it the row fell
+        # back to the runs' spread, far narrower, and one process' draw read as a step.
+        with_intervals = [i for i in ids if i in row_cis]
+        ids = with_intervals or ids
         if len(ids) < 2 * k:
             continue
         values = [per_run[i] for i in ids]
-        row_cis = cis.get(key, {})
-        intervals = [row_cis[i] for i in ids] if all(i in row_cis for i in ids) else None
+        intervals = [row_cis[i] for i in ids] if with_intervals else None
         for st in find_steps(values, k, threshold, z, intervals):
             if _kind(st) == "improvement" and not include_improvements:
                 continue
@@ -233,8 +238,8 @@ def render_markdown(result: Mapping) -> str:
     out = [f"# Regressions: caliber {s['caliber'][:12]} ({s['backend']}, {s['device_name']})", "",
            f"- {s['runs']} run(s) from {s['first'][:16]} to {s['last'][:16]}, ordered by date.",
            f"- Rule: median of the {s['k']} runs after a split vs the {s['k']} before, a step of at least "
-           f"{s['threshold']:.0%} and {s['z']:g}x the runs' robust spread (rows whose runs all carry "
-           "process-level intervals: beyond those intervals instead); one outlier never counts.",
+           f"{s['threshold']:.0%} and {s['z']:g}x the runs' robust spread (rows whose runs carry process-level "
+           "intervals: beyond those intervals instead, over those runs alone); one outlier never counts.",
            f"- Found: {s['regressions']} regression(s), {s['improvements']} improvement(s)."]
     if s.get("other_calibers"):
         out.append(f"- The caliber with the most runs of those matching; {len(s['other_calibers'])} other(s): "
