@@ -573,3 +573,24 @@ def test_a_step_in_the_history_is_no_run_offset(tmp_path, url, capsys):
     o = json.loads(out.out)["summary"]["overall"]
     assert (o["run_offset_sd"], o["run_offset_runs"]) == (0.002, 0), o  # the runs since the step agree: the floor
     assert o["lo"] > 1.02, o
+
+
+def test_the_recheck_clears_switches_b_ran_without_and_drops_its_time_limit(tmp_path, monkeypatch):
+    """A ran with DEMO_GEMS_FUSED_SOFTMAX=1, B without: the recheck printed in A's shell measured A's
+    kernels again and cleared a real regression. And B's launcher.run_timeout_s=5 cut its recheck
+    again (a time limit is no setting of what a row means)."""
+    from zlbench.history.compare import _not_b_switches
+    from zlbench.results.rundir import recheck_command
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for run, env in ((a, {"DEMO_GEMS_FUSED_SOFTMAX": "1"}), (b, {"TRITON_DEFAULT_FP_FUSION": "0"})):
+        run.mkdir()
+        (run / "run_identity.json").write_text(json.dumps({"switch_env": env, "provenance": {"job_overrides": [
+            "launcher.run_timeout_s=5", "ops=[exp,softmax]", "dtypes=[float32]"]}}))
+    monkeypatch.setenv("TRITON_DEBUG", "1")  # a switch this shell sets, B did not
+    unset = _not_b_switches({"path": str(a)}, {"path": str(b), "backend": "cpu"}, b)
+    assert unset == ["DEMO_GEMS_FUSED_SOFTMAX", "TRITON_DEBUG"], unset
+    words = shlex.split(recheck_command(b, ["softmax"], tmp_path / "b.recheck", unset))
+    assert words[:8] == ["env", "-u", "DEMO_GEMS_FUSED_SOFTMAX", "-u", "TRITON_DEBUG", "TRITON_DEFAULT_FP_FUSION=0",
+                         "python", "-m"], words
+    assert "dtypes=[float32]" in words and "ops=[softmax]" in words and not any("run_timeout_s" in w for w in words)

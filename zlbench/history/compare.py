@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -220,11 +221,12 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
-        "recheck": recheck(run_b, table, unpaired, fail_on),
+        "recheck": recheck(run_a, run_b, table, unpaired, fail_on),
     }
 
 
-def recheck(run_b: Mapping, table: List[Dict], unpaired: List[Dict], fail_on: str) -> Optional[Dict[str, str]]:
+def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict],
+            fail_on: str) -> Optional[Dict[str, str]]:
     """The command that measures the ops of B's failing rows (and of rows B lost, where they fail the
     gate: a crash may be a flake too) again, in fresh processes and a new run
     dir beside B's, with B's settings: a row drawn badly by B's processes (a cut run's one or two,
@@ -248,7 +250,24 @@ def recheck(run_b: Mapping, table: List[Dict], unpaired: List[Dict], fail_on: st
     # A new run dir each time: into one an earlier recheck filled, the command would resume it.
     into = next(d for d in (path.with_name(path.name + ".recheck" + (str(i) if i > 1 else "")) for i in range(1, 10**6))
                 if not d.exists())
-    return {"command": recheck_command(path, ops, into), "run_dir": str(into)}
+    return {"command": recheck_command(path, ops, into, unset=_not_b_switches(run_a, run_b, path)), "run_dir": str(into)}
+
+
+def _not_b_switches(run_a: Mapping, run_b: Mapping, path_b: Path) -> List[str]:
+    """Switch variables B ran without that A set or this shell sets: the recheck unsets them (a
+    shell that sets the switch A had, rechecking a B that lacked it, measured A's kernels again)."""
+    from zlbench.backends.registry import get_backend
+    from zlbench.errors import UsageError
+    from zlbench.planning.switches import switch_env
+    from zlbench.results.rundir import read_identity
+
+    try:
+        b = read_identity(path_b)
+        a = read_identity(Path(run_a["path"])) if run_a.get("path") else {}
+        here = switch_env(get_backend(str(run_b.get("backend") or "cpu")), os.environ)
+    except (UsageError, OSError, ValueError):
+        return []
+    return sorted(({*(a.get("switch_env") or {})} | {*here}) - {*(b.get("switch_env") or {})})
 
 
 def gate_exit(fail_on: str, judged_rows: int, failing_rows: int) -> int:

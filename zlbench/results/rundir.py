@@ -98,13 +98,18 @@ def resume_command(run_dir: Path, unset: Sequence[str] = ()) -> str:
 SELECTION_KEYS = ("ops", "op_file", "test_node")
 
 
-def recheck_command(run_dir: Path, ops: Sequence[str], into: Path) -> str:
-    """The command that measures `ops` again in a new run dir `into`, with the settings run_dir was
-    made with: the same caliber (its selection aside), so `history compare` pairs its rows."""
-    keep = [o for o in made_with(run_dir)
-            if not _key(o).startswith(("resume", "hydra.")) and _key(o) not in SELECTION_KEYS]
+# A run's time limits: a recheck of a few ops is not cut where its run was.
+LIMIT_KEYS = ("launcher.run_timeout_s", "launcher.time_min")
+
+
+def recheck_command(run_dir: Path, ops: Sequence[str], into: Path, unset: Sequence[str] = ()) -> str:
+    """The command that measures `ops` again in a new run dir `into`, with the settings and switches
+    run_dir was made with (`unset`: switch variables to clear) but its selection and time limits:
+    the same settings, so `history compare` pairs its rows."""
+    keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra."))
+            and _key(o) not in SELECTION_KEYS + LIMIT_KEYS]
     ops_value = "[" + ",".join(hydra_value(o) for o in ops) + "]"
-    return " ".join([*map(shlex.quote, switches(run_dir)), "python -m zlbench", *map(shlex.quote, keep),
+    return " ".join([*map(shlex.quote, switches(run_dir, unset)), "python -m zlbench", *map(shlex.quote, keep),
                      shlex.quote(f"ops={ops_value}"), shlex.quote(f"hydra.run.dir={hydra_value(str(into))}")])
 
 
