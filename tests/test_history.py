@@ -778,3 +778,12 @@ def test_history_list_counts_an_ab_runs_test_nodes_once(tmp_path, capsys):
     assert history("import", log, "--url", url, "--backend", "cuda", capsys=capsys)[0] == 0
     code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
     assert [(r["kind"], r["nodes"]) for r in json.loads(out.out)][-1][1] == 2, out.out
+
+
+def test_the_site_shows_a_dirty_checkouts_commit_as_list_does(tmp_path, store_url, capsys):
+    """`history list` shows 3dafff35cf+dirty; the site's runs table cut it to 3dafff35cf, and its own
+    regression table said 3dafff35cf0e -> 3dafff35cf0e+dirty."""
+    ident = H.identity(zlbench_commit="3dafff35cf0e1234567890abcdef1234567890ab+dirty")
+    record_run(H.write_run(tmp_path / "run", ident, [H.row("exp", "[[64,64]]", 1.0, 1.0)]), store_url)
+    assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
+    assert "3dafff35cf+dirty" in (tmp_path / "site" / "index.html").read_text()

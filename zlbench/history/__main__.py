@@ -199,7 +199,7 @@ def cmd_compare(args) -> int:
     elif s["gate_exit"] == 1:
         lost = s["lost_rows"] if args.fail_on in C.LOST_FAILS else 0
         print(f"[zlbench] compare: {s['failing_rows'] - lost} row(s) {args.fail_on} beyond their noise and the "
-              "threshold" + (f", {lost} row(s) measured in A lost in B (their test crashed, timed out or failed; "
+              "threshold" + (f", {lost} row(s) measured in A lost in B (their test crashed, timed out, failed or was interrupted; "
                              "the unpaired rows above say how)" if lost else "")
               + ": exit 1 (--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
     return int(s["gate_exit"])
@@ -288,7 +288,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--fail-on", choices=("slower", "faster", "changed", "none"), default="slower",
                     help="exit 1 when a row has this verdict (changed: slower or faster; default slower); "
                          "under slower and changed, also when a row measured in A was lost in B (its test crashed, "
-                         "timed out or failed)")
+                         "timed out, failed or was interrupted)")
     sp.add_argument("--all", action="store_true", help="Markdown: every row, not only the changed ones")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="what goes to stdout")
     sp.add_argument("--out", type=_folder, help="also write compare.md, compare.csv, compare.json here")

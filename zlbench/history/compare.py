@@ -403,7 +403,7 @@ def _result_lines(s: Mapping) -> List[str]:
     elif wanted:
         lost = s.get("lost_rows", 0) if s["fail_on"] in LOST_FAILS else 0
         out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows'] - lost} row(s) {' or '.join(wanted)}"
-                   + (f", {lost} row(s) lost in B (measured in A, their test crashed, timed out or failed in B)"
+                   + (f", {lost} row(s) lost in B (measured in A, their test crashed, timed out, failed or was interrupted in B)"
                       if lost else "")
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
         if s.get("recheck"):

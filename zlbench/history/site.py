@@ -20,7 +20,7 @@ from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store import schema as S
 from zlbench.store.db import Store
-from zlbench.history.query import intervals_by_run, iter_rows, list_runs, medians_by_run
+from zlbench.history.query import intervals_by_run, iter_rows, list_runs, medians_by_run, short_version
 
 MAX_CALIBERS = 6  # trend sections (the calibers with the most runs)
 MAX_CHARTS = 400
@@ -129,7 +129,7 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
                              f'y2="{y(ci[1]):.1f}" stroke="{color}" stroke-width="1" opacity="0.7"/>')
             note = f", interval {ci[0]:.3f}x..{ci[1]:.3f}x" if ci else ""
             parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="2.2" fill="{color}"><title>{esc(label)} '
-                         f'run {r["run_id"]} {r["created"]:%Y-%m-%d %H:%M} corpus {(r.get("corpus_commit") or "-")[:10]}'
+                         f'run {r["run_id"]} {r["created"]:%Y-%m-%d %H:%M} corpus {short_version(r.get("corpus_commit"), 10)}'
                          f': {v:.3f}x{note}</title></circle>')
     legend_x = pad_l + 4
     for color, label in zip(COLORS * 10, sorted(lines)):
@@ -141,7 +141,8 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
 
 def _when(run: Mapping) -> str:
     """An x-axis end: the run, its date and the corpus commit it measured."""
-    commit = (run.get("corpus_commit") or run.get("zlbench_commit") or "")[:7]
+    commit = short_version(run.get("corpus_commit") or run.get("zlbench_commit"), 7) if (
+        run.get("corpus_commit") or run.get("zlbench_commit")) else ""
     return f'run {run["run_id"]} {run["created"]:%Y-%m-%d}' + (f" @{commit}" if commit else "")
 
 
@@ -199,7 +200,7 @@ def _runs_section(runs: List[dict]) -> str:
         "torch", "caliber", "nodes", "not ok", "path"], [
         [_cell(r["run_id"]), f'<td data-v="{r["created"].isoformat()}">{r["created"]:%Y-%m-%d %H:%M}</td>',
          _cell(r["kind"]), _cell(r["backend"]), _cell(r["device_name"]), _cell(r["timer"]),
-         _cell((r["corpus_commit"] or "-")[:10]), _cell((r["zlbench_commit"] or "-")[:10]),
+         _cell(short_version(r["corpus_commit"], 10)), _cell(short_version(r["zlbench_commit"], 10)),
          _cell(r["triton_version"]), _cell(r["torch_version"]), _cell(r["caliber"][:10]), _cell(r["nodes"]),
          _cell(r["not_ok"]), _cell(r["path"])] for r in reversed(runs)])
 
