@@ -99,7 +99,7 @@ def test_collect_names_event_lines_it_cannot_read_and_a_process_whose_events_are
     assert out.returncode == 4, out.stderr[-2000:]
     with open(res.run_dir / "ops_status.csv") as f:
         (status,) = list(csv.DictReader(f))
-    assert status["status"] == "crashed" and status["reason"].startswith("measured in 1 of 2 processes")
+    assert status["status"] == "interrupted" and status["reason"].startswith("measured in 1 of 2 processes")
     assert "Run cut short" in (res.run_dir / "summary.md").read_text()
 
 

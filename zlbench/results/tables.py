@@ -139,8 +139,10 @@ class _Collector:
                     continue  # its placeholder (the run's end wrote why it was not measured) says so
                 # Also where another process ended the node: measured in fewer processes than
                 # planned, it is not done (the placeholders a run writes as it ends say the same).
+                # Interrupted, not crashed: no fault of the node's (the run was killed from outside,
+                # or is still measuring).
                 self._status(n, unit, unit["device"], {"host": "", "job_id": ""},
-                             {"status": "crashed", "resumable": True,
+                             {"status": "interrupted", "resumable": True,
                               "reason": "no result yet (run killed or still going); resume to measure it"})
 
     def status_rows(self) -> List[dict]:
