@@ -594,3 +594,22 @@ def test_the_recheck_clears_switches_b_ran_without_and_drops_its_time_limit(tmp_
     assert words[:8] == ["env", "-u", "DEMO_GEMS_FUSED_SOFTMAX", "-u", "TRITON_DEBUG", "TRITON_DEFAULT_FP_FUSION=0",
                          "python", "-m"], words
     assert "dtypes=[float32]" in words and "ops=[softmax]" in words and not any("run_timeout_s" in w for w in words)
+
+
+def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_caliber(tmp_path, url, capsys):
+    """'Different calibers ... (backend, timer, selection, switches ...)' named nothing; a recheck of
+    a gate's failing ops (another selection) read as another configuration."""
+    a = H.write_run(tmp_path / "a", H.identity(ops=["exp", "add"], created="2026-11-01T00:00:00+0000"),
+                    [H.row(op, s, 0.01, 0.01, ci=[0.0099, 0.0101]) for op in ("exp", "add") for s in H.SHAPES])
+    sub = H.write_run(tmp_path / "sub", H.identity(ops=["exp"], created="2026-11-02T00:00:00+0000"),
+                      [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101]) for s in H.SHAPES])
+    ident = H.identity(ops=["exp", "add"], created="2026-11-03T00:00:00+0000")
+    ident["config"]["timer"]["repeat"] = 2
+    other = H.write_run(tmp_path / "other", ident, [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101]) for s in H.SHAPES])
+    imported(capsys, url, [a, sub, other])
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
+    assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp'])" in out.out, out.out
+    assert "Different calibers" not in out.out
+    code, out = history(capsys, "compare", "1", "3", "--url", url, "--fail-on", "none")
+    assert "**Different calibers**: A and B differ in more than versions and commits (config.timer.repeat: 1 -> 2)" \
+        in out.out, out.out

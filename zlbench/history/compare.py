@@ -222,6 +222,7 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
         "recheck": recheck(run_a, run_b, table, unpaired, fail_on),
+        "calibers_apart": calibers_apart(run_a, run_b),
     }
 
 
@@ -363,12 +364,44 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
     return text
 
 
+# Caliber fields that choose which tests run, not how a row is measured.
+SELECTION_FIELDS = ("config.ops", "config.op_file", "config.test_node")
+
+
+def calibers_apart(run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
+    """'key: A's -> B's' for each caliber field A and B differ in, read from their run dirs; None
+    where a run dir is gone (a log, another machine) or the calibers are equal."""
+    from zlbench.report.batch_summary import _changes
+    from zlbench.results.rundir import read_identity
+    from zlbench.store.ingest import caliber_fields
+    from zlbench.errors import UsageError
+
+    def flat(value, prefix=""):  # nested mappings as 'config.timer.repeat'; lists kept whole
+        if not isinstance(value, Mapping):
+            return {prefix: value}
+        return {k: v for key, sub in value.items() for k, v in flat(sub, f"{prefix}.{key}" if prefix else key).items()}
+
+    if run_a["caliber"] == run_b["caliber"]:
+        return None
+    try:
+        fa, fb = (flat(caliber_fields(read_identity(Path(r["path"])))) for r in (run_a, run_b))
+    except (UsageError, OSError, KeyError, TypeError):
+        return None
+    return _changes(fa, fb, fa.keys() | fb.keys())
+
+
 def _caliber_lines(s: Mapping) -> List[str]:
     """What differs between A and B besides the code: their calibers and versions."""
     out = []
-    if not s["same_caliber"]:
-        out.append("- **Different calibers**: A and B differ in more than versions and commits (backend, "
-                   "timer, selection, switches ...); a change may be the configuration, not the code.")
+    apart = s.get("calibers_apart")
+    if apart and all(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart):
+        out.append(f"- A and B select different tests ({'; '.join(apart)}): the rows both measured are compared "
+                   "(a recheck of a gate's failing ops is such a run).")
+    elif not s["same_caliber"]:
+        out.append("- **Different calibers**: A and B differ in more than versions and commits ("
+                   + ("; ".join(apart[:6]) + ("; ..." if len(apart) > 6 else "") if apart else
+                      "backend, timer, selection, switches ...")
+                   + "); a change may be the configuration, not the code.")
     if s["changed_versions"]:
         out.append("- Changed between A and B: " + "; ".join(
             f"{k} {short_version(a)} -> {short_version(b)}" for k, (a, b) in s["changed_versions"].items()) + ".")

@@ -31,15 +31,19 @@ AB_FILE = "ab.json"
 NOT_IDENTITY = ("identity_hash", "provenance", "created", "resumed", "host", "processes")
 
 
-def caliber_of(identity: Mapping[str, Any]) -> str:
-    """The identity without versions, commits and times: runs with equal calibers are comparable
-    and form one series across commits. The resolved test nodes and the corpus' location are
-    left out too: they follow from the selection (kept) and the corpus commit (left out), and a
-    corpus that gains a file must not break the series."""
+def caliber_fields(identity: Mapping[str, Any]) -> Dict[str, Any]:
+    """What a caliber is a hash of: the identity without versions, commits and times. The resolved
+    test nodes and the corpus' location are left out too: they follow from the selection (kept) and
+    the corpus commit (left out), and a corpus that gains a file must not break the series."""
     caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
     if isinstance(caliber.get("corpus"), dict):
         caliber["corpus"] = {k: v for k, v in caliber["corpus"].items() if k not in ("commit", "root")}
-    text = json.dumps(caliber, sort_keys=True, default=str, separators=(",", ":"))
+    return caliber
+
+
+def caliber_of(identity: Mapping[str, Any]) -> str:
+    """Runs with equal calibers are comparable and form one series across commits (caliber_fields)."""
+    text = json.dumps(caliber_fields(identity), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
