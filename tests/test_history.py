@@ -771,6 +771,8 @@ def test_history_list_counts_an_ab_runs_test_nodes_once(tmp_path, capsys):
     code, out = history("list", "--url", url, "--format", "json", capsys=capsys)
     (listed,) = json.loads(out.out)
     assert code == 0 and (listed["nodes"], listed["not_ok"]) == (2, 1), listed
+    code, out = history("list", "--url", url, capsys=capsys)  # Markdown names each run's dir beside its id
+    assert str(run) in out.out.splitlines()[2], out.out
     # A FlagGems log names no test node: each op is one (it read 0 nodes).
     log = tmp_path / "result_flaggems.log"
     log.write_text("".join("[INFO] " + json.dumps({"op_name": op, "dtype": "torch.float16", "result": [

@@ -613,3 +613,14 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     code, out = history(capsys, "compare", "1", "3", "--url", url, "--fail-on", "none")
     assert "**Different calibers**: A and B differ in more than versions and commits (config.timer.repeat: 1 -> 2)" \
         in out.out, out.out
+
+
+def test_a_step_down_is_held_to_the_threshold_as_a_step_up(tmp_path, url, capsys):
+    """The rule's 5% was a log step both ways: an improvement of -4.8% (the log of 1/1.05) was
+    reported under 'a step of at least 5%'."""
+    for name, after, want in (("small", 0.952, 0), ("large", 0.945, 1)):
+        store = f"sqlite:///{tmp_path / f'{name}.db'}"
+        imported(capsys, store, H.series(tmp_path / name, [{"exp": 1.0}] * 3 + [{"exp": after}] * 3, noise=0.0005))
+        code, out = history(capsys, "regressions", "--url", store, "--format", "json")
+        steps = json.loads(out.out)["steps"]
+        assert len(steps) == 3 * want and all(s["kind"] == "improvement" for s in steps), (name, steps)

@@ -145,9 +145,10 @@ def cmd_list(args) -> int:
         return 0
     rows = [[r["run_id"], f"{r['created']:%Y-%m-%d %H:%M}", r["kind"], r["backend"], r["device_name"], r["timer"],
              short_version(r["corpus_commit"], 10), short_version(r["zlbench_commit"], 10), r["triton_version"] or "-",
-             r["caliber"][:10], r["nodes"], r["not_ok"]] for r in runs]
+             r["caliber"][:10], r["nodes"], r["not_ok"], r["path"]] for r in runs]
+    # The path last: a run id (what compare takes) beside the run dir it names.
     print(tabulate(rows, headers=["id", "created (UTC)", "kind", "backend", "device", "timer", "corpus", "zlbench",
-                                  "triton", "caliber", "nodes", "not ok"], tablefmt="github") if rows else "(no runs)")
+                                  "triton", "caliber", "nodes", "not ok", "path"], tablefmt="github") if rows else "(no runs)")
     return 0
 
 

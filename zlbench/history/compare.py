@@ -107,8 +107,8 @@ def current_level(history: List[float]) -> List[float]:
 
 
 def describe(run: Mapping) -> str:
-    commit = (run.get("corpus_commit") or "")[:10] or "-"
-    return f"run {run['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend')}, corpus {commit})"
+    commit = short_version(run.get("corpus_commit"), 10)
+    return f"run {run['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend') or '-'}, corpus {commit})"
 
 
 def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,

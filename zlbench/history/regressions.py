@@ -80,7 +80,8 @@ def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD
     n = len(logs)
     if n < 2 * k:
         return []
-    min_step = math.log(1 + threshold)
+    # At least `threshold` as a change either way: +5% up, -5% down (not -4.8%, the log of 1/1.05).
+    up, down = math.log(1 + threshold), math.log(max(1e-9, 1 - threshold))
     # Every window of k runs at once: its median and its values' distances from that median.
     windows = _windows(logs, k)
     med = np.median(windows, axis=1)
@@ -92,7 +93,7 @@ def find_steps(values: Sequence[float], k: int = K, threshold: float = THRESHOLD
               else np.abs(steps_all) >= z * noise_all)
     flagged = [{"index": j + k, "step": float(st), "noise": float(no)}
                for j, (st, no, out) in enumerate(zip(steps_all, noise_all, beyond))
-               if abs(st) >= min_step and out]
+               if (st >= up or st <= down) and out]
     groups: List[List[Dict]] = []
     for f in flagged:  # neighbouring splits of one change, same direction
         if groups and f["index"] - groups[-1][-1]["index"] <= 1 and (f["step"] > 0) == (groups[-1][-1]["step"] > 0):
