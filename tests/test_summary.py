@@ -143,3 +143,20 @@ def test_plots_draw_whatever_mplbackend_says():
     res = subprocess.run([sys.executable, "-c", "import zlbench.report.plots as p; print(p.plt.get_backend())"],
                          env={**os.environ, "MPLBACKEND": "no-such-backend"}, capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip().lower() == "agg", res.stderr[-2000:]
+
+
+def test_the_processes_section_says_which_rows_have_no_interval():
+    """A run cut before its second process had no Processes section at all; one where some rows had
+    no interval said every row carried one."""
+    from zlbench.report.summary import process_lines
+
+    def row(op, ci):
+        return {"op": op, "dtype": "torch.float32", "shape": "[[64]]", "status": "ok", "latency": 1.0,
+                "processes": 3 if ci else 1, "latency_ci": [0.99, 1.01] if ci else None, "markers": []}
+
+    identity = {"timer": {"processes": 3}}
+    cut = process_lines([row("exp", False), row("abs", False)], identity)
+    assert cut[0] == "## Processes" and "2 row(s) measured in fewer processes than the 3 planned" in cut[2], cut
+    mixed = "\n".join(process_lines([row("exp", True), row("abs", False)], identity))
+    assert "; 1 row(s) have none (one process, and no row of its timer to borrow from)" in mixed, mixed
+    assert "have none" not in "\n".join(process_lines([row("exp", True)], identity))

@@ -220,6 +220,10 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
             return ["## Processes", "", "- one benchmark process per row (timer.processes=1): rows carry no "
                     "process-level interval, so their precision is that of one process only; what a process "
                     "draws at start (autotune picks, input placement) is not sampled", ""]
+        if measured:  # a run cut before its second process, with no row of several to borrow from
+            return ["## Processes", "", f"- {len(measured)} row(s) measured in fewer processes than the {planned} "
+                    "planned, and none with an interval to borrow: no row carries a process-level interval "
+                    "(resume the run to measure the others)", ""]
         return []
     widths = sorted((((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci),
                     key=lambda w: w[0])  # equal widths keep their order (rows do not compare)
@@ -228,7 +232,9 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
     lines = ["## Processes", "",
              "- each row is the median over its benchmark processes (" + ", ".join(
                  f"{k}: {v} row(s)" for k, v in sorted(counts.items(), reverse=True)) + "); its interval "
-             "(`latency_ci`) is a 95% interval for the value another run of this caliber would report",
+             "(`latency_ci`) is a 95% interval for the value another run of this caliber would report"
+             + (f"; {len(measured) - len(with_ci)} row(s) have none (one process, and no row of its timer to "
+                "borrow from)" if len(with_ci) < len(measured) else ""),
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
              f"p90 {_pct(widths[math.ceil(0.9 * len(widths)) - 1][0])}, widest {_pct(widths[-1][0])} "
              f"({_row_name(widths[-1][1])})"]
@@ -243,7 +249,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
                       for r in measured if r.get("latency_base"))
         riders = sum(r["latency"] < TOP_UP_MIN_MS and op_read_apart(r) for r in more_rows)
         lines.append(f"- {len(more)} node(s) got more processes than the {planned} planned: a row of theirs of 20 us "
-                     f"or more was wider than timer.target_width after {planned} (time goes where the variance is)"
+                     f"or more was wider than timer.target_width after {planned}, or its processes disagreed "
+                     "(time goes where the variance is)"
                      + (f"; {riders} row(s) of theirs under 20 us that read apart by process were measured in them "
                         "too" if riders else "")
                      + (f"; the more processes timed the op only, the baseline is the planned {planned}' "
