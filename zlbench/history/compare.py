@@ -371,20 +371,15 @@ SELECTION_FIELDS = ("config.ops", "config.op_file", "config.test_node")
 def calibers_apart(run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
     """'key: A's -> B's' for each caliber field A and B differ in, read from their run dirs; None
     where a run dir is gone (a log, another machine) or the calibers are equal."""
-    from zlbench.report.batch_summary import _changes
+    from zlbench.report.batch_summary import _changes, _flat
     from zlbench.results.rundir import read_identity
     from zlbench.store.ingest import caliber_fields
     from zlbench.errors import UsageError
 
-    def flat(value, prefix=""):  # nested mappings as 'config.timer.repeat'; lists kept whole
-        if not isinstance(value, Mapping):
-            return {prefix: value}
-        return {k: v for key, sub in value.items() for k, v in flat(sub, f"{prefix}.{key}" if prefix else key).items()}
-
     if run_a["caliber"] == run_b["caliber"]:
         return None
-    try:
-        fa, fb = (flat(caliber_fields(read_identity(Path(r["path"])))) for r in (run_a, run_b))
+    try:  # lists kept whole: 'config.ops: [exp, add] -> [exp]'
+        fa, fb = (_flat(caliber_fields(read_identity(Path(r["path"]))), lists=False) for r in (run_a, run_b))
     except (UsageError, OSError, KeyError, TypeError):
         return None
     return _changes(fa, fb, fa.keys() | fb.keys())

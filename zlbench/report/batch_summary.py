@@ -234,14 +234,15 @@ _CONDITIONS = ("versions", "devices", "backend", "timer", "autotune", "corpus.co
 _PROCESS_FACTS = ("device_name", "driver", "torch", "triton", "flag_gems", "python")
 
 
-def _flat(value, prefix: str = "") -> Dict[str, object]:
-    """Nested mappings and lists as 'devices.0.driver' -> value."""
-    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else None
+def _flat(value, prefix: str = "", lists: bool = True) -> Dict[str, object]:
+    """Nested mappings (and lists, unless lists=False: kept whole) as 'devices.0.driver' -> value."""
+    items = value.items() if isinstance(value, Mapping) else \
+        enumerate(value) if lists and isinstance(value, list) else None
     if items is None:
         return {prefix: value}
     out: Dict[str, object] = {}
     for k, v in items:
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k), lists))
     return out
 
 
