@@ -642,16 +642,3 @@ def test_an_unstable_rows_interval_stays_near_what_its_processes_drew():
         span = max(values) / min(values)
         assert min(values) / span == pytest.approx(lo) and hi == pytest.approx(max(values) * span), (lo, hi)
     assert lo > 2.44  # the 2.44 ms the row read in a run before: outside, a move
-
-
-def test_a_row_whose_processes_disagree_still_gets_more_processes_when_its_interval_reads_narrow():
-    """The cap can bring an unstable row's interval under timer.target_width (0.5 ms processes at
-    0.5 / 0.5012 / 0.503 among rows whose processes agree within 0.05%: 1.8% wide): its median is
-    still a draw of three processes, and its node is still chosen for more."""
-    from zlbench.results.process_stats import relative_width, wide_nodes
-
-    quiet = [r for i in range(12) for r in proc_rows([0.5 * (1 + 0.0005 * z) for z in (-1, 0, 1)], op=f"q{i}")]
-    rows = aggregate(quiet + proc_rows([0.5, 0.5012, 0.503], op="pick"), 3)
-    pick = next(r for r in rows if r["op"] == "pick")
-    assert MARKER_PROCESS_UNSTABLE in pick["markers"] and relative_width(pick) < 0.02, pick
-    assert set(wide_nodes(rows, 0.02)) == {"n::pick"}

@@ -254,13 +254,11 @@ def op_read_apart(row: Mapping) -> bool:
 
 
 def wide_rows(rows: Sequence[Mapping], target_width: float, min_ms: float = TOP_UP_MIN_MS) -> List[Mapping]:
-    """The measured rows of at least `min_ms` whose interval is wider than `target_width`, or whose
-    processes disagree (BENCHMARK_PROCESS_UNSTABLE: its capped interval may read narrower than the
-    target while its median is still a draw of few processes), widest first (aggregated rows, as
-    aggregate() makes them): where more processes narrow what a run reports (timer.max_processes)."""
+    """The measured rows of at least `min_ms` whose interval is wider than `target_width`
+    (aggregated rows, as aggregate() makes them), widest first: where more processes narrow what a
+    run reports (timer.max_processes)."""
     wide = [r for r in rows if r.get("status") == "ok" and relative_width(r) is not None
-            and r["latency"] >= min_ms
-            and (relative_width(r) > target_width or MARKER_PROCESS_UNSTABLE in (r.get("markers") or []))]
+            and r["latency"] >= min_ms and relative_width(r) > target_width]
     return sorted(wide, key=relative_width, reverse=True)
 
 
