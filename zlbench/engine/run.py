@@ -29,6 +29,7 @@ from zlbench.engine.more_processes import more_wanted
 from zlbench.engine.spares import Waiting, beating, hand_over, spare_queues, with_spares
 from zlbench.engine.processes import INTERRUPTS
 from zlbench.planning.plan import Plan, make_plan, more_shapes_path, resolve_timer
+from zlbench.planning.switches import set_apart
 from zlbench.planning.units import WorkUnit
 from zlbench.results.rundir import (IDENTITY_FILE, atomic_write, load_plan, resume_command, unfinished_nodes,
                                     read_identity, write_identity, write_placeholders, write_plan)
@@ -148,10 +149,9 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
 def _switches_apart(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     """Which switch variables this shell sets apart from the run's (a command that sets the run's
     cannot unset one this shell adds)."""
-    was, now = old.get("switch_env") or {}, new.get("switch_env") or {}
-    parts = [f"{k} unset here, {was[k]} in the run" if k not in now else
-             f"{k}={now[k]} here, {'not set' if k not in was else was[k]} in the run"
-             for k in sorted({*was, *now}) if was.get(k) != now.get(k)]
+    parts = [f"{k} unset here, {was} in the run" if now is None else
+             f"{k}={now} here, {'not set' if was is None else was} in the run"
+             for k, (was, now) in set_apart(old, new).items()]
     return f"; its switches: {'; '.join(parts)}" if parts else ""
 
 

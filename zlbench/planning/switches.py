@@ -4,7 +4,7 @@ plain run's shared kernel cache is keyed by (planning/identity.py, planning/plan
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from zlbench.backends import DeviceBackend
 from zlbench.config.schema import shipped_axis_vars
@@ -33,3 +33,10 @@ def named_env(cfg: Mapping[str, Any]) -> List[str]:
     ab = cfg.get("ab") or {}
     return [str(v) for v in (cfg.get("identity") or {}).get("env") or []] + \
         ([str(ab["var"])] if ab.get("var") else []) + [str(k) for k in ab.get("fixed") or {}]
+
+
+def set_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> Dict[str, Tuple[Optional[str], Optional[str]]]:
+    """The switch variables two run identities recorded apart: {VAR: (A's value, B's value)}, None
+    where one did not set it (resume's refusal and a plain pair's A/B command word it each their way)."""
+    env_a, env_b = a.get("switch_env") or {}, b.get("switch_env") or {}
+    return {k: (env_a.get(k), env_b.get(k)) for k in sorted({*env_a, *env_b}) if env_a.get(k) != env_b.get(k)}

@@ -178,13 +178,14 @@ def _node_level_command(a: Source, b: Source) -> str:
     from zlbench.config.secrets import has_password
     from zlbench.results.rundir import hydra_value
 
-    env_a, env_b = (s.identity.get("switch_env") or {} for s in (a, b))
-    apart = [k for k in sorted(env_a.keys() | env_b.keys()) if env_a.get(k) != env_b.get(k)]
-    values = [env.get(apart[0]) for env in (env_a, env_b)] if len(apart) == 1 else [None]
+    from zlbench.planning.switches import set_apart
+
+    apart = set_apart(a.identity, b.identity)
+    var, values = next(iter(apart.items())) if len(apart) == 1 else (None, (None,))
     if None not in values and not any(has_password(str(v)) for v in values):
         # Two plain runs a variable set apart: that variable's A/B, its values as Hydra reads them back.
         listed = ",".join(hydra_value(str(v)) for v in values)
-        return f"python -m zlbench ab=env ab.var={apart[0]} {shlex.quote(f'ab.values=[{listed}]')}"
+        return f"python -m zlbench ab=env ab.var={var} {shlex.quote(f'ab.values=[{listed}]')}"
     return "python -m zlbench ab=env ab.var=VAR ab.values=[A,B]"
 
 
