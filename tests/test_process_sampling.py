@@ -476,9 +476,9 @@ def test_a_process_started_ahead_of_a_cut_pass_is_stopped_and_its_nodes_are_resu
     banner = (res.run_dir / "summary.md").read_text().splitlines()[0]
     assert "Run cut short" in banner and "4 of 4 node(s)" in banner
     # `zlbench summary` of the run dir says the same (it read ops_status.csv, which keeps no
-    # resumable column: the banner was gone).
+    # resumable column: the banner was gone), and exits as the run did: 4, cut (it exited 0).
     summarized = zlbench("summary", res.run_dir, defaults=True)
-    assert summarized.returncode == 0 and summarized.stdout.strip() == (res.run_dir / "summary.md").read_text().strip(), \
+    assert summarized.returncode == 4 and summarized.stdout.strip() == (res.run_dir / "summary.md").read_text().strip(), \
         summarized.stdout[:3000]
     assert (f"not measured in all 3 processes ({len(partly)} in fewer" in banner) if partly else \
         "node(s) not measured. Resume" in banner

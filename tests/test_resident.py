@@ -197,6 +197,7 @@ def test_a_neutral_noisy_row_runs_to_the_maximum_and_a_cut_run_says_so_and_resum
     assert md.splitlines()[2].startswith("- **Run cut short**") and "of the 3 to 4 rounds planned" in md
     assert "each reached the minimum, so its verdict stands" in md and "A/B Run cut short" in err
     summarized = zlbench("summary", run, defaults=True)  # the verdicts of the cut run, as its summary.md has them
+    assert summarized.returncode == 4, summarized.stderr[-2000:]  # cut: the rest is resumable
     assert summarized.stdout.strip() == (run / "summary.md").read_text().strip(), summarized.stdout[:3000]
     # summary.md's banner: the cut pairs have rows from their earlier rounds, and says so.
     banner = next(x for x in (run / "summary.md").read_text().splitlines() if x.startswith("> **Run cut short"))

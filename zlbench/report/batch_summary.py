@@ -381,11 +381,12 @@ def compare_two(args) -> int:
     return 0
 
 
-def run_dir_summary(path: Path) -> Optional[str]:
+def run_dir_summary(path: Path) -> Optional[Tuple[str, int]]:
     """A zlbench run dir's summary as the run (or `collect`) writes it, an A/B's verdicts first, from
-    its events as they stand, writing nothing; None for a result log, or a folder without a run's
-    identity, plan or events (a run dir copied without units/ is read from its tables)."""
-    from zlbench.report.run_report import compose
+    its events as they stand, writing nothing, and the code the run exits with for them (a run still
+    measuring: 4, as collect says); None for a result log, or a folder without a run's identity, plan
+    or events (a run dir copied without units/ is read from its tables)."""
+    from zlbench.report.run_report import compose, exit_of
     from zlbench.results.rundir import PLAN_FILE, live_run, load_plan, read_identity
     from zlbench.results.tables import derive
 
@@ -395,7 +396,10 @@ def run_dir_summary(path: Path) -> Optional[str]:
     d = derive(path)
     running = live_run(path)
     suffix = f" (summarized while the run was still running: {running})" if running else ""
-    return compose(path, d.rows, d.status_rows, read_identity(path), load_plan(path), suffix)[0]
+    identity = read_identity(path)
+    text, result = compose(path, d.rows, d.status_rows, identity, load_plan(path), suffix)
+    code = exit_of(d.status_rows, result["ab"], identity)
+    return text, int(Exit.CUT) if running and code in (Exit.OK, Exit.NOT_OK) else int(code)
 
 
 def main(argv=None) -> int:
@@ -419,13 +423,16 @@ def main(argv=None) -> int:
             if args.out is not None:
                 check_out(args.out)
             rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)  # a damaged table is named
-            text = run_dir_summary(args.path) or render_summary(rows_a, status_a, f"summary of {label_a}")
+            # A run dir's code as the run's (4 for a cut run, 1 for a failed node); a result log's 0.
+            text, code = run_dir_summary(args.path) or (render_summary(rows_a, status_a, f"summary of {label_a}"), 0)
+            if code == Exit.DEAD_AXIS and args.allow_dead:
+                code = 0
             print(text)
             if args.out is not None:
                 args.out.mkdir(parents=True, exist_ok=True)
                 (args.out / "summary.md").write_text(text, encoding="utf-8")
                 print(f"[zlbench] wrote {args.out / 'summary.md'}", file=sys.stderr)
-            return 0
+            return code
         return compare_two(args)
     except UsageError as e:
         print(f"zlbench: error: {e}", file=sys.stderr)

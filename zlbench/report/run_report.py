@@ -173,19 +173,15 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     rows, status_rows = collect(run_dir)
     add_process_facts(run_dir)
     identity = read_identity(run_dir)
-    fail_on = DEFAULT_FAIL_ON if fail_on is None else fail_on
     text, result = compose(run_dir, rows, status_rows, identity, plan, title_suffix, why_cut)
     for w in result["warnings"]:
         log.warning(f"[zlbench] warning: {w}")
     outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
-    verdicts: List[str] = []
-    dead = False
     ab = identity["config"]["ab"]
     ab_result = result["ab"]
+    dead = is_dead(ab_result, identity)
     if ab_result is not None:
         write_ab(ab_result, run_dir, identity)
-        verdicts = [t["verdict"] for t in ab_result["rows"]]
-        dead = ab_result["summary"]["liveness"] == "not live" and not ab.get("allow_dead")
         outputs += ["ab.md", "ab.csv", "ab.json", "ab.png"]
     (run_dir / "summary.md").write_text(text, encoding="utf-8")
     if _speedup_png(rows, run_dir / "speedup.png", identity):
@@ -201,7 +197,23 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     if (contention := contention_warning(rows)):
         log.warning(f"[zlbench] warning: {contention}")
     log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
-    return run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)), dead_axis=dead)
+    return exit_of(status_rows, ab_result, identity, fail_on)
+
+
+def is_dead(ab_result: Optional[Mapping], identity: Mapping[str, Any]) -> bool:
+    """An A/B whose axis is not live, unless the run accepted that (ab.allow_dead)."""
+    return (ab_result is not None and ab_result["summary"]["liveness"] == "not live"
+            and not identity["config"]["ab"].get("allow_dead"))
+
+
+def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Mapping[str, Any],
+            fail_on: Optional[Sequence[str]] = None) -> Exit:
+    """The code the run exits with for these tables (fail_on: the run's own where not given), so
+    `zlbench summary RUN_DIR` and `collect` exit as the run did."""
+    fail_on = identity.get("fail_on", DEFAULT_FAIL_ON) if fail_on is None else fail_on
+    verdicts = [t["verdict"] for t in ab_result["rows"]] if ab_result is not None else []
+    return run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)),
+                    dead_axis=is_dead(ab_result, identity))
 
 
 def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:
