@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 from zlbench.config.command_line import normalize_argv
@@ -224,3 +227,18 @@ def test_a_dry_run_piped_into_a_reader_that_stops_early_is_no_error(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "internal error" not in res.stderr and not (tmp_path / "zl_runs").exists()
+
+
+@pytest.mark.parametrize("argv, fix", [
+    (["history", "compare", "--fail-on", "slowr", "a", "b"], "Fix: --fail-on slower, not --fail-on slowr; "
+                                                              "see `zlbench history compare --help`."),
+    (["summary", "--thresold", "3", "run"], "Fix: --threshold, not --thresold; see `zlbench summary --help`."),
+    (["history", "lst"], "Fix: list, not lst; see `zlbench history --help`."),
+    (["collect"], "Fix: see `zlbench collect --help`."),
+])
+def test_a_verbs_bad_argument_is_one_line_naming_what_was_meant(argv, fix):
+    """argparse printed its usage block and left the typo to the reader; every other usage error is
+    one line 'zlbench: error: ... Fix: ...', exit 2."""
+    res = subprocess.run([sys.executable, "-m", "zlbench", *argv], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("zlbench: error: zlbench ") and res.stderr.rstrip().endswith(fix), res.stderr

@@ -1,7 +1,40 @@
 """The one error type a user should ever see from zlbench: what is wrong and how to fix it."""
 
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from typing import NoReturn
+
 
 class UsageError(Exception):
     """Bad input (config, corpus, selection, result file). Printed as one clear message, exit 2."""
 
     exit_code = 2
+
+
+class VerbParser(argparse.ArgumentParser):
+    """The verbs' parser (collect, summary, history): a bad argument is one line, as every other
+    usage error, naming the option or choice meant where one is close (argparse printed its usage
+    block and left the typo to the reader), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        meant = _meant(message, self)
+        self.exit(2, f"zlbench: error: {self.prog}: {message}. Fix: {meant + '; ' if meant else ''}"
+                     f"see `{self.prog} --help`.\n")
+
+
+def _meant(message: str, parser: argparse.ArgumentParser) -> str:
+    """'--threshold, not --thresold' ('--fail-on slower, not --fail-on slowr') for a close
+    misspelling of an option (of a choice)."""
+    choice = re.search(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        option = choice[1] + " " if choice[1].startswith("-") else ""  # a verb is named bare
+        close = difflib.get_close_matches(choice[2], re.findall(r"'?([^,' ]+)'?", choice[3]), n=1, cutoff=0.6)
+        return f"{option}{close[0]}, not {option}{choice[2]}" if close else ""
+    words = message.split("unrecognized arguments: ", 1)[1].split() if "unrecognized arguments" in message else []
+    wrong = next((w.split("=")[0] for w in words if w.startswith("-")), "")
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6) if wrong else []
+    return f"{close[0]}, not {wrong}" if close else ""

@@ -25,7 +25,7 @@ from typing import List, Optional
 
 from tabulate import tabulate
 
-from zlbench.errors import UsageError
+from zlbench.errors import UsageError, VerbParser
 from zlbench.exitcodes import Exit
 from zlbench.history.where import ENV_URL, find_store
 
@@ -241,7 +241,7 @@ def cmd_html(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="zlbench history", description=__doc__,
+    p = VerbParser(prog="zlbench history", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     url_help = (f"store URL, SQLite file, its folder or a run dir (default: ${ENV_URL}, else ./zl_runs/zlbench.db, "
                 "else the one zlbench.db up to 3 folders below)")

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.errors import UsageError
+from zlbench.errors import UsageError, VerbParser
 from zlbench.exitcodes import Exit
 from zlbench.results.identity_layout import hashed_fields, hashed_layout
 
@@ -403,7 +403,7 @@ def run_dir_summary(path: Path) -> Optional[Tuple[str, int]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="zlbench summary", description=__doc__,
+    parser = VerbParser(prog="zlbench summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path, help="run dir, run.log, or FlagGems result_*.log")
     parser.add_argument("--ab", type=Path, help="second run (side B) to pair with PATH (side A)")

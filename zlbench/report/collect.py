@@ -4,16 +4,15 @@ measuring on this host it says so and exits 4 (not every node measured), leaving
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-from zlbench.errors import UsageError
+from zlbench.errors import UsageError, VerbParser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="zlbench collect", description=__doc__)
+    parser = VerbParser(prog="zlbench collect", description=__doc__)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--store-url", default=None,
                         help="results store to write the collected run into (default: $ZLBENCH_STORE_URL, else "
