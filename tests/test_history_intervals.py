@@ -49,6 +49,8 @@ def test_two_runs_compare_on_their_intervals_and_a_slowdown_fails_the_gate(tmp_p
     exp = next(r for r in result["rows"] if r["op"] == "exp")
     assert exp["a_lo"] == pytest.approx(exp["a_ms"] * 0.97) and exp["b_hi"] == pytest.approx(exp["b_ms"] * 1.03)
     assert exp["ci_lo_pct"] > 0  # the change's interval excludes no change
+    # one round each, over 3 processes each (compare.csv said rounds 1 and nothing of the processes)
+    assert (exp["rounds"], exp["a_processes"], exp["b_processes"]) == (1, 3, 3), exp
     code, out = history(capsys, "compare", "--latest", "--url", url)
     assert code == 1 and "| exp " in out.out and "No process-level intervals" not in out.out
     assert "Gate (--fail-on slower): 3 row(s) slower: exit 1." in out.out
@@ -608,8 +610,13 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     other = H.write_run(tmp_path / "other", ident, [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101]) for s in H.SHAPES])
     imported(capsys, url, [a, sub, other])
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
-    assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp'])" in out.out, out.out
-    assert "Different calibers" not in out.out
+    assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp']): the rows both measured " \
+        f"are compared ({len(H.SHAPES)} row(s) of A's that B did not select left out)" in out.out, out.out
+    # the rows B never asked for are no unpaired rows: the comparison of what B measured is complete
+    assert "Different calibers" not in out.out and "unpaired" not in out.out.lower(), out.out
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none", "--format", "json")
+    summary = json.loads(out.out)["summary"]
+    assert summary["unpaired_rows"] == 0 and summary["not_selected"] == {"A": 0, "B": len(H.SHAPES)}, summary
     code, out = history(capsys, "compare", "1", "3", "--url", url, "--fail-on", "none")
     assert "**Different calibers**: A and B differ in more than versions and commits (config.timer.repeat: 1 -> 2)" \
         in out.out, out.out

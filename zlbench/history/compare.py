@@ -45,12 +45,12 @@ from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, failed_tests, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run)
+                                   list_runs, medians_by_run, row_key)
 
 MIN_HISTORY = 3
 MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
 WINDOW = 20
-FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
+FIELDS = ["op", "dtype", "shape", "side", "rounds", "a_processes", "b_processes", "a_ms", "b_ms", "change_pct", "ci_lo_pct", "ci_hi_pct",
           "p", "q", "mde_pct", "a_lo", "a_hi", "b_lo", "b_hi", "process_unstable", "noise", "fallback", "verdict"]
 CHANGED = ("faster", "slower", "changed below threshold")
 # Rows whose noise is too large to judge (ab/verdict.py: sd of ln(B/A) over rounds > UNSTABLE_SD):
@@ -124,7 +124,10 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     # pairing's keys; earlier runs' log rows in the history, that of the one test timing their key.
     nodes = reconcile_sides(*([r for r in rows if r["run_id"] == run["run_id"]] for run in (run_a, run_b))).nodes
     keyed = [adopt_node(r, nodes) for r in rows]
-    facts = _RowFacts(run_a, run_b, intervals_by_run(keyed))
+    # How many processes each run's value of a row is over (a plain run's rows: timer.processes and
+    # more; A/B rounds and older runs: unknown).
+    processes = {(row_key(r), r["run_id"]): r.get("processes") for r in keyed if r.get("processes")}
+    facts = _RowFacts(run_a, run_b, intervals_by_run(keyed), processes)
     noise_of = _HistoryNoise(store, run_b, window, {k: n for k, n in single_nodes(rows).items() if n})
     table, tested, unpaired = [], [], []
     failed = [failed_tests(store, run["run_id"]) for run in (run_a, run_b)]
@@ -147,8 +150,17 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
+    apart = calibers_apart(run_a, run_b)
+    unselected = Counter()
+    if selection_apart(apart):
+        # Runs that select different tests (a gate's recheck): a row one of them did not select is no
+        # unpaired row, it was never asked for; a row whose test the other ran and lost still is.
+        kept = [u for u in unpaired if u["why"] not in ("only on side A", "only on side B")]
+        unselected.update("B" if u["why"] == "only on side A" else "A" for u in unpaired if u not in kept)
+        unpaired = kept
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
-    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset())
+    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
+    summary["not_selected"] = {"A": unselected["A"], "B": unselected["B"]}
     summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
                         "b": sorted(k for k, (_, rb) in by_side.items() if rb)}
     return {"summary": summary, "rows": table, "unpaired": unpaired}
@@ -157,15 +169,17 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
 class _RowFacts:
     """What a paired row of the two runs carries before it is judged: values, intervals, markers."""
 
-    def __init__(self, run_a: Mapping, run_b: Mapping, intervals: Mapping):
-        self.runs, self.intervals = (run_a, run_b), intervals
+    def __init__(self, run_a: Mapping, run_b: Mapping, intervals: Mapping, processes: Mapping):
+        self.runs, self.intervals, self.processes = (run_a, run_b), intervals, processes
 
     def row(self, p, side: str):
         """The row's table entry, and each run's interval (None: it has none)."""
         key = (*p.key, side)
         ci_a, ci_b = (self.intervals.get(key, {}).get(run["run_id"]) for run in self.runs)
         return {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None, "side": side,
-                "rounds": len(p.a), "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+                "rounds": len(p.a), "a_processes": self.processes.get((key, self.runs[0]["run_id"])),
+                "b_processes": self.processes.get((key, self.runs[1]["run_id"])),
+                "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
                 "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
                 "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
                 "process_unstable": p.process_unstable}, (ci_a, ci_b)
@@ -197,7 +211,8 @@ def _verdict_columns(t: Dict) -> None:
 
 
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
-             history_runs: int, fail_on: str, run_offset: Tuple[float, int] = (RUN_OFFSET_SD, 0)) -> Dict:
+             history_runs: int, fail_on: str, run_offset: Tuple[float, int] = (RUN_OFFSET_SD, 0),
+             apart: Optional[List[str]] = None) -> Dict:
     lost_rows = sum(1 for u in unpaired if u["lost_in"] == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
     failing_rows += lost_rows if fail_on in LOST_FAILS else 0
@@ -222,7 +237,7 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
         "recheck": recheck(run_a, run_b, table, unpaired, fail_on),
-        "calibers_apart": calibers_apart(run_a, run_b),
+        "calibers_apart": apart,
     }
 
 
@@ -385,13 +400,22 @@ def calibers_apart(run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
     return _changes(fa, fb, fa.keys() | fb.keys())
 
 
+def selection_apart(apart: Optional[List[str]]) -> bool:
+    """Two calibers apart in their selection of tests alone (calibers_apart's lines)."""
+    return bool(apart) and all(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart)
+
+
 def _caliber_lines(s: Mapping) -> List[str]:
     """What differs between A and B besides the code: their calibers and versions."""
     out = []
     apart = s.get("calibers_apart")
-    if apart and all(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart):
-        out.append(f"- A and B select different tests ({'; '.join(apart)}): the rows both measured are compared "
-                   "(a recheck of a gate's failing ops is such a run).")
+    if selection_apart(apart):
+        left = s.get("not_selected") or {}
+        left_out = " and ".join(f"{n} row(s) of {side}'s that {other} did not select" for side, other in (("A", "B"), ("B", "A"))
+                                if (n := left.get(other)))
+        out.append(f"- A and B select different tests ({'; '.join(apart)}): the rows both measured are compared"
+                   + (f" ({left_out} left out)" if left_out else "")
+                   + " (a recheck of a gate's failing ops is such a run).")
     elif not s["same_caliber"]:
         out.append("- **Different calibers**: A and B differ in more than versions and commits ("
                    + ("; ".join(apart[:6]) + ("; ..." if len(apart) > 6 else "") if apart else
