@@ -136,12 +136,14 @@ def test_tests_of_one_op_timing_one_shape_compare_each_on_its_own(tmp_path, url,
 def test_a_gate_that_paired_nothing_does_not_pass(tmp_path, url, capsys):
     """Two runs of different ops share no row: `compare` used to print a caveat and exit 0, so a CI
     gate passed having checked nothing. Now it exits 2 saying why and how to fix it; the report
-    (the unpaired rows) is still printed, and --fail-on none accepts it."""
+    (what each selected) is still printed, and --fail-on none accepts it."""
     imported(capsys, url, H.series(tmp_path, [{"exp": 1.0}, {"add": 2.0}], noise=0.003, interval=0.03))
     code, out = history(capsys, "compare", "1", "2", "--url", url)
     assert code == 2, out.err
     assert "share no row both measured" in out.err and "Fix: compare runs of the same ops" in out.err
-    assert "unpaired" in out.out and "exp" in out.out and "add" in out.out
+    # the two runs selected different ops: what each measured, and that none is in common, is said
+    assert "- A and B select different tests (config.ops: ['exp'] -> ['add'])" in out.out, out.out
+    assert "they select different tests, and none in common (3 row(s) only in A, 3 only in B)" in out.err, out.err
     assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")[0] == 0
     # the same ops, every row of B failed: nothing was compared, but B lost every row A measured,
     # which fails the gate (exit 1, not 2), and the report says why
@@ -611,7 +613,7 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     imported(capsys, url, [a, sub, other])
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
     assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp']): the rows both measured " \
-        f"are compared ({len(H.SHAPES)} row(s) of A's that B did not select left out)" in out.out, out.out
+        f"are compared; {len(H.SHAPES)} row(s) of A's that B did not select are left out" in out.out, out.out
     # the rows B never asked for are no unpaired rows: the comparison of what B measured is complete
     assert "Different calibers" not in out.out and "unpaired" not in out.out.lower(), out.out
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none", "--format", "json")

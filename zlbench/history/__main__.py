@@ -186,9 +186,12 @@ def cmd_compare(args) -> int:
               f"side, or plain runs' main): nothing paired: exit {int(Exit.USAGE)}. Fix: two sides of an A/B "
               "pair with `zlbench summary A_DIR --ab B_DIR`; an A/B run's own ab.md judges it.", file=sys.stderr)
     elif s["gate_exit"] == 2 and not s["paired_rows"]:
+        left = s.get("not_selected") or {}
+        why = (f"they select different tests, and none in common ({left.get('B', 0)} row(s) only in A, "
+               f"{left.get('A', 0)} only in B)" if not s["unpaired_rows"] else
+               f"{s['unpaired_rows']} unpaired, listed above with why: on one side only, or not measured on a side")
         print(f"[zlbench] compare: run {run_a['run_id']} and run {run_b['run_id']} share no row both measured "
-              f"({s['unpaired_rows']} unpaired, listed above with why: on one side only, or not measured on a "
-              f"side): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes "
+              f"({why}): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes "
               "and tests (`zlbench history list`); where a side's rows failed, its ops_status.csv says why; "
               "--fail-on none accepts an empty comparison.", file=sys.stderr)
     elif s["gate_exit"] == 2:

@@ -414,7 +414,7 @@ def _caliber_lines(s: Mapping) -> List[str]:
         left_out = " and ".join(f"{n} row(s) of {side}'s that {other} did not select" for side, other in (("A", "B"), ("B", "A"))
                                 if (n := left.get(other)))
         out.append(f"- A and B select different tests ({'; '.join(apart)}): the rows both measured are compared"
-                   + (f" ({left_out} left out)" if left_out else "")
+                   + (f"; {left_out} are left out" if left_out else "")
                    + " (a recheck of a gate's failing ops is such a run).")
     elif not s["same_caliber"]:
         out.append("- **Different calibers**: A and B differ in more than versions and commits ("
