@@ -242,3 +242,22 @@ def test_a_verbs_bad_argument_is_one_line_naming_what_was_meant(argv, fix):
     res = subprocess.run([sys.executable, "-m", "zlbench", *argv], capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert res.stderr.startswith("zlbench: error: zlbench ") and res.stderr.rstrip().endswith(fix), res.stderr
+
+
+def test_ctrl_c_after_a_run_ended_says_its_tables_are_complete(monkeypatch, capsys, tmp_path):
+    """A Ctrl-C landing after the run's own handling ended (the run returned) exited 130 with nothing
+    said, or a bare traceback; it now names the run, its code, and that its tables are complete."""
+    import zlbench.__main__ as entry
+
+    def run_then_ctrl_c():
+        entry._jobs.append(("(defaults)", str(tmp_path / "run"), 0))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry, "_app", run_then_ctrl_c)
+    monkeypatch.setattr(entry, "let_readers_leave", lambda: None)
+    monkeypatch.setattr(sys, "argv", ["zlbench", f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(SystemExit) as e:
+        entry.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 130 and f"zlbench: error: interrupted after the run(s) ended: {tmp_path / 'run'} " \
+        "(exit 0); their tables are complete" in err, err

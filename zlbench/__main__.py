@@ -207,6 +207,13 @@ def main() -> None:
     _jobs.clear()
     try:
         _app()
+    except KeyboardInterrupt:
+        # Ctrl-C after a run's own handling ended (it returned; its tables and store record are
+        # written) or before it began: say which, rather than a bare traceback or nothing.
+        done = [f"{run_dir} (exit {code})" for _, run_dir, code in _jobs]
+        _error("interrupted" + (f" after the run(s) ended: {', '.join(done)}; their tables are complete"
+                                if done else " before any run started: nothing was measured"))
+        sys.exit(Exit.INTERRUPTED)
     except SystemExit as e:
         # Hydra rejected the command line or the composed config before any job ran (it printed
         # why): bad input, so zlbench's usage code rather than Hydra's 1.
