@@ -619,6 +619,14 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none", "--format", "json")
     summary = json.loads(out.out)["summary"]
     assert summary["unpaired_rows"] == 0 and summary["not_selected"] == {"A": 0, "B": len(H.SHAPES)}, summary
+    # B ran exp but measured one shape fewer: that row is unpaired (B's test ran), not "not selected"
+    short = H.write_run(tmp_path / "short", H.identity(ops=["exp"], created="2026-11-04T00:00:00+0000"),
+                        [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101]) for s in H.SHAPES[1:]])
+    imported(capsys, url, [short])
+    code, out = history(capsys, "compare", "1", "4", "--url", url, "--fail-on", "none", "--format", "json")
+    result = json.loads(out.out)
+    assert result["summary"]["not_selected"] == {"A": 0, "B": len(H.SHAPES)}, result["summary"]
+    assert [(u["op"], u["shape"], u["why"]) for u in result["unpaired"]] == [("exp", H.SHAPES[0], "only on side A")]
     code, out = history(capsys, "compare", "1", "3", "--url", url, "--fail-on", "none")
     assert "**Different calibers**: A and B differ in more than versions and commits (config.timer.repeat: 1 -> 2)" \
         in out.out, out.out

@@ -45,7 +45,7 @@ from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, failed_tests, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run, row_key)
+                                   list_runs, medians_by_run, row_key, tests_run)
 
 MIN_HISTORY = 3
 MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
@@ -153,11 +153,19 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     apart = calibers_apart(run_a, run_b)
     unselected = Counter()
     if selection_apart(apart):
-        # Runs that select different tests (a gate's recheck): a row one of them did not select is no
-        # unpaired row, it was never asked for; a row whose test the other ran and lost still is.
-        kept = [u for u in unpaired if u["why"] not in ("only on side A", "only on side B")]
-        unselected.update("B" if u["why"] == "only on side A" else "A" for u in unpaired if u not in kept)
-        unpaired = kept
+        # Runs that select different tests (a gate's recheck): a row whose test the other run did not
+        # run at all is no unpaired row, it was never asked for; a row of a test both ran (lost, or a
+        # shape the other did not measure) still is.
+        ran = [tests_run(store, run["run_id"]) for run in (run_a, run_b)]
+
+        def not_selected(u: Mapping) -> Optional[str]:
+            """The run that did not select u's test ('A', 'B'), else None."""
+            other = {"only on side A": "B", "only on side B": "A"}.get(u["why"])
+            node = (u["node"] or "").split("[")[0]
+            return other if other and node and (u["side"], node) not in ran[other == "B"] else None
+
+        unselected.update(filter(None, map(not_selected, unpaired)))
+        unpaired = [u for u in unpaired if not not_selected(u)]
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
     summary["not_selected"] = {"A": unselected["A"], "B": unselected["B"]}
@@ -413,7 +421,8 @@ def _caliber_lines(s: Mapping) -> List[str]:
         left = s.get("not_selected") or {}
         left_out = " and ".join(f"{n} row(s) of {side}'s that {other} did not select" for side, other in (("A", "B"), ("B", "A"))
                                 if (n := left.get(other)))
-        out.append(f"- A and B select different tests ({'; '.join(apart)}): the rows both measured are compared"
+        both = "the rows both measured are compared" if s["paired_rows"] else "no row is in both"
+        out.append(f"- A and B select different tests ({'; '.join(apart)}): {both}"
                    + (f"; {left_out} are left out" if left_out else "")
                    + " (a recheck of a gate's failing ops is such a run).")
     elif not s["same_caliber"]:

@@ -8,7 +8,7 @@ import statistics
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from sqlalchemy import exists, func, or_, select
 
@@ -161,6 +161,13 @@ def failed_tests(store: Store, run_id: int) -> Dict[str, Dict[str, Tuple[str, st
             if node:
                 out[str(side or "main")][node.split("[")[0]] = (str(status), reason or "-")
     return out
+
+
+def tests_run(store: Store, run_id: int) -> Set[Tuple[str, str]]:
+    """(side, test node) of each test a run's ops_status holds, whatever its status: what it selected."""
+    q = select(S.statuses.c.side, S.statuses.c.test_node).where(S.statuses.c.run_id == run_id)
+    with store.begin("reading statuses") as conn:
+        return {(str(side or "main"), node.split("[")[0]) for side, node in conn.execute(q) if node}
 
 
 def iter_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
