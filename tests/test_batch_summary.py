@@ -277,3 +277,26 @@ def test_a_plain_run_paired_with_an_ab_side_says_only_a_first_round_meets_it(swe
     assert "A is a plain run (a row: the median over its processes) and B has 2 rounds a row: only B's first " \
            "round is paired with A's value" in out.stdout, out.stdout[-3000:]
     assert "lost rounds on a side" not in out.stdout
+
+
+def test_summary_of_a_run_dir_exits_as_the_run_did_and_writes_nothing(tmp_path):
+    """`zlbench summary RUN_DIR` exited 0 whatever the run found; it exits as the run would for its
+    tables: a dead axis 3 (--allow-dead: what else it found, here 0), a copy of its tables without
+    units/ as those tables say, a run stopped before measuring anything 4 (cut), and it writes no
+    table into the run dir (it wrote rows.jsonl and ops_status.csv where they were missing)."""
+    run = tmp_path / "dead"
+    res = zlbench(*AXIS, "ab.rounds=2", "ab.min_rounds=2", "ops=[dead_op]", "progress=none", f"hydra.run.dir={run}",
+                  cwd=tmp_path)
+    assert res.returncode == 3, res.stderr[-3000:]
+    assert summary(run).returncode == 3 and summary(run, "--allow-dead").returncode == 0
+    tables = tmp_path / "tables"
+    shutil.copytree(run, tables)
+    shutil.rmtree(tables / "units")
+    assert summary(tables).returncode == 0  # its tables hold ok nodes: liveness is in the events
+    planned = tmp_path / "planned"  # stopped after its plan: identity and plan, nothing measured
+    shutil.copytree(run, planned)
+    for name in ("units", "rows.jsonl", "ops_status.csv", "summary.md"):
+        (shutil.rmtree if (planned / name).is_dir() else (planned / name).unlink)(planned / name)
+    out = summary(planned)
+    assert out.returncode == 4 and "> **Run cut short**: 2 of 2 node-side pair(s) not measured" in out.stdout, out.stdout
+    assert not (planned / "rows.jsonl").exists() and not (planned / "ops_status.csv").exists()

@@ -381,25 +381,40 @@ def compare_two(args) -> int:
     return 0
 
 
-def run_dir_summary(path: Path) -> Optional[Tuple[str, int]]:
+def run_dir_summary(path: Path, allow_dead: bool = False) -> Optional[Tuple[str, int]]:
     """A zlbench run dir's summary as the run (or `collect`) writes it, an A/B's verdicts first, from
     its events as they stand, writing nothing, and the code the run exits with for them (a run still
-    measuring: 4, as collect says); None for a result log, or a folder without a run's identity, plan
-    or events (a run dir copied without units/ is read from its tables)."""
+    measuring: 4, as collect says); None for a result log, or a folder without a run's identity or
+    plan, or a run dir copied without units/ (its tables are read: table_exit)."""
     from zlbench.report.run_report import compose, exit_of
     from zlbench.results.rundir import PLAN_FILE, live_run, load_plan, read_identity
-    from zlbench.results.tables import derive
+    from zlbench.results.tables import derive, load_rows
 
-    if not (path.is_dir() and (path / IDENTITY_FILE).exists() and (path / PLAN_FILE).exists()
-            and (path / "units").is_dir()):
+    if not (path.is_dir() and (path / IDENTITY_FILE).exists() and (path / PLAN_FILE).exists()):
         return None
-    d = derive(path)
+    if not (path / "units").is_dir() and (path / "ops_status.csv").exists():
+        return None  # a copy of the tables: events would read every node unmeasured
+    if (path / "rows.jsonl").exists():
+        load_rows(path)  # a damaged table is named (its Fix: collect rebuilds it), though not read here
+    d = derive(path)  # a run stopped before its first unit: every planned node unmeasured
     running = live_run(path)
     suffix = f" (summarized while the run was still running: {running})" if running else ""
     identity = read_identity(path)
     text, result = compose(path, d.rows, d.status_rows, identity, load_plan(path), suffix)
-    code = exit_of(d.status_rows, result["ab"], identity)
+    code = exit_of(d.status_rows, result["ab"], identity, allow_dead=allow_dead)
     return text, int(Exit.CUT) if running and code in (Exit.OK, Exit.NOT_OK) else int(code)
+
+
+def table_exit(path: Path, status_rows: List[dict]) -> int:
+    """A run dir read from its tables exits as the run would for them (its fail_on); a log, 0."""
+    from zlbench.report.run_report import exit_of
+    from zlbench.results.rundir import read_identity
+
+    if not (path.is_dir() and (path / IDENTITY_FILE).exists()):
+        return 0
+    # ops_status.csv keeps no resumable column: its interrupted nodes are the ones left to resume
+    resumable = [{**s, "resumable": s.get("resumable") or s.get("status") == "interrupted"} for s in status_rows]
+    return int(exit_of(resumable, None, read_identity(path)))
 
 
 def main(argv=None) -> int:
@@ -422,11 +437,13 @@ def main(argv=None) -> int:
 
             if args.out is not None:
                 check_out(args.out)
-            rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)  # a damaged table is named
             # A run dir's code as the run's (4 for a cut run, 1 for a failed node); a result log's 0.
-            text, code = run_dir_summary(args.path) or (render_summary(rows_a, status_a, f"summary of {label_a}"), 0)
-            if code == Exit.DEAD_AXIS and args.allow_dead:
-                code = 0
+            # Its events are read first: tables a run dir lacks, load() would write (collect).
+            summarized = run_dir_summary(args.path, args.allow_dead)
+            if summarized is None:
+                rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)  # a damaged table is named
+                summarized = render_summary(rows_a, status_a, f"summary of {label_a}"), table_exit(args.path, status_a)
+            text, code = summarized
             print(text)
             if args.out is not None:
                 args.out.mkdir(parents=True, exist_ok=True)

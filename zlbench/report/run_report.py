@@ -200,20 +200,21 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
     return exit_of(status_rows, ab_result, identity, fail_on)
 
 
-def is_dead(ab_result: Optional[Mapping], identity: Mapping[str, Any]) -> bool:
-    """An A/B whose axis is not live, unless the run accepted that (ab.allow_dead)."""
+def is_dead(ab_result: Optional[Mapping], identity: Mapping[str, Any], allow_dead: bool = False) -> bool:
+    """An A/B whose axis is not live, unless the run (ab.allow_dead) or the caller accepts that."""
     return (ab_result is not None and ab_result["summary"]["liveness"] == "not live"
-            and not identity["config"]["ab"].get("allow_dead"))
+            and not (allow_dead or identity["config"]["ab"].get("allow_dead")))
 
 
 def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Mapping[str, Any],
-            fail_on: Optional[Sequence[str]] = None) -> Exit:
+            fail_on: Optional[Sequence[str]] = None, allow_dead: bool = False) -> Exit:
     """The code the run exits with for these tables (fail_on: the run's own where not given), so
-    `zlbench summary RUN_DIR` and `collect` exit as the run did."""
+    `zlbench summary RUN_DIR` and `collect` exit as the run did; a dead axis accepted leaves the
+    code to what else the run found."""
     fail_on = identity.get("fail_on", DEFAULT_FAIL_ON) if fail_on is None else fail_on
     verdicts = [t["verdict"] for t in ab_result["rows"]] if ab_result is not None else []
     return run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)),
-                    dead_axis=is_dead(ab_result, identity))
+                    dead_axis=is_dead(ab_result, identity, allow_dead))
 
 
 def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:
