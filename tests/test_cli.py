@@ -234,6 +234,9 @@ def test_a_dry_run_piped_into_a_reader_that_stops_early_is_no_error(tmp_path):
                                                               "see `zlbench history compare --help`."),
     (["summary", "--thresold", "3", "run"], "Fix: --threshold, not --thresold; see `zlbench summary --help`."),
     (["history", "lst"], "Fix: list, not lst; see `zlbench history --help`."),
+    # an option the verb's parser left over is reported by history's: the verb's options are searched
+    (["history", "--url", "x.db", "compare", "1", "2", "--thresold", "0.1"],
+     "Fix: --threshold, not --thresold; see `zlbench history compare --help`."),
     (["collect"], "Fix: see `zlbench collect --help`."),
 ])
 def test_a_verbs_bad_argument_is_one_line_naming_what_was_meant(argv, fix):
@@ -259,5 +262,12 @@ def test_ctrl_c_after_a_run_ended_says_its_tables_are_complete(monkeypatch, caps
     with pytest.raises(SystemExit) as e:
         entry.main()
     err = capsys.readouterr().err
-    assert e.value.code == 130 and f"zlbench: error: interrupted after the run(s) ended: {tmp_path / 'run'} " \
+    assert e.value.code == 130 and f"zlbench: error: interrupted after the run ended: {tmp_path / 'run'} " \
         "(exit 0); their tables are complete" in err, err
+    # between a sweep's jobs: the later jobs did not run, and it says so
+    monkeypatch.setattr(sys, "argv", ["zlbench", "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "ops=[exp],[abs]"])
+    with pytest.raises(SystemExit) as e:
+        entry.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 130 and "interrupted after job(s) of the sweep ended" in err and \
+        "the sweep's later jobs did not run: run them again (into a new hydra.sweep.dir" in err, err

@@ -208,11 +208,14 @@ def main() -> None:
     try:
         _app()
     except KeyboardInterrupt:
-        # Ctrl-C after a run's own handling ended (it returned; its tables and store record are
-        # written) or before it began: say which, rather than a bare traceback or nothing.
+        # Ctrl-C outside a run's own handling (it stops the run and writes its tables): after a run
+        # returned, between a sweep's jobs, or while one starts. Say which, not a bare traceback.
         done = [f"{run_dir} (exit {code})" for _, run_dir, code in _jobs]
-        _error("interrupted" + (f" after the run(s) ended: {', '.join(done)}; their tables are complete"
-                                if done else " before any run started: nothing was measured"))
+        sweep = any(a in ("-m", "--multirun") for a in argv)
+        _error("interrupted" + (f" after {'job(s) of the sweep' if sweep else 'the run'} ended: {', '.join(done)}; "
+                                "their tables are complete" if done else " before any run ended")
+               + ("; the sweep's later jobs did not run: run them again (into a new hydra.sweep.dir, or "
+                  "those values alone)" if sweep else ""))
         sys.exit(Exit.INTERRUPTED)
     except SystemExit as e:
         # Hydra rejected the command line or the composed config before any job ran (it printed

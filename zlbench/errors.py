@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-from typing import NoReturn
+import sys
+from typing import NoReturn, Sequence
 
 
 class UsageError(Exception):
@@ -19,10 +20,27 @@ class VerbParser(argparse.ArgumentParser):
     usage error, naming the option or choice meant where one is close (argparse printed its usage
     block and left the typo to the reader), exit 2."""
 
+    _argv: Sequence[str] = ()
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        meant = _meant(message, self)
-        self.exit(2, f"zlbench: error: {self.prog}: {message}. Fix: {meant + '; ' if meant else ''}"
-                     f"see `{self.prog} --help`.\n")
+        # An option a verb's parser did not know is reported by the top parser: name the verb's.
+        parser = _verb_parser(self, self._argv)
+        meant = _meant(message, parser)
+        self.exit(2, f"zlbench: error: {parser.prog}: {message}. Fix: {meant + '; ' if meant else ''}"
+                     f"see `{parser.prog} --help`.\n")
+
+
+def _verb_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The innermost (sub)parser argv names: `history compare ...` -> history's compare parser."""
+    for word in argv:
+        verbs = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+        if word in verbs:
+            parser = verbs[word]
+    return parser
 
 
 def _meant(message: str, parser: argparse.ArgumentParser) -> str:
