@@ -293,6 +293,11 @@ def test_summary_of_a_run_dir_exits_as_the_run_did_and_writes_nothing(tmp_path):
     shutil.copytree(run, tables)
     shutil.rmtree(tables / "units")
     assert summary(tables).returncode == 0  # its tables hold ok nodes: liveness is in the events
+    # collect refuses such a copy: from no events it rewrote every node as not measured
+    status = (tables / "ops_status.csv").read_text()
+    refused = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(tables)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "holds tables but no units/" in refused.stderr, refused.stderr
+    assert (tables / "ops_status.csv").read_text() == status
     planned = tmp_path / "planned"  # stopped after its plan: identity and plan, nothing measured
     shutil.copytree(run, planned)
     for name in ("units", "rows.jsonl", "ops_status.csv", "summary.md"):

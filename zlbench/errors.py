@@ -22,6 +22,10 @@ class VerbParser(argparse.ArgumentParser):
 
     _argv: Sequence[str] = ()
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # --store-ur=x was taken for --store-url, silently
+        super().__init__(*args, **kwargs)
+
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         self._argv = list(sys.argv[1:] if args is None else args)
         return super().parse_args(args, namespace)

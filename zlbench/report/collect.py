@@ -28,6 +28,12 @@ def main(argv=None) -> int:
     try:
         if args.run_dir.is_file():  # rows.jsonl, summary.md, ...: its folder is meant
             raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
+        if (args.run_dir / "ops_status.csv").exists() and not (args.run_dir / "units").is_dir():
+            # Tables are made from the units' events: without them every node would read unmeasured.
+            raise UsageError(f"{args.run_dir} holds tables but no units/ (the events they are made from: a copy "
+                             "of the tables?); collecting would rewrite every node as not measured, so its "
+                             f"tables are left as they are. Fix: collect the run dir the run wrote, or read "
+                             f"these with `zlbench summary {args.run_dir}`.")
         from zlbench.results.rundir import live_run
 
         running = live_run(args.run_dir)
