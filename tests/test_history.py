@@ -255,6 +255,30 @@ def test_old_store_opens_after_upgrade(real_runs, tmp_path, store_url):
     assert tuple(got[3])[1:] == (3, 0.97, 1.04, 0.49, 0.52)
 
 
+def test_two_checkouts_of_the_corpus_are_one_caliber_and_an_old_store_is_recomputed(tmp_path, store_url):
+    """corpus.root as configured was kept in the caliber: a PR's checkout beside main's began a series
+    of its own, and `compare` called them 'Different calibers (config.corpus.root: ...)'. Revision
+    0005 computes the stored runs' calibers again from their identities."""
+    import copy
+
+    from zlbench.store.ingest import caliber_of, run_dir_record, write_record
+
+    main_ident = H.identity()
+    pr_ident = copy.deepcopy(main_ident)
+    pr_ident["config"]["corpus"]["root"] = pr_ident["corpus"]["root"] = "/ci/pr-123/FlagGems"
+    assert caliber_of(pr_ident) == caliber_of(main_ident)
+    other = copy.deepcopy(main_ident)
+    other["config"]["corpus"]["name"] = "vendor_fork"
+    assert caliber_of(other) != caliber_of(main_ident)  # what the corpus is still counts
+    run = H.write_run(tmp_path / "old", main_ident, [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    with Store(store_url, target="0004") as old:  # a store an older zlbench wrote, its caliber with the root
+        record = run_dir_record(run)
+        record["run"]["caliber"] = "caliber-with-root"
+        write_record(old, record)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        assert conn.execute(select(S.runs.c.caliber)).scalar_one() == caliber_of(main_ident)
+
+
 def test_newer_store_says_how_to_migrate(store_url):
     with Store(store_url) as store, store.begin("stamping") as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))

@@ -151,21 +151,25 @@ def test_an_identity_written_before_max_processes_reads_as_made_at_its_defaults(
 
 def test_a_stored_caliber_of_a_run_made_before_the_settings_added_since_stays_what_it_was():
     """An H200 run's identity as zlbench wrote it before timer.max_processes (b21069e), with the
-    hash and caliber that code gave it (a store holds the caliber it computed at ingest): the same
-    today, and the same for a run made now at the new settings' defaults; another value is another
-    caliber."""
+    hash and caliber that code gave it: its hash the same today, and hash and caliber the same for a
+    run made now at the new settings' defaults; another value is another caliber. (Its stored caliber
+    kept the corpus' root, /work/main/.fg: store revision 0005 computes it again without.)"""
     from zlbench.planning.identity import identity_hash
     from zlbench.store.ingest import caliber_of
 
     before = json.loads((Path(__file__).parent / "data" / "identity_before_max_processes.json").read_text())
     ident = before["identity"]
     assert "max_processes" not in ident["timer"]
-    assert (identity_hash(ident), caliber_of(ident)) == (before["identity_hash"], before["caliber"])
+    caliber = caliber_of(ident)
+    assert identity_hash(ident) == before["identity_hash"] and caliber != before["caliber"]
+    elsewhere = copy.deepcopy(ident)
+    elsewhere["config"]["corpus"]["root"] = "/ci/pr/FlagGems"
+    assert caliber_of(elsewhere) == caliber
     now = copy.deepcopy(ident)
     now["timer"].update(max_processes=None, target_width=0.02, more_budget=0.5)
-    assert (identity_hash(now), caliber_of(now)) == (before["identity_hash"], before["caliber"])
+    assert (identity_hash(now), caliber_of(now)) == (before["identity_hash"], caliber)
     now["timer"]["more_budget"] = 0.25
-    assert caliber_of(now) != before["caliber"]
+    assert caliber_of(now) != caliber
 
 
 def test_the_shells_value_of_a_variable_every_process_gets_from_the_plan_is_not_recorded(tmp_path):

@@ -38,6 +38,11 @@ def caliber_fields(identity: Mapping[str, Any]) -> Dict[str, Any]:
     caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
     if isinstance(caliber.get("corpus"), dict):
         caliber["corpus"] = {k: v for k, v in caliber["corpus"].items() if k not in ("commit", "root")}
+    config = caliber.get("config")
+    if isinstance(config, dict) and isinstance(config.get("corpus"), dict):
+        # corpus.root as configured: two checkouts of FlagGems side by side (main and a PR) are one
+        # series (until store revision 0005 it was kept here, and each checkout began a series).
+        caliber["config"] = {**config, "corpus": {k: v for k, v in config["corpus"].items() if k != "root"}}
     return caliber
 
 
