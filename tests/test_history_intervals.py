@@ -630,6 +630,17 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     code, out = history(capsys, "compare", "1", "3", "--url", url, "--fail-on", "none")
     assert "**Different calibers**: A and B differ in more than versions and commits (config.timer.repeat: 1 -> 2)" \
         in out.out, out.out
+    # A recheck of a B that set a switch A did not: another selection and another caliber, both said;
+    # the rows it did not select are still counted, not listed as unpaired
+    ident = H.identity(ops=["exp"], created="2026-11-05T00:00:00+0000")
+    ident["switch_env"] = {"ZL_FIXTURE_SWITCH": "1"}
+    switched = H.write_run(tmp_path / "b.recheck", ident, [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101]) for s in H.SHAPES])
+    imported(capsys, url, [switched])
+    code, out = history(capsys, "compare", "1", "5", "--url", url, "--fail-on", "none")
+    assert f"- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp']): the rows both measured are " \
+        f"compared; {len(H.SHAPES)} row(s) of A's that B did not select are left out." in out.out, out.out
+    assert "- **Different calibers**: A and B differ in more than versions and commits and their selection " \
+        "(switch_env.ZL_FIXTURE_SWITCH: None -> 1)" in out.out and "unpaired" not in out.out.lower(), out.out
 
 
 def test_a_step_down_is_held_to_the_threshold_as_a_step_up(tmp_path, url, capsys):

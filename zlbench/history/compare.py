@@ -152,7 +152,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
                               t["op"], t["dtype"], t["shape"], t["side"]))
     apart = calibers_apart(run_a, run_b)
     unselected = Counter()
-    if selection_apart(apart):
+    if any(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart or []):
         # Runs that select different tests (a gate's recheck): a row whose test the other run did not
         # run at all is no unpaired row, it was never asked for; a row of a test both ran (lost, or a
         # shape the other did not measure) still is.
@@ -408,26 +408,23 @@ def calibers_apart(run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
     return _changes(fa, fb, fa.keys() | fb.keys())
 
 
-def selection_apart(apart: Optional[List[str]]) -> bool:
-    """Two calibers apart in their selection of tests alone (calibers_apart's lines)."""
-    return bool(apart) and all(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart)
-
-
 def _caliber_lines(s: Mapping) -> List[str]:
-    """What differs between A and B besides the code: their calibers and versions."""
+    """What differs between A and B besides the code: their selections, calibers and versions."""
     out = []
-    apart = s.get("calibers_apart")
-    if selection_apart(apart):
+    apart = s.get("calibers_apart") or []
+    chosen = [c for c in apart if c.split(":")[0].startswith(SELECTION_FIELDS)]
+    others = [c for c in apart if c not in chosen]
+    if chosen:
         left = s.get("not_selected") or {}
         left_out = " and ".join(f"{n} row(s) of {side}'s that {other} did not select" for side, other in (("A", "B"), ("B", "A"))
                                 if (n := left.get(other)))
         both = "the rows both measured are compared" if s["paired_rows"] else "no row is in both"
-        out.append(f"- A and B select different tests ({'; '.join(apart)}): {both}"
-                   + (f"; {left_out} are left out" if left_out else "")
-                   + " (a recheck of a gate's failing ops is such a run).")
-    elif not s["same_caliber"]:
-        out.append("- **Different calibers**: A and B differ in more than versions and commits ("
-                   + ("; ".join(apart[:6]) + ("; ..." if len(apart) > 6 else "") if apart else
+        out.append(f"- A and B select different tests ({'; '.join(chosen)}): {both}"
+                   + (f"; {left_out} are left out" if left_out else "") + ".")
+    if others or (not s["same_caliber"] and not apart):
+        out.append("- **Different calibers**: A and B differ in more than versions and commits"
+                   + (" and their selection" if chosen else "") + " ("
+                   + ("; ".join(others[:6]) + ("; ..." if len(others) > 6 else "") if others else
                       "backend, timer, selection, switches ...")
                    + "); a change may be the configuration, not the code.")
     if s["changed_versions"]:
