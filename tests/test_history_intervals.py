@@ -133,6 +133,33 @@ def test_tests_of_one_op_timing_one_shape_compare_each_on_its_own(tmp_path, url,
     assert "| einsum (test_einsum_trace) " in out.out
 
 
+def test_rows_b_measured_too_little_before_its_test_was_cut_fail_the_gate(tmp_path, url, capsys):
+    """B was interrupted after exp's first process: its exp rows have a value but no interval, and
+    nothing judged them; the gate passed (exit 0) on a B that never finished. They now count with the
+    rows B lost (exit 1, named, rechecked); the same rows of a B whose test ended ok do not."""
+    ci = [0.0099, 0.0101]
+    a = H.write_run(tmp_path / "a", H.identity(ops=["exp", "add"], processes=3, created="2026-11-01T00:00:00+0000"),
+                    [H.row(op, s, 0.01, 0.01, ci=ci) for op in ("exp", "add") for s in H.SHAPES])
+    rows_b = [H.row("exp", s, 0.01, 0.01, processes=1) for s in H.SHAPES] + \
+        [H.row("add", s, 0.01, 0.01, ci=ci) for s in H.SHAPES]
+    b = H.write_run(tmp_path / "b", H.identity(ops=["exp", "add"], processes=3, created="2026-11-02T00:00:00+0000"),
+                    rows_b)
+    whole = H.write_run(tmp_path / "whole", H.identity(ops=["exp", "add"], processes=3,
+                                                       created="2026-11-03T00:00:00+0000"), rows_b)
+    status = b / "ops_status.csv"
+    lines = status.read_text().splitlines()
+    status.write_text("\n".join(x.replace(",ok,", ",interrupted,") if "test_perf_exp" in x else x for x in lines) + "\n")
+    assert ",interrupted," in status.read_text()
+    imported(capsys, url, [a, b, whole])
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert code == 1 and f"{len(H.SHAPES)} row(s) measured in A lost in B" in out.err, out.err
+    assert "- Not judged, their test cut in B" in out.out and "exp" in out.out.split("Not judged")[1], out.out
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    summary = json.loads(out.out)["summary"]
+    assert summary["lost_rows"] == len(H.SHAPES) and summary["failing_rows"] == len(H.SHAPES), summary
+    assert history(capsys, "compare", "1", "3", "--url", url)[0] == 0  # B complete: its unjudged rows pass
+
+
 def test_a_gate_that_paired_nothing_does_not_pass(tmp_path, url, capsys):
     """Two runs of different ops share no row: `compare` used to print a caveat and exit 0, so a CI
     gate passed having checked nothing. Now it exits 2 saying why and how to fix it; the report

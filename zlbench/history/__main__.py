@@ -203,8 +203,8 @@ def cmd_compare(args) -> int:
     elif s["gate_exit"] == 1:
         lost = s["lost_rows"] if args.fail_on in C.LOST_FAILS else 0
         print(f"[zlbench] compare: {s['failing_rows'] - lost} row(s) {args.fail_on} beyond their noise and the "
-              "threshold" + (f", {lost} row(s) measured in A lost in B (their test crashed, timed out, failed or was interrupted; "
-                             "the unpaired rows above say how)" if lost else "")
+              "threshold" + (f", {lost} row(s) measured in A lost in B (their test crashed, timed out, failed or was interrupted, "
+                             "leaving no row or one too little measured to judge; the report above says which)" if lost else "")
               + ": exit 1 (--fail-on chooses what fails: slower, faster, changed, none).", file=sys.stderr)
     return int(s["gate_exit"])
 

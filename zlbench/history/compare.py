@@ -40,7 +40,8 @@ from zlbench.results.schema import short_dtype
 from zlbench.ab import stats
 from zlbench.report.ab import no_interval, overall_line
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
-from zlbench.ab.pairing import adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides, single_nodes
+from zlbench.ab.pairing import (LOST_STATUSES, adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides,
+                                 single_nodes)
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
@@ -143,6 +144,10 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     family = sum(1 for _, p, (ci_a, ci_b) in paired if len(p.a) < 2 and ci_a and ci_b)
     for t, p, cis in paired:
         tested += _judge_row(t, p, cis, noise_of, threshold, family)
+        # A row B measured only in part before its test was cut (interrupted, timed out) and that
+        # could not be judged: unchecked, so a gate counts it with the rows B lost.
+        ended = failed[1].get(t["side"], {}).get((t["node"] or "").split("[")[0])
+        t["lost_in"] = "B" if t["noise"] == "none" and ended and ended[0] in LOST_STATUSES else None
         table.append(t)
     stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
     for t in table:
@@ -221,7 +226,7 @@ def _verdict_columns(t: Dict) -> None:
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
              history_runs: int, fail_on: str, run_offset: Tuple[float, int] = (RUN_OFFSET_SD, 0),
              apart: Optional[List[str]] = None) -> Dict:
-    lost_rows = sum(1 for u in unpaired if u["lost_in"] == "B")
+    lost_rows = sum(1 for u in unpaired + table if u.get("lost_in") == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
     failing_rows += lost_rows if fail_on in LOST_FAILS else 0
     judged = sum(1 for t in table if t["noise"] != "none")
@@ -262,7 +267,7 @@ def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Di
     from zlbench.errors import UsageError
 
     failing = [t for t in table if t["verdict"] in FAIL_ON[fail_on]]
-    failing += [u for u in unpaired if u["lost_in"] == "B"] if fail_on in LOST_FAILS else []
+    failing += [u for u in unpaired + table if u.get("lost_in") == "B"] if fail_on in LOST_FAILS else []
     path = Path(run_b.get("path") or "")
     if not failing or not (path / PLAN_FILE).is_file():
         return None
@@ -461,8 +466,8 @@ def _result_lines(s: Mapping) -> List[str]:
     elif wanted:
         lost = s.get("lost_rows", 0) if s["fail_on"] in LOST_FAILS else 0
         out.append(f"- Gate (--fail-on {s['fail_on']}): {s['failing_rows'] - lost} row(s) {' or '.join(wanted)}"
-                   + (f", {lost} row(s) lost in B (measured in A, their test crashed, timed out, failed or was interrupted in B)"
-                      if lost else "")
+                   + (f", {lost} row(s) lost in B (measured in A; in B their test crashed, timed out, failed or was "
+                      "interrupted, leaving no row or one too little measured to judge)" if lost else "")
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
         if s.get("recheck"):
             out.append("- Before reading them as regressions, measure their ops again in fresh processes: "
@@ -503,6 +508,12 @@ def _noise_lines(s: Mapping) -> List[str]:
 def _unpaired_lines(result: Mapping) -> List[str]:
     s = result["summary"]
     out = []
+    cut = [t for t in result["rows"] if t.get("lost_in") == "B"]
+    if cut:
+        out.append("- Not judged, their test cut in B (measured there too little to judge; a gate counts them "
+                   "with the rows B lost): " + "; ".join(f"{op_with_test(t)} {t['dtype']} {t['shape']} [{t['side']}]"
+                                                        for t in cut[:5])
+                   + (f"; ... {len(cut) - 5} more in compare.json" if len(cut) > 5 else "") + ".")
     if s["unpaired_rows"]:
         out.append(f"- Caveat: {s['unpaired_rows']} row(s) unpaired: the comparison is incomplete.")
     if result["unpaired"]:
