@@ -514,11 +514,18 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     assert sum(a.startswith("ops=") for a in argv) == 1, argv
     md = subprocess.run([sys.executable, "-m", "zlbench", "history", "compare", str(off), str(on)], cwd=tmp_path,
                         capture_output=True, text=True).stdout
-    assert f"`{recheck['command']}`" in md and f"history compare {result['summary']['run_a']['run_id']} {on}.recheck" in md
+    assert f"`{recheck['command']}`" in md and f"then compare A with that run (`{recheck['compare']}`)" in md, md
+    follow = shlex.split(recheck["compare"])  # pasteable: A by its run dir, this store named
+    assert follow[:4] == ["python", "-m", "zlbench", "history"] and follow[-3:] == ["compare", str(off), f"{on}.recheck"]
     rerun = subprocess.run([argv[0], argv[1], sys.executable, *argv[3:]], cwd=tmp_path, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     res, again_slower = _compare(tmp_path, off, Path(recheck["run_dir"]))
     assert res.returncode == 1 and {r["verdict"] for r in again_slower["rows"]} == {"slower"}, again_slower["rows"]
+    # slower twice: confirmed, and no third run is offered
+    assert again_slower["summary"]["b_is_recheck"] and again_slower["summary"]["recheck"] is None
+    md = subprocess.run([sys.executable, "-m", "zlbench", "history", "compare", str(off), recheck["run_dir"]],
+                        cwd=tmp_path, capture_output=True, text=True).stdout
+    assert "the rows that fail here failed twice: **confirmed**" in md and "Before reading them" not in md, md
     assert _compare(tmp_path, on, Path(recheck["run_dir"]))[1]["summary"]["same_caliber"]  # B's, its selection aside
     # Asked again, the gate names a new run dir: into the one the first recheck filled, the command
     # would resume it and measure nothing.

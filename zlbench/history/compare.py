@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
+import shlex
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -46,7 +48,7 @@ from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, failed_tests, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run, row_key, tests_run)
+                                   list_runs, medians_by_run, row_key, tests_run, url_option)
 
 MIN_HISTORY = 3
 MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
@@ -173,6 +175,12 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         unpaired = [u for u in unpaired if not not_selected(u)]
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
+    summary["b_is_recheck"] = is_recheck(run_b)
+    if summary["recheck"]:
+        # What to run after it, pasteable: A by its run dir where it has one, else its id in this store.
+        a = run_a["path"] if run_a.get("path") and Path(run_a["path"]).is_dir() else run_a["run_id"]
+        summary["recheck"]["compare"] = (f"python -m zlbench history {url_option(store)}compare "
+                                         f"{shlex.quote(str(a))} {shlex.quote(summary['recheck']['run_dir'])}")
     summary["not_selected"] = {"A": unselected["A"], "B": unselected["B"]}
     summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
                         "b": sorted(k for k, (_, rb) in by_side.items() if rb)}
@@ -269,8 +277,8 @@ def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Di
     failing = [t for t in table if t["verdict"] in FAIL_ON[fail_on]]
     failing += [u for u in unpaired + table if u.get("lost_in") == "B"] if fail_on in LOST_FAILS else []
     path = Path(run_b.get("path") or "")
-    if not failing or not (path / PLAN_FILE).is_file():
-        return None
+    if not failing or not (path / PLAN_FILE).is_file() or is_recheck(run_b):
+        return None  # a recheck's failing rows failed twice: no third run is offered
     try:
         marks = {n["nodeid"]: n.get("op") for n in load_plan(path).get("nodes", [])}
     except UsageError:
@@ -280,6 +288,11 @@ def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Di
     into = next(d for d in (path.with_name(path.name + ".recheck" + (str(i) if i > 1 else "")) for i in range(1, 10**6))
                 if not d.exists())
     return {"command": recheck_command(path, ops, into, unset=_not_b_switches(run_a, run_b, path)), "run_dir": str(into)}
+
+
+def is_recheck(run: Mapping) -> bool:
+    """A run dir a failing gate's recheck command measured into (`<B>.recheck`, `.recheck2`, ...)."""
+    return bool(re.search(r"\.recheck\d*$", Path(run.get("path") or "").name))
 
 
 def _not_b_switches(run_a: Mapping, run_b: Mapping, path_b: Path) -> List[str]:
@@ -471,10 +484,12 @@ def _result_lines(s: Mapping) -> List[str]:
                    + (": exit 1." if s["failing_rows"] else ": exit 0."))
         if s.get("recheck"):
             out.append("- Before reading them as regressions, measure their ops again in fresh processes: "
-                       f"`{s['recheck']['command']}`, then compare A with that run (`history compare "
-                       f"{s['run_a']['run_id']} {s['recheck']['run_dir']}`, this --url): a row slower again is "
-                       "one. Two runs of one commit fail a gate now and then, where a row's processes or its "
-                       "run drew another state.")
+                       f"`{s['recheck']['command']}`, then compare A with that run (`{s['recheck']['compare']}`): "
+                       "a row slower again is one. Two runs of one commit fail a gate now and then, where a "
+                       "row's processes or its run drew another state.")
+        elif s.get("b_is_recheck") and s["failing_rows"]:
+            out.append("- B is a gate's recheck (the failing rows' ops measured again in fresh processes): the rows "
+                       "that fail here failed twice: **confirmed**, not a draw of one run.")
     return out
 
 

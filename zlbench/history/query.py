@@ -60,7 +60,7 @@ def list_runs(store: Store, backend: Optional[str] = None, device: Optional[str]
     return runs
 
 
-def _url_option(store: Store) -> str:
+def url_option(store: Store) -> str:
     """`--url URL ` naming this store in a Fix (import's own default is the store beside the run dir,
     maybe not this one); nothing where the URL holds a password, which only the environment can
     give (ZLBENCH_STORE_URL: the command reads it too)."""
@@ -73,7 +73,7 @@ def resolve_run(store: Store, ref: str) -> dict:
     is_path = not ref.isdigit() and Path(ref).exists()
     if not is_path and ("/" in ref or os.sep in ref):  # a run key holds no '/': a path that is not there
         raise UsageError(f"{ref}: no such run dir or file. Fix: pass an existing run dir (or a result log imported "
-                         "before), a run id or run key prefix (`python -m zlbench.history list` shows them).")
+                         "before), a run id or run key prefix (`python -m zlbench history list` shows them).")
     with store.begin("finding a run") as conn:
         if ref.isdigit():
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_id == int(ref))).all()
@@ -84,12 +84,12 @@ def resolve_run(store: Store, ref: str) -> dict:
     if not rows and is_path and (Path(ref) / "run_identity.json").is_file():
         rows = _same_run(store, Path(ref))
     if not rows and is_path:
-        raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench.history "
-                         f"{_url_option(store)}import {shlex.quote(str(ref))}`.")
+        raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench history "
+                         f"{url_option(store)}import {shlex.quote(str(ref))}`.")
     if not rows:
         raise UsageError(f"no run {ref!r} in the store {store.shown}: no run id, run key prefix, nor run dir or file "
-                         f"of that name. Fix: `python -m zlbench.history {_url_option(store)}list` shows run "
-                         f"ids; a run dir not yet recorded can be added with `history {_url_option(store)}import "
+                         f"of that name. Fix: `python -m zlbench history {url_option(store)}list` shows run "
+                         f"ids; a run dir not yet recorded can be added with `history {url_option(store)}import "
                          "RUN_DIR`.")
     if len(rows) > 1:
         ids = ", ".join(str(r.run_id) for r in rows[:10])

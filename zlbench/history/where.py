@@ -78,4 +78,4 @@ def find_store(arg: Optional[str], cwd: Optional[Path] = None, create: bool = Fa
                      f"{DB_FILE} up to {SEARCH_DEPTH} folders below {cwd}. A run writes its store beside its run dir "
                      f"(hydra.run.dir=runs/x: runs/{DB_FILE}). Fix: run the command where you ran zlbench, pass --url "
                      "PATH (the store, its folder, or a run dir), or build a store with "
-                     "`python -m zlbench.history import RUN_DIR...`.")
+                     "`python -m zlbench history import RUN_DIR...`.")

@@ -81,4 +81,4 @@ def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
     else:
         return
     print(f"[zlbench] results store not written: {why} The run dir is intact; later: "
-          f"`python -m zlbench.history import {run_dir}`.", file=sys.stderr)
+          f"`python -m zlbench history import {run_dir}`.", file=sys.stderr)

@@ -108,7 +108,7 @@ def explain(error: SQLAlchemyError, url: str, doing: str) -> UsageError:
                           "store.url=none to turn the store off.")
     return UsageError(f"{doing}: the results store {shown} failed ({type(error).__name__}: {text}). Fix: check "
                       "that store.url names a zlbench store; a store can always be rebuilt from the run dirs "
-                      "with `python -m zlbench.history import RUN_DIR... --url URL`.")
+                      "with `python -m zlbench history import RUN_DIR... --url URL`.")
 
 
 def _alembic_config(connection: Connection):
@@ -146,7 +146,7 @@ def migrate(connection: Connection, url: str, target: str = "head") -> None:
             f"the results store {shown} has schema revision {current}, newer than this zlbench knows "
             f"(up to {SCHEMA_HEAD}): a newer zlbench wrote it. Fix: upgrade zlbench on this machine "
             "(pip install -U zlbench; its migrations open any older store), or write to another store and "
-            "rebuild it from the run dirs: `python -m zlbench.history import RUN_DIR... --url NEW_URL`.")
+            "rebuild it from the run dirs: `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
     if current == target or (target == "head" and current == SCHEMA_HEAD):
         return
     if current is not None and target == "head":
@@ -186,7 +186,7 @@ class Store:
                     and not Path(parsed.database).is_file():
                 raise UsageError(f"no results store at {parsed.database}. Fix: pass --url (or set "
                                  "ZLBENCH_STORE_URL) to an existing store, or build one with "
-                                 "`python -m zlbench.history import RUN_DIR...`.")
+                                 "`python -m zlbench history import RUN_DIR...`.")
         self.engine = _engine(self.url, lock_timeout_s if lock_timeout_s is not None else default_lock_timeout_s())
         try:
             with _creation_lock(self.url), self.engine.begin() as conn:
