@@ -238,6 +238,8 @@ def test_a_dry_run_piped_into_a_reader_that_stops_early_is_no_error(tmp_path):
     (["history", "--url", "x.db", "compare", "1", "2", "--thresold", "0.1"],
      "Fix: --threshold, not --thresold; see `zlbench history compare --help`."),
     (["collect"], "Fix: see `zlbench collect --help`."),
+    (["history", "--ulr", "x.db", "compare", "1", "2"], "Fix: --url, not --ulr; see `zlbench history compare --help`."),
+    (["summary", "a", "b"], "Fix: a second run is paired with --ab: zlbench summary A --ab B; see `zlbench summary --help`."),
 ])
 def test_a_verbs_bad_argument_is_one_line_naming_what_was_meant(argv, fix):
     """argparse printed its usage block and left the typo to the reader; every other usage error is

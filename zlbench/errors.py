@@ -34,7 +34,14 @@ class VerbParser(argparse.ArgumentParser):
         # An option a verb's parser did not know is reported by the top parser: name the verb's.
         parser = _verb_parser(self, self._argv)
         meant = _meant(message, parser)
-        self.exit(2, f"zlbench: error: {parser.prog}: {message}. Fix: {meant + '; ' if meant else ''}"
+        if not meant:  # an option argparse did not get to name (`history --ulr X compare`: 'X' is no verb)
+            known = {o for p in (self, parser) for o in p._option_string_actions}
+            meant = next((m for w in self._argv if w.startswith("--") and w.split("=")[0] not in known
+                          and (m := _meant(f"unrecognized arguments: {w}", parser) or _meant(f"unrecognized arguments: {w}", self))), "")
+        if not meant and parser.prog == "zlbench summary" and "unrecognized arguments" in message:
+            meant = "a second run is paired with --ab: zlbench summary A --ab B"  # summary A B
+        said = self.prog if "argument VERB" in message else parser.prog  # the parser whose argument it is
+        self.exit(2, f"zlbench: error: {said}: {message}. Fix: {meant + '; ' if meant else ''}"
                      f"see `{parser.prog} --help`.\n")
 
 

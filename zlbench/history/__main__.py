@@ -163,8 +163,9 @@ def cmd_compare(args) -> int:
             run_a, run_b = latest_pair(store, backend=args.backend, device=args.device, caliber=args.caliber)
         else:
             if len(args.runs) != 2:
-                raise UsageError("compare needs two runs (ids from `history list`, run dirs or key prefixes), "
-                                 "or --latest.")
+                raise UsageError(f"compare needs two runs, A and B; it got {len(args.runs)}. Fix: `zlbench history "
+                                 "compare A B` with run ids (`zlbench history list`), run dirs or key prefixes, or "
+                                 "`zlbench history compare --latest` (the newest run against the one before it).")
             run_a, run_b = (resolve_run(store, r) for r in args.runs)
             if run_a["run_id"] == run_b["run_id"]:
                 raise UsageError(f"compare needs two different runs: {args.runs[0]!r} and {args.runs[1]!r} both name "

@@ -170,6 +170,8 @@ def write_plan(run_dir: Path, plan: Mapping) -> None:
 
 def load_plan(run_dir: Path) -> dict:
     path = Path(run_dir) / PLAN_FILE
+    if not Path(run_dir).exists():
+        raise UsageError(f"{run_dir} does not exist. Fix: pass a run dir (it holds run_identity.json and plan.json).")
     if not path.is_file():
         raise UsageError(f"{run_dir} is not a zlbench run dir (no {PLAN_FILE}). Fix: pass the folder "
                          "that holds run_identity.json and plan.json.")
