@@ -240,6 +240,10 @@ def test_a_dry_run_piped_into_a_reader_that_stops_early_is_no_error(tmp_path):
     (["collect"], "Fix: see `zlbench collect --help`."),
     (["history", "--ulr", "x.db", "compare", "1", "2"], "Fix: --url, not --ulr; see `zlbench history compare --help`."),
     (["summary", "a", "b"], "Fix: a second run is paired with --ab: zlbench summary A --ab B; see `zlbench summary --help`."),
+    (["summary", "a", "--json"], "Fix: see `zlbench summary --help`."),  # no --ab hint for an unknown option
+    (["history", "--url", "x.db", "--all", "compare", "1", "2"],
+     "Fix: --all is an option of compare: give it after the verb (zlbench history compare ... --all ...); "
+     "see `zlbench history compare --help`."),
 ])
 def test_a_verbs_bad_argument_is_one_line_naming_what_was_meant(argv, fix):
     """argparse printed its usage block and left the typo to the reader; every other usage error is
@@ -273,3 +277,15 @@ def test_ctrl_c_after_a_run_ended_says_its_tables_are_complete(monkeypatch, caps
     err = capsys.readouterr().err
     assert e.value.code == 130 and "interrupted after job(s) of the sweep ended" in err and \
         "the sweep's later jobs did not run: run them again (into a new hydra.sweep.dir" in err, err
+
+
+def test_collect_of_a_path_that_is_no_run_dir_names_summary_for_a_log(tmp_path):
+    """collect of a lone result log suggested `collect <its folder>`, which failed in turn; /dev/null
+    or a pipe ended in a traceback."""
+    log = tmp_path / "result_x.log"
+    log.write_text("x\n")
+    for path in (log, "/dev/null"):
+        res = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(path)], capture_output=True, text=True)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.strip().endswith(f"Fix: pass a run dir; a result log is read with `zlbench summary {path}`."), \
+            res.stderr

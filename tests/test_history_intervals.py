@@ -525,7 +525,9 @@ def test_real_runs_compare_on_their_intervals_a_slowdown_fails_a_repeat_passes(t
     assert again_slower["summary"]["b_is_recheck"] and again_slower["summary"]["recheck"] is None
     md = subprocess.run([sys.executable, "-m", "zlbench", "history", "compare", str(off), recheck["run_dir"]],
                         cwd=tmp_path, capture_output=True, text=True).stdout
-    assert "the rows that fail here failed twice: **confirmed**" in md and "Before reading them" not in md, md
+    assert "row(s) slower in this second run of B's code too: **confirmed**" in md and "Before reading them" not in md, md
+    assert recheck["command"].count("store.url=") == 1 and f"store.url=sqlite:///{tmp_path}" in recheck["command"], \
+        recheck["command"]  # the store compare used: the follow-up compare finds the recheck there
     assert _compare(tmp_path, on, Path(recheck["run_dir"]))[1]["summary"]["same_caliber"]  # B's, its selection aside
     # Asked again, the gate names a new run dir: into the one the first recheck filled, the command
     # would resume it and measure nothing.

@@ -33,16 +33,29 @@ class VerbParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # An option a verb's parser did not know is reported by the top parser: name the verb's.
         parser = _verb_parser(self, self._argv)
-        meant = _meant(message, parser)
+        meant = _misplaced(self, parser, self._argv) or _meant(message, parser)
         if not meant:  # an option argparse did not get to name (`history --ulr X compare`: 'X' is no verb)
             known = {o for p in (self, parser) for o in p._option_string_actions}
             meant = next((m for w in self._argv if w.startswith("--") and w.split("=")[0] not in known
                           and (m := _meant(f"unrecognized arguments: {w}", parser) or _meant(f"unrecognized arguments: {w}", self))), "")
-        if not meant and parser.prog == "zlbench summary" and "unrecognized arguments" in message:
+        extra = message.split("unrecognized arguments: ", 1)[1].split() if "unrecognized arguments" in message else []
+        if not meant and parser.prog == "zlbench summary" and "--ab" not in self._argv \
+                and any(not w.startswith("-") for w in extra):
             meant = "a second run is paired with --ab: zlbench summary A --ab B"  # summary A B
         said = self.prog if "argument VERB" in message else parser.prog  # the parser whose argument it is
         self.exit(2, f"zlbench: error: {said}: {message}. Fix: {meant + '; ' if meant else ''}"
                      f"see `{parser.prog} --help`.\n")
+
+
+def _misplaced(top: argparse.ArgumentParser, verb: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """A verb's option given before the verb (`history --threshold 3 compare`): where it goes."""
+    if verb is top:
+        return ""
+    name = verb.prog.split()[-1]
+    before = list(argv)[:list(argv).index(name)] if name in argv else []
+    wrong = next((w.split("=")[0] for w in before if w.startswith("-") and w.split("=")[0] in verb._option_string_actions
+                  and w.split("=")[0] not in top._option_string_actions), "")
+    return f"{wrong} is an option of {name}: give it after the verb ({verb.prog} ... {wrong} ...)" if wrong else ""
 
 
 def _verb_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -65,5 +78,5 @@ def _meant(message: str, parser: argparse.ArgumentParser) -> str:
     words = message.split("unrecognized arguments: ", 1)[1].split() if "unrecognized arguments" in message else []
     wrong = next((w.split("=")[0] for w in words if w.startswith("-")), "")
     known = [o for o in parser._option_string_actions if o.startswith("--")]
-    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6) if wrong else []
+    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6) if wrong and wrong not in known else []
     return f"{close[0]}, not {wrong}" if close else ""

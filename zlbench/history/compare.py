@@ -42,6 +42,7 @@ from zlbench.results.schema import short_dtype
 from zlbench.ab import stats
 from zlbench.report.ab import no_interval, overall_line
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
+from zlbench.config.secrets import has_password
 from zlbench.ab.pairing import (LOST_STATUSES, adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides,
                                  single_nodes)
 from zlbench.store.db import Store
@@ -176,6 +177,10 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
     summary["b_is_recheck"] = is_recheck(run_b)
+    # The recheck records into this store (B's own store.url may be relative to where B ran), so the
+    # follow-up compare finds it; a URL with a password is left to the environment.
+    summary["recheck"] = recheck(run_a, run_b, table, unpaired, fail_on,
+                                 store_url=None if has_password(store.url) else store.url)
     if summary["recheck"]:
         # What to run after it, pasteable: A by its run dir where it has one, else its id in this store.
         a = run_a["path"] if run_a.get("path") and Path(run_a["path"]).is_dir() else run_a["run_id"]
@@ -257,13 +262,13 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
-        "recheck": recheck(run_a, run_b, table, unpaired, fail_on),
+        "recheck": None,  # compare_runs: it names the store
         "calibers_apart": apart,
     }
 
 
 def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict],
-            fail_on: str) -> Optional[Dict[str, str]]:
+            fail_on: str, store_url: Optional[str] = None) -> Optional[Dict[str, str]]:
     """The command that measures the ops of B's failing rows (and of rows B lost, where they fail the
     gate: a crash may be a flake too) again, in fresh processes and a new run
     dir beside B's, with B's settings: a row drawn badly by B's processes (a cut run's one or two,
@@ -287,7 +292,8 @@ def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Di
     # A new run dir each time: into one an earlier recheck filled, the command would resume it.
     into = next(d for d in (path.with_name(path.name + ".recheck" + (str(i) if i > 1 else "")) for i in range(1, 10**6))
                 if not d.exists())
-    return {"command": recheck_command(path, ops, into, unset=_not_b_switches(run_a, run_b, path)), "run_dir": str(into)}
+    return {"command": recheck_command(path, ops, into, unset=_not_b_switches(run_a, run_b, path), store_url=store_url),
+            "run_dir": str(into)}
 
 
 def is_recheck(run: Mapping) -> bool:
@@ -488,8 +494,14 @@ def _result_lines(s: Mapping) -> List[str]:
                        "a row slower again is one. Two runs of one commit fail a gate now and then, where a "
                        "row's processes or its run drew another state.")
         elif s.get("b_is_recheck") and s["failing_rows"]:
-            out.append("- B is a gate's recheck (the failing rows' ops measured again in fresh processes): the rows "
-                       "that fail here failed twice: **confirmed**, not a draw of one run.")
+            judged = s["failing_rows"] - lost  # rows with a failing verdict in the recheck itself
+            if judged:
+                out.append(f"- B is a gate's recheck (the failing rows' ops measured again in fresh processes): "
+                           f"{judged} row(s) {' or '.join(wanted)} in this second run of B's code too: **confirmed**, "
+                           "not a draw of one run.")
+            if lost:
+                out.append(f"- The recheck lost {lost} row(s) (cut, crashed or failed): they are no confirmation; "
+                           "resume it as its run printed, or run the recheck again.")
     return out
 
 
@@ -525,8 +537,8 @@ def _unpaired_lines(result: Mapping) -> List[str]:
     out = []
     cut = [t for t in result["rows"] if t.get("lost_in") == "B"]
     if cut:
-        out.append("- Not judged, their test cut in B (measured there too little to judge; a gate counts them "
-                   "with the rows B lost): " + "; ".join(f"{op_with_test(t)} {t['dtype']} {t['shape']} [{t['side']}]"
+        counted = "; a gate counts them with the rows B lost" if s["fail_on"] in LOST_FAILS else ""
+        out.append(f"- Not judged, their test cut in B (measured there too little to judge{counted}): " + "; ".join(f"{op_with_test(t)} {t['dtype']} {t['shape']} [{t['side']}]"
                                                         for t in cut[:5])
                    + (f"; ... {len(cut) - 5} more in compare.json" if len(cut) > 5 else "") + ".")
     if s["unpaired_rows"]:

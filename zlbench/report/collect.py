@@ -26,8 +26,14 @@ def main(argv=None) -> int:
     from zlbench.store import record_or_warn
 
     try:
-        if args.run_dir.is_file():  # rows.jsonl, summary.md, ...: its folder is meant
-            raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
+        if args.run_dir.exists() and not args.run_dir.is_dir():
+            from zlbench.results.rundir import IDENTITY_FILE
+
+            if (args.run_dir.parent / IDENTITY_FILE).is_file() or args.run_dir.name in (
+                    IDENTITY_FILE, "plan.json", "rows.jsonl", "ops_status.csv", "summary.md"):  # its folder is meant
+                raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
+            raise UsageError(f"{args.run_dir} is not a run dir (collect rebuilds a run dir's tables from its events). "
+                             f"Fix: pass a run dir; a result log is read with `zlbench summary {args.run_dir}`.")
         if (args.run_dir / "ops_status.csv").exists() and not (args.run_dir / "units").is_dir():
             # Tables are made from the units' events: without them every node would read unmeasured.
             raise UsageError(f"{args.run_dir} holds tables but no units/ (the events they are made from: a copy "

@@ -102,12 +102,15 @@ SELECTION_KEYS = ("ops", "op_file", "test_node")
 LIMIT_KEYS = ("launcher.run_timeout_s", "launcher.time_min")
 
 
-def recheck_command(run_dir: Path, ops: Sequence[str], into: Path, unset: Sequence[str] = ()) -> str:
+def recheck_command(run_dir: Path, ops: Sequence[str], into: Path, unset: Sequence[str] = (),
+                    store_url: Optional[str] = None) -> str:
     """The command that measures `ops` again in a new run dir `into`, with the settings and switches
     run_dir was made with (`unset`: switch variables to clear) but its selection and time limits:
-    the same settings, so `history compare` pairs its rows."""
+    the same settings, so `history compare` pairs its rows. store_url: the store it records into (the
+    comparing one), in place of the run's own."""
     keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra."))
-            and _key(o) not in SELECTION_KEYS + LIMIT_KEYS]
+            and _key(o) not in SELECTION_KEYS + LIMIT_KEYS and not (store_url and _key(o) == "store.url")]
+    keep += [f"store.url={hydra_value(store_url)}"] if store_url else []
     ops_value = "[" + ",".join(hydra_value(o) for o in ops) + "]"
     return " ".join([*map(shlex.quote, switches(run_dir, unset)), "python -m zlbench", *map(shlex.quote, keep),
                      shlex.quote(f"ops={ops_value}"), shlex.quote(f"hydra.run.dir={hydra_value(str(into))}")])
