@@ -241,6 +241,7 @@ def test_a_dry_run_piped_into_a_reader_that_stops_early_is_no_error(tmp_path):
     (["history", "--ulr", "x.db", "compare", "1", "2"], "Fix: --url, not --ulr; see `zlbench history compare --help`."),
     (["summary", "a", "b"], "Fix: a second run is paired with --ab: zlbench summary A --ab B; see `zlbench summary --help`."),
     (["summary", "a", "--json"], "Fix: see `zlbench summary --help`."),  # no --ab hint for an unknown option
+    (["history", "regressions", "--k", "1"], "Fix: -k, not --k; see `zlbench history regressions --help`."),
     (["history", "--url", "x.db", "--all", "compare", "1", "2"],
      "Fix: --all is an option of compare: give it after the verb (zlbench history compare ... --all ...); "
      "see `zlbench history compare --help`."),

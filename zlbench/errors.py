@@ -77,6 +77,9 @@ def _meant(message: str, parser: argparse.ArgumentParser) -> str:
         return f"{option}{close[0]}, not {option}{choice[2]}" if close else ""
     words = message.split("unrecognized arguments: ", 1)[1].split() if "unrecognized arguments" in message else []
     wrong = next((w.split("=")[0] for w in words if w.startswith("-")), "")
+    same = [o for o in parser._option_string_actions if wrong and o != wrong and o.lstrip("-") == wrong.lstrip("-")]
+    if same:  # `--k 1` for `-k 1`
+        return f"{same[0]}, not {wrong}"
     known = [o for o in parser._option_string_actions if o.startswith("--")]
     close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6) if wrong and wrong not in known else []
     return f"{close[0]}, not {wrong}" if close else ""
