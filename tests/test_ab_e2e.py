@@ -31,7 +31,7 @@ def test_interleaved_run_detects_the_demo_switch(run_zlbench):
     verdicts = {r["shape"]: r["verdict"] for r in ab["rows"]}
     assert sum(v == "faster" for v in verdicts.values()) >= 2, verdicts
     assert set(verdicts.values()) <= {"faster", "unstable"}, verdicts
-    assert all(r["ratio"] < 0.8 for r in ab["rows"]), ab["rows"]
+    assert all(r["ratio"] < 0.8 for r in ab["rows"] if r["verdict"] == "faster"), ab["rows"]  # an unstable one may not
     assert ab["summary"]["overall"]["geomean"] < 0.8
     # ABBA across rounds, both sides on the same device, each side its own caches.
     plan = json.loads((d / "plan.json").read_text())

@@ -62,7 +62,7 @@ def test_compare_of_a_path_that_does_not_exist_says_so(tmp_path, two_runs, capsy
     assert code == 2 and f"{tmp_path} is not in the store" in out.err, out.err
     # Its Fix names the store compare read (import's own default is the one beside the run dir):
     # an import into another store left the same compare failing.
-    fix = re.search(r"`python -m zlbench\.history (--url \S+ import \S+)`", out.err)
+    fix = re.search(r"`python -m zlbench history (--url \S+ import \S+)`", out.err)
     assert fix and shlex.split(fix.group(1))[:2] == ["--url", two_runs], out.err
     assert history(capsys, "compare", "1", "2", "--url", two_runs, "--format", "json")[0] == 1  # ids still resolve
 

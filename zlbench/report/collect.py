@@ -34,7 +34,7 @@ def main(argv=None) -> int:
                 raise UsageError(f"{args.run_dir} is a file, not a run dir. Fix: zlbench collect {args.run_dir.parent}")
             raise UsageError(f"{args.run_dir} is not a run dir (collect rebuilds a run dir's tables from its events). "
                              f"Fix: pass a run dir; a result log is read with `zlbench summary {args.run_dir}`.")
-        if (args.run_dir / "ops_status.csv").exists() and not (args.run_dir / "units").is_dir():
+        if not (args.run_dir / "units").is_dir() and _measured(args.run_dir):
             # Tables are made from the units' events: without them every node would read unmeasured.
             raise UsageError(f"{args.run_dir} holds tables but no units/ (the events they are made from: a copy "
                              "of the tables?); collecting would rewrite every node as not measured, so its "
@@ -71,6 +71,19 @@ def _store_url(run_dir: Path) -> str:
     except UsageError:
         return "default"
     return "default" if ":***@" in url else url
+
+
+def _measured(run_dir: Path) -> bool:
+    """Whether the run dir's ops_status.csv says some node was measured (or failed): a table the
+    events, if gone, could not rebuild. A run whose job has not started (launcher.wait=false) has
+    only placeholders there, and no units/ yet."""
+    import csv
+
+    try:
+        with open(run_dir / "ops_status.csv", encoding="utf-8") as f:
+            return any(r.get("status") != "interrupted" or (r.get("rows") or "0") != "0" for r in csv.DictReader(f))
+    except OSError:
+        return False
 
 
 def _fail_on(run_dir: Path):
