@@ -75,8 +75,8 @@ def main(folders) -> None:
     again = "--reaggregate" in folders
     folders = [f for f in folders if f != "--reaggregate"]
     count = defaultdict(lambda: [0, 0, 0])  # one zlbench commit or two -> [pairs, leaving out 0, gate failed]
-    print("| archive | A | B | one zlbench | rows | overall | 95% interval | resampled |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| archive | A | B | one zlbench | rows | overall | 95% interval | resampled | gate (slower, lost in B) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for folder in map(Path, folders):
         groups = defaultdict(list)
         for run, caliber, commit in plain_runs(folder):
@@ -100,7 +100,8 @@ def main(folders) -> None:
                 count[same][2] += summary["gate_exit"] == 1
                 print(f"| {folder.name[:11]} | {a.name} | {b.name} | {'yes' if same else 'no'} | {o['rows']} | "
                       f"{pct(o['geomean'])} | {pct(o['lo'])} .. {pct(o['hi'])}{' **excludes 0**' if out else ''} | "
-                      f"{o.get('resampled')} |")
+                      f"{o.get('resampled')} | {summary['gate_exit']} ({summary['failing_rows'] - summary['lost_rows']}, "
+                      f"{summary['lost_rows']}) |")
     for same, (pairs, out, failed) in sorted(count.items(), reverse=True):
         print(f"\n{'Pairs of one zlbench commit' if same else 'Pairs of two (main before a change and after)'}: "
               f"{out} of {pairs} intervals leave out 0; a --fail-on slower gate fails {failed}.")
