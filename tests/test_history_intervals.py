@@ -6,6 +6,7 @@ cases; one real pair of demo runs where the running zlbench measures processes."
 from __future__ import annotations
 
 import json
+import shutil
 import math
 import re
 import subprocess
@@ -677,6 +678,10 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
         f"compared; {len(H.SHAPES)} row(s) of A's that B did not select are left out." in out.out, out.out
     assert "- **Different calibers**: A and B differ in more than versions and commits and their selection " \
         "(switch_env.ZL_FIXTURE_SWITCH: None -> 1)" in out.out and "unpaired" not in out.out.lower(), out.out
+    # the identities come from the store: a run dir moved away since it was recorded is no matter
+    shutil.move(str(sub), str(tmp_path / "moved"))
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
+    assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp'])" in out.out, out.out
 
 
 def test_a_step_down_is_held_to_the_threshold_as_a_step_up(tmp_path, url, capsys):

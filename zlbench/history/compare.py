@@ -49,7 +49,7 @@ from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, failed_tests, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run, row_key, tests_run, url_option)
+                                   list_runs, medians_by_run, row_key, tests_run, url_option, identities)
 
 MIN_HISTORY = 3
 MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
@@ -158,7 +158,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
-    apart = calibers_apart(run_a, run_b)
+    apart = calibers_apart(store, run_a, run_b)
     unselected = Counter()
     if any(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart or []):
         # Runs that select different tests (a gate's recheck): a row whose test the other run did not
@@ -415,20 +415,21 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
 SELECTION_FIELDS = ("config.ops", "config.op_file", "config.test_node")
 
 
-def calibers_apart(run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
-    """'key: A's -> B's' for each caliber field A and B differ in, read from their run dirs; None
-    where a run dir is gone (a log, another machine) or the calibers are equal."""
+def calibers_apart(store: Store, run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
+    """'key: A's -> B's' for each caliber field A and B differ in, read from the identities the store
+    keeps (a run dir moved or on another machine is no matter); None where the calibers are equal or
+    a run is a FlagGems log (no identity)."""
     from zlbench.report.batch_summary import _changes, _flat
-    from zlbench.results.rundir import read_identity
     from zlbench.store.ingest import caliber_fields
-    from zlbench.errors import UsageError
 
     if run_a["caliber"] == run_b["caliber"]:
         return None
-    try:  # lists kept whole: 'config.ops: [exp, add] -> [exp]'
-        fa, fb = (_flat(caliber_fields(read_identity(Path(r["path"]))), lists=False) for r in (run_a, run_b))
-    except (UsageError, OSError, KeyError, TypeError):
+    kept = identities(store, [run_a["run_id"], run_b["run_id"]])
+    ia, ib = kept.get(run_a["run_id"]), kept.get(run_b["run_id"])
+    if not (ia and ib and "config" in ia and "config" in ib):
         return None
+    # lists kept whole: 'config.ops: [exp, add] -> [exp]'
+    fa, fb = (_flat(caliber_fields(i), lists=False) for i in (ia, ib))
     return _changes(fa, fb, fa.keys() | fb.keys())
 
 

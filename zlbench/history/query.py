@@ -163,6 +163,14 @@ def failed_tests(store: Store, run_id: int) -> Dict[str, Dict[str, Tuple[str, st
     return out
 
 
+def identities(store: Store, run_ids: Sequence[int]) -> Dict[int, Optional[dict]]:
+    """The run identities the store keeps (what run_identity.json held when the run was recorded;
+    a FlagGems log's holds only its source), by run id: readable where the run dir is gone."""
+    q = select(S.runs.c.run_id, S.runs.c.identity).where(S.runs.c.run_id.in_(list(run_ids)))
+    with store.begin("reading identities") as conn:
+        return {run_id: identity if isinstance(identity, dict) else None for run_id, identity in conn.execute(q)}
+
+
 def tests_run(store: Store, run_id: int) -> Set[Tuple[str, str]]:
     """(side, test node) of each test a run's ops_status holds, whatever its status: what it selected."""
     q = select(S.statuses.c.side, S.statuses.c.test_node).where(S.statuses.c.run_id == run_id)
