@@ -48,8 +48,8 @@ from zlbench.ab.pairing import (LOST_STATUSES, adopt_node, name_shared_keys, op_
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
-from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, failed_tests, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run, row_key, tests_run, url_option, identities)
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, test_statuses, fetch_rows, intervals_by_run, iter_rows,
+                                   list_runs, medians_by_run, row_key, url_option, identities)
 
 MIN_HISTORY = 3
 MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
@@ -134,7 +134,8 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     facts = _RowFacts(run_a, run_b, intervals_by_run(keyed), processes)
     noise_of = _HistoryNoise(store, run_b, window, {k: n for k, n in single_nodes(rows).items() if n})
     table, tested, unpaired = [], [], []
-    failed = [failed_tests(store, run["run_id"]) for run in (run_a, run_b)]
+    statuses = [test_statuses(store, run["run_id"]) for run in (run_a, run_b)]  # what each selected, and how it ended
+    failed = [{side: {n: e for n, e in nodes.items() if e[0] != "ok"} for side, nodes in run.items()} for run in statuses]
     paired = []  # (table entry, paired row, its intervals)
     for side in sorted(by_side):
         pairing = pair(*by_side[side], "latency", statuses=(failed[0].get(side), failed[1].get(side)))
@@ -149,8 +150,8 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         tested += _judge_row(t, p, cis, noise_of, threshold, family)
         # A row B measured only in part before its test was cut (interrupted, timed out) and that
         # could not be judged: unchecked, so a gate counts it with the rows B lost.
-        ended = failed[1].get(t["side"], {}).get((t["node"] or "").split("[")[0])
-        t["lost_in"] = "B" if t["noise"] == "none" and ended and ended[0] in LOST_STATUSES else None
+        b_end = failed[1].get(t["side"], {}).get((t["node"] or "").split("[")[0])
+        t["lost_in"] = "B" if t["noise"] == "none" and b_end and b_end[0] in LOST_STATUSES else None
         table.append(t)
     stats.analyse(tested, [None] * len(tested), threshold)  # BH over the rows with p-values only
     for t in table:
@@ -164,16 +165,15 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         # Runs that select different tests (a gate's recheck): a row whose test the other run did not
         # run at all is no unpaired row, it was never asked for; a row of a test both ran (lost, or a
         # shape the other did not measure) still is.
-        ran = [tests_run(store, run["run_id"]) for run in (run_a, run_b)]
-
         def not_selected(u: Mapping) -> Optional[str]:
             """The run that did not select u's test ('A', 'B'), else None."""
             other = {"only on side A": "B", "only on side B": "A"}.get(u["why"])
             node = (u["node"] or "").split("[")[0]
-            return other if other and node and (u["side"], node) not in ran[other == "B"] else None
+            return other if other and node and node not in statuses[other == "B"].get(u["side"], {}) else None
 
-        unselected.update(filter(None, map(not_selected, unpaired)))
-        unpaired = [u for u in unpaired if not not_selected(u)]
+        whose = [not_selected(u) for u in unpaired]
+        unselected.update(filter(None, whose))
+        unpaired = [u for u, w in zip(unpaired, whose) if not w]
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
     summary["b_is_recheck"] = is_recheck(run_b)

@@ -8,7 +8,7 @@ import statistics
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import exists, func, or_, select
 
@@ -151,10 +151,11 @@ def ops_of(store: Store, run_ids: Sequence[int]) -> List[str]:
         return sorted(str(op) for (op,) in conn.execute(q) if op is not None)
 
 
-def failed_tests(store: Store, run_id: int) -> Dict[str, Dict[str, Tuple[str, str]]]:
-    """A run's tests that did not end ok, from its ops_status: side -> test node -> (status, reason)."""
+def test_statuses(store: Store, run_id: int) -> Dict[str, Dict[str, Tuple[str, str]]]:
+    """A run's tests as its ops_status ended them, whatever the status (what it selected): side ->
+    test node -> (status, reason)."""
     q = select(S.statuses.c.side, S.statuses.c.test_node, S.statuses.c.status, S.statuses.c.reason).where(
-        S.statuses.c.run_id == run_id, S.statuses.c.status != "ok")
+        S.statuses.c.run_id == run_id)
     out: Dict[str, Dict[str, Tuple[str, str]]] = defaultdict(dict)
     with store.begin("reading statuses") as conn:
         for side, node, status, reason in conn.execute(q):
@@ -169,13 +170,6 @@ def identities(store: Store, run_ids: Sequence[int]) -> Dict[int, Optional[dict]
     q = select(S.runs.c.run_id, S.runs.c.identity).where(S.runs.c.run_id.in_(list(run_ids)))
     with store.begin("reading identities") as conn:
         return {run_id: identity if isinstance(identity, dict) else None for run_id, identity in conn.execute(q)}
-
-
-def tests_run(store: Store, run_id: int) -> Set[Tuple[str, str]]:
-    """(side, test node) of each test a run's ops_status holds, whatever its status: what it selected."""
-    q = select(S.statuses.c.side, S.statuses.c.test_node).where(S.statuses.c.run_id == run_id)
-    with store.begin("reading statuses") as conn:
-        return {(str(side or "main"), node.split("[")[0]) for side, node in conn.execute(q) if node}
 
 
 def iter_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,
