@@ -629,7 +629,8 @@ def test_the_recheck_clears_switches_b_ran_without_and_drops_its_time_limit(tmp_
         (run / "run_identity.json").write_text(json.dumps({"switch_env": env, "provenance": {"job_overrides": [
             "launcher.run_timeout_s=5", "ops=[exp,softmax]", "dtypes=[float32]"]}}))
     monkeypatch.setenv("TRITON_DEBUG", "1")  # a switch this shell sets, B did not
-    unset = _not_b_switches({"path": str(a)}, {"path": str(b), "backend": "cpu"}, b)
+    ident_a, ident_b = (json.loads((run / "run_identity.json").read_text()) for run in (a, b))  # as the store keeps them
+    unset = _not_b_switches(ident_a, ident_b, {"backend": "cpu"})
     assert unset == ["DEMO_GEMS_FUSED_SOFTMAX", "TRITON_DEBUG"], unset
     words = shlex.split(recheck_command(b, ["softmax"], tmp_path / "b.recheck", unset))
     assert words[:8] == ["env", "-u", "DEMO_GEMS_FUSED_SOFTMAX", "-u", "TRITON_DEBUG", "TRITON_DEFAULT_FP_FUSION=0",

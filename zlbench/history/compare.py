@@ -32,7 +32,7 @@ import shlex
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from scipy import stats as sps
 from scipy.special import stdtr
@@ -159,7 +159,9 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     order = {v: i for i, v in enumerate(("slower", "faster", "unstable", "changed below threshold"))}
     table.sort(key=lambda t: (order.get(t["verdict"], 9), -abs(math.log(t["ratio"])) if t["ratio"] else 0,
                               t["op"], t["dtype"], t["shape"], t["side"]))
-    apart = calibers_apart(store, run_a, run_b)
+    kept = identities(store, [run_a["run_id"], run_b["run_id"]])
+    id_a, id_b = kept.get(run_a["run_id"]) or {}, kept.get(run_b["run_id"]) or {}
+    apart = calibers_apart(run_a, run_b, id_a, id_b)
     unselected = Counter()
     if any(c.split(":")[0].startswith(SELECTION_FIELDS) for c in apart or []):
         # Runs that select different tests (a gate's recheck): a row whose test the other run did not
@@ -179,7 +181,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     summary["b_is_recheck"] = is_recheck(run_b)
     # The recheck records into this store (B's own store.url may be relative to where B ran), so the
     # follow-up compare finds it; a URL with a password is left to the environment.
-    summary["recheck"] = recheck(run_a, run_b, table, unpaired, fail_on,
+    summary["recheck"] = recheck(run_b, table, unpaired, fail_on, _not_b_switches(id_a, id_b, run_b),
                                  store_url=None if has_password(store.url) else store.url)
     if summary["recheck"]:
         # What to run after it, pasteable: A by its run dir where it has one, else its id in this store.
@@ -267,8 +269,8 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
     }
 
 
-def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict],
-            fail_on: str, store_url: Optional[str] = None) -> Optional[Dict[str, str]]:
+def recheck(run_b: Mapping, table: List[Dict], unpaired: List[Dict], fail_on: str, unset: Sequence[str] = (),
+            store_url: Optional[str] = None) -> Optional[Dict[str, str]]:
     """The command that measures the ops of B's failing rows (and of rows B lost, where they fail the
     gate: a crash may be a flake too) again, in fresh processes and a new run
     dir beside B's, with B's settings: a row drawn badly by B's processes (a cut run's one or two,
@@ -292,7 +294,7 @@ def recheck(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Di
     # A new run dir each time: into one an earlier recheck filled, the command would resume it.
     into = next(d for d in (path.with_name(path.name + ".recheck" + (str(i) if i > 1 else "")) for i in range(1, 10**6))
                 if not d.exists())
-    return {"command": recheck_command(path, ops, into, unset=_not_b_switches(run_a, run_b, path), store_url=store_url),
+    return {"command": recheck_command(path, ops, into, unset=unset, store_url=store_url),
             "run_dir": str(into)}
 
 
@@ -301,19 +303,17 @@ def is_recheck(run: Mapping) -> bool:
     return bool(re.search(r"\.recheck\d*$", Path(run.get("path") or "").name))
 
 
-def _not_b_switches(run_a: Mapping, run_b: Mapping, path_b: Path) -> List[str]:
-    """Switch variables B ran without that A set or this shell sets: the recheck unsets them (a
-    shell that sets the switch A had, rechecking a B that lacked it, measured A's kernels again)."""
+def _not_b_switches(a: Mapping, b: Mapping, run_b: Mapping) -> List[str]:
+    """Switch variables B ran without that A set or this shell sets (a, b: their identities): the
+    recheck unsets them (a shell that sets the switch A had, rechecking a B that lacked it, measured
+    A's kernels again)."""
     from zlbench.backends.registry import get_backend
     from zlbench.errors import UsageError
     from zlbench.planning.switches import switch_env
-    from zlbench.results.rundir import read_identity
 
     try:
-        b = read_identity(path_b)
-        a = read_identity(Path(run_a["path"])) if run_a.get("path") else {}
         here = switch_env(get_backend(str(run_b.get("backend") or "cpu")), os.environ)
-    except (UsageError, OSError, ValueError):
+    except UsageError:
         return []
     return sorted(({*(a.get("switch_env") or {})} | {*here}) - {*(b.get("switch_env") or {})})
 
@@ -415,18 +415,16 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
 SELECTION_FIELDS = ("config.ops", "config.op_file", "config.test_node")
 
 
-def calibers_apart(store: Store, run_a: Mapping, run_b: Mapping) -> Optional[List[str]]:
+def calibers_apart(run_a: Mapping, run_b: Mapping, ia: Mapping, ib: Mapping) -> Optional[List[str]]:
     """'key: A's -> B's' for each caliber field A and B differ in, read from the identities the store
-    keeps (a run dir moved or on another machine is no matter); None where the calibers are equal or
-    a run is a FlagGems log (no identity)."""
+    keeps (ia, ib: a run dir moved or on another machine is no matter); None where the calibers are
+    equal or a run is a FlagGems log (no identity)."""
     from zlbench.report.batch_summary import _changes, _flat
     from zlbench.store.ingest import caliber_fields
 
     if run_a["caliber"] == run_b["caliber"]:
         return None
-    kept = identities(store, [run_a["run_id"], run_b["run_id"]])
-    ia, ib = kept.get(run_a["run_id"]), kept.get(run_b["run_id"])
-    if not (ia and ib and "config" in ia and "config" in ib):
+    if not ("config" in ia and "config" in ib):
         return None
     # lists kept whole: 'config.ops: [exp, add] -> [exp]'
     fa, fb = (_flat(caliber_fields(i), lists=False) for i in (ia, ib))
