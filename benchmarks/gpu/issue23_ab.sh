@@ -16,7 +16,8 @@
 #   plainnofuse  a plain run on $OPS4 with TRITON_DEFAULT_FP_FUSION=0 in the environment (a live change)
 #   cmp     `zlbench summary` of plain against plain2 (expect no verdict) and against plainnofuse
 #           (expect the fused ops' rows flagged): two plain runs judged on their rows' intervals
-#   gate    `history compare` of plain against plain2 (the CI gate at defaults); where it fails, the
+#   gate    `history compare` of plain against plain2 (GATE_A, GATE_B: other run dirs; the CI gate at
+#           defaults) in a store of the two it builds; where it fails, the
 #           recheck it prints, run as printed, and plain compared with that run (gate/compare*.json)
 #   abenv   ab=env ab.var=$ABVAR ab.values=$ABVALUES on $OPS (any switch; e.g. TRITON_DISABLE_LINE_INFO
 #           [0,1]: live, its kernels differ in their line tables only, so a neutral axis: no row may move)
@@ -61,14 +62,16 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   cmp) for b in plain2 plainnofuse; do
          python3 -m zlbench summary "$WORK/plain$TAG" --ab "$WORK/$b$TAG" --out "$WORK/cmp$TAG/$b"; echo "rc=$?"
        done;;
-  gate) local g=$WORK/gate$TAG; mkdir -p "$g"
-      python3 -m zlbench history compare "$WORK/plain$TAG" "$WORK/plain2$TAG" --out "$g/first"; local rc=$?; echo "gate rc=$rc"
+  gate) local g=$WORK/gate$TAG a=${GATE_A:-$WORK/plain$TAG} b=${GATE_B:-$WORK/plain2$TAG}; mkdir -p "$g"
+      # the runs keep no store (store.url=none): the gate builds one of the two, as CI would keep one
+      python3 -m zlbench history import --url "$g/zlbench.db" "$a" "$b" || return 2
+      python3 -m zlbench history compare --url "$g/zlbench.db" "$a" "$b" --out "$g/first"; local rc=$?; echo "gate rc=$rc"
       local cmd; cmd=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["summary"].get("recheck"); print(r["command"] if r else "")' "$g/first/compare.json")
       [ "$rc" = 1 ] && [ -n "$cmd" ] || return $rc
       command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && PATH=/tmp/pybin:$PATH; }
       echo "recheck: $cmd"; timeout "$LIMIT" bash -c "$cmd"; echo "recheck rc=$?"
       local into; into=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"]["recheck"]["run_dir"])' "$g/first/compare.json")
-      python3 -m zlbench history compare "$WORK/plain$TAG" "$into" --out "$g/again"; rc=$?; echo "gate after recheck rc=$rc"
+      python3 -m zlbench history compare --url "$g/zlbench.db" "$a" "$into" --out "$g/again"; rc=$?; echo "gate after recheck rc=$rc"
       cp -r "$into" "$g/"; return $rc;;
   abenv) zl "abenv$TAG" "$OPS" "$LIMIT" ab=env "ab.var=${ABVAR:?ABVAR names the switch}" "ab.values=${ABVALUES:-[0,1]}";;
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
