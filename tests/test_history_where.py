@@ -82,6 +82,21 @@ def test_several_stores_and_none_are_one_clear_error(tmp_path):
     assert out.returncode == 0 and "[zlbench] store" not in out.stderr and "|    1 |" in out.stdout, out.stdout
 
 
+def test_import_makes_the_folder_of_a_new_store(tmp_path):
+    """import builds a store, so `--url ci/store/zlbench.db` makes ci/store (it said the folder did not
+    exist); a run's store.url into a missing folder is still refused, said, and the run kept (a typo
+    there would scatter stores)."""
+    run = H.write_run(tmp_path / "runs" / "x", H.identity(), [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    out = history("import", "--url", tmp_path / "ci" / "store" / "zlbench.db", run, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "ci" / "store" / "zlbench.db").is_file()
+    res = zlbench("progress=none", "ops=[exp]", "dtypes=[float32]", f"store.url={tmp_path / 'no' / 'zlbench.db'}",
+                  cwd=tmp_path)
+    assert res.returncode == 0 and "results store not written" in res.stderr and "does not exist" in res.stderr, \
+        res.stderr[-2000:]
+    assert not (tmp_path / "no").exists()
+
+
 @pytest.mark.parametrize("where", ["folder", "run dir"])
 def test_import_into_a_folder_or_beside_a_run_dir(tmp_path, where):
     run = H.write_run(tmp_path / "runs" / "x", H.identity(), [H.row("exp", "[[64,64]]", 1.0, 0.5)])

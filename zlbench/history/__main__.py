@@ -93,10 +93,15 @@ def _emit(text: str, out: Optional[Path], name: str) -> None:
 
 def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
+    from zlbench.store.db import normalize_url
     from zlbench.store.ingest import log_record, run_dir_record, write_record
 
     url = (find_store(args.url, create=True)[0] if args.url
            else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
+    url = normalize_url(url)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        # import builds a store: its folder too (a run's store.url with a missing folder stays an error)
+        _made(Path(url[len("sqlite:///"):]).parent)
     records, skipped = [], {}  # skipped: a log's index in records -> its malformed lines (--skip-bad-lines)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
