@@ -32,6 +32,12 @@ FAILED_ROUNDS = "failed rounds"
 AB_FIELDS = list(columns.names(columns.AB_COLUMNS, columns.AB_CSV))
 
 
+def side_label(var: str, value, side: str) -> str:
+    """How ab.md names a side: its value and, apart, its name (an A/A's sides off and on both carry
+    one value: `X=1 (off)` read as a contradiction)."""
+    return f"{var}={value} (side {side})"
+
+
 def liveness_of(op: str, artifacts_a: Mapping[str, Sequence[str]],
                 artifacts_b: Mapping[str, Sequence[str]]) -> Optional[bool]:
     """The op's kernels on each side compared (zlbench/ab/kernels.py): live, not live, or unknown."""

@@ -81,6 +81,8 @@ class Source:
 
     def label(self, fallback: str) -> str:
         """`VAR=value (side NAME)` for a side of an A/B axis, else the run's or log's name."""
+        from zlbench.report.ab import side_label
+
         ab = (self.identity.get("config") or {}).get("ab") or {}
         var = ab.get("var")
         if self.side and self.side != "main" and var:
@@ -138,12 +140,6 @@ def _ran(span: Tuple[float, float, str]) -> str:
     if span[1] <= span[0]:
         return f"at {first}" + (f" ({span[2]})" if span[2] != "events" else "")
     return f"{first[:-4]} to {last[11:] if last[:10] == first[:10] else last}"
-
-
-def side_label(var: str, value, side: str) -> str:
-    """How ab.md names a side: its value and, apart, its name (an A/A's sides off and on both carry
-    one value: `X=1 (off)` read as a contradiction)."""
-    return f"{var}={value} (side {side})"
 
 
 def not_interleaved(a: Source, b: Source, label_a: str, label_b: str) -> Tuple[str, Dict]:

@@ -85,8 +85,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
     them). `plan`: the run's plan.json, which says how the rounds were scheduled (None: round by
     round, no stops); status_rows: the nodes' statuses (a node that failed in some rounds leaves its
     rows short)."""
-    from zlbench.report.ab import compare
-    from zlbench.report.batch_summary import side_label
+    from zlbench.report.ab import compare, side_label
 
     ab = identity["config"]["ab"]
     artifacts = load_artifacts(run_dir)
