@@ -106,3 +106,34 @@ def test_import_into_a_folder_or_beside_a_run_dir(tmp_path, where):
     assert out.returncode == 0, out.stderr
     store = tmp_path / "elsewhere" / "zlbench.db" if where == "folder" else tmp_path / "runs" / "zlbench.db"
     assert store.is_file() and str(store) in out.stderr
+
+
+def _pair(a_dir, b_dir):
+    """A plain run and a repeat with one row 10% slower, both with process-level intervals."""
+    ident = H.identity(processes=3)
+    rows_a = [H.row("exp", s, 1.0, 0.5, ci=[0.99, 1.01]) for s in H.SHAPES]
+    rows_b = [H.row("exp", s, 1.1 if s == H.SHAPES[0] else 1.0, 0.5, ci=[1.09, 1.11] if s == H.SHAPES[0] else [0.99, 1.01])
+              for s in H.SHAPES]
+    return H.write_run(a_dir, ident, rows_a), H.write_run(b_dir, {**ident, "created": "2026-11-02T00:00:00+0000"}, rows_b)
+
+
+def test_compare_of_two_run_dirs_without_a_store_reads_them_alone(tmp_path):
+    """Runs made with store.url=none (or copied from another machine) compare as run dirs: no store
+    is needed, none is left behind, and the slower row fails the gate (it said no store was found)."""
+    a, b = _pair(tmp_path / "one" / "a", tmp_path / "two" / "b")
+    (tmp_path / "here").mkdir()
+    out = history("compare", a, b, cwd=tmp_path / "here")
+    assert out.returncode == 1, out.stderr
+    assert "compared the two run dirs on their own" in out.stderr and "1 row(s) slower" in out.stderr
+    assert "| exp " in out.stdout and "+10.00%" in out.stdout, out.stdout
+    assert not list(tmp_path.rglob("zlbench.db*"))
+    # A store beside both run dirs (where their runs wrote it) is the one read, said so.
+    record_run(a, f"sqlite:///{tmp_path / 'one' / 'zlbench.db'}")
+    c, d = _pair(tmp_path / "runs" / "c", tmp_path / "runs" / "d")
+    for run in (c, d):
+        record_run(run, f"sqlite:///{tmp_path / 'runs' / 'zlbench.db'}")
+    out = history("compare", c, d, cwd=tmp_path / "here")
+    assert out.returncode == 1 and "(beside the run dirs)" in out.stderr, out.stderr
+    # Not for ids, nor where --url names a store: those errors stand.
+    out = history("compare", "1", "2", cwd=tmp_path / "here")
+    assert out.returncode == 2 and "no results store found" in out.stderr, out.stderr

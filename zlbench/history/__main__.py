@@ -17,8 +17,10 @@ current folder (hydra.run.dir=runs/x writes runs/zlbench.db); what it found is s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import List, Optional
@@ -157,11 +159,50 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _run_dir_pair(args) -> Optional[List[Path]]:
+    """compare's two runs where both are run dirs and neither --url nor the environment names a
+    store: those are found beside them, or read alone (_compare_store)."""
+    if args.url or os.environ.get(ENV_URL) or args.latest or len(args.runs) != 2:
+        return None
+    paths = [Path(r) for r in args.runs]
+    return paths if all((p / "run_identity.json").is_file() for p in paths) else None
+
+
+def _compare_store(args, stack):
+    """The store compare reads, and whether it is kept (the commands compare prints may name it).
+    For two run dirs: the store beside both (where their runs wrote it), else the one found from
+    here (find_store), else the two alone in a store made in a temporary folder (runs made with
+    store.url=none, run dirs copied from another machine): compared on their own intervals."""
+    from zlbench.store import Store, default_url
+    from zlbench.store.ingest import run_dir_record, write_record
+
+    pair = _run_dir_pair(args)
+    if pair is None:
+        return stack.enter_context(_open(args)), True
+    beside = {default_url(p)[len("sqlite:///"):] for p in pair}
+    if len(beside) == 1 and Path(next(iter(beside))).is_file():
+        print(f"[zlbench] store {next(iter(beside))} (beside the run dirs)", file=sys.stderr)
+        return stack.enter_context(Store(beside.pop(), create=False)), True
+    try:
+        return stack.enter_context(Store(store_url(None), create=False)), True
+    except UsageError:
+        pass  # none here, or several to choose from: none of them is known to hold the two
+    tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="zlbench-compare-"))
+    store = stack.enter_context(Store(f"sqlite:///{tmp}/zlbench.db"))
+    for path in pair:
+        write_record(store, run_dir_record(path))
+    print("[zlbench] no results store found for them (--url, $ZLBENCH_STORE_URL, beside the run dirs, ./zl_runs "
+          "or one below here): compared the two run dirs on their own, without earlier runs of their caliber "
+          "(`python -m zlbench history import RUN_DIR...` keeps a store; --url names one)", file=sys.stderr)
+    return store, False
+
+
 def cmd_compare(args) -> int:
     from zlbench.history import compare as C
     from zlbench.history.query import latest_pair, resolve_run
 
-    with _open(args) as store:
+    with contextlib.ExitStack() as stack:
+        store, lasting = _compare_store(args, stack)
         if args.latest:
             if args.runs:
                 raise UsageError("compare takes either two runs or --latest, not both.")
@@ -176,7 +217,7 @@ def cmd_compare(args) -> int:
                 raise UsageError(f"compare needs two different runs: {args.runs[0]!r} and {args.runs[1]!r} both name "
                                  f"run {run_a['run_id']}. Fix: `zlbench history list` shows the runs' ids.")
         result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window,
-                                fail_on=args.fail_on)
+                                fail_on=args.fail_on, lasting=lasting)
     if args.out:
         for p in C.write(result, _made(args.out), args.all):
             print(f"[zlbench] wrote {p}", file=sys.stderr)

@@ -116,9 +116,10 @@ def describe(run: Mapping) -> str:
 
 
 def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,
-                 window: int = WINDOW, fail_on: str = "slower") -> Dict:
+                 window: int = WINDOW, fail_on: str = "slower", lasting: bool = True) -> Dict:
     """Run B's rows against run A's, side by side, each judged on its own noise (module doc):
-    {"summary", "rows" (largest change first), "unpaired"}."""
+    {"summary", "rows" (largest change first), "unpaired"}. lasting=False: a store made for this
+    compare alone, which the commands it prints must not name."""
     rows = fetch_rows(store, [run_a["run_id"], run_b["run_id"]])
     by_side = defaultdict(lambda: ([], []))
     for r in rows:
@@ -182,11 +183,11 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     # The recheck records into this store (B's own store.url may be relative to where B ran), so the
     # follow-up compare finds it; a URL with a password is left to the environment.
     summary["recheck"] = recheck(run_b, table, unpaired, fail_on, _not_b_switches(id_a, id_b, run_b),
-                                 store_url=None if has_password(store.url) else store.url)
+                                 store_url=None if has_password(store.url) or not lasting else store.url)
     if summary["recheck"]:
         # What to run after it, pasteable: A by its run dir where it has one, else its id in this store.
         a = run_a["path"] if run_a.get("path") and Path(run_a["path"]).is_dir() else run_a["run_id"]
-        summary["recheck"]["compare"] = (f"python -m zlbench history {url_option(store)}compare "
+        summary["recheck"]["compare"] = (f"python -m zlbench history {url_option(store) if lasting else ''}compare "
                                          f"{shlex.quote(str(a))} {shlex.quote(summary['recheck']['run_dir'])}")
     summary["not_selected"] = {"A": unselected["A"], "B": unselected["B"]}
     summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
