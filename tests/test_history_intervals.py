@@ -694,3 +694,25 @@ def test_a_step_down_is_held_to_the_threshold_as_a_step_up(tmp_path, url, capsys
         code, out = history(capsys, "regressions", "--url", store, "--format", "json")
         steps = json.loads(out.out)["steps"]
         assert len(steps) == 3 * want and all(s["kind"] == "improvement" for s in steps), (name, steps)
+
+
+def test_runs_on_different_devices_say_so(tmp_path, url, capsys):
+    """Two runs of one caliber on two GPUs of a kind (their processes' device UUIDs share none):
+    compare says a device's own offset is in neither run's intervals (two H100s: a fifth of the rows
+    outside the other run's interval); on one GPU it says nothing of devices."""
+    dirs = H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.0}], noise=0.003, interval=0.03)
+    for d, uuid in zip(dirs, ("a6501279-86c2", "5ffe901a-3faf")):
+        ident = json.loads((d / "run_identity.json").read_text())
+        ident["processes"] = [{"device": 0, "device_name": "NVIDIA H200", "device_uuid": uuid}]
+        (d / "run_identity.json").write_text(json.dumps(ident))
+    imported(capsys, url, dirs)
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    assert json.loads(out.out)["summary"]["devices_apart"] == {"a": ["a6501279-86c2"], "b": ["5ffe901a-3faf"]}
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert "**Different devices**: A ran on a6501279, B on 5ffe901a" in out.out, out.out
+    ident = json.loads((dirs[1] / "run_identity.json").read_text())
+    ident["processes"][0]["device_uuid"] = "a6501279-86c2"
+    (dirs[1] / "run_identity.json").write_text(json.dumps(ident))
+    imported(capsys, url, dirs[1:])  # recorded again: the store keeps the identity it reads now
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert "Different devices" not in out.out, out.out

@@ -190,6 +190,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         summary["recheck"]["compare"] = (f"python -m zlbench history {url_option(store) if lasting else ''}compare "
                                          f"{shlex.quote(str(a))} {shlex.quote(summary['recheck']['run_dir'])}")
     summary["not_selected"] = {"A": unselected["A"], "B": unselected["B"]}
+    summary["devices_apart"] = devices_apart(id_a, id_b)
     summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
                         "b": sorted(k for k, (_, rb) in by_side.items() if rb)}
     return {"summary": summary, "rows": table, "unpaired": unpaired}
@@ -432,6 +433,17 @@ def calibers_apart(run_a: Mapping, run_b: Mapping, ia: Mapping, ib: Mapping) -> 
     return _changes(fa, fb, fa.keys() | fb.keys())
 
 
+def devices_apart(ia: Mapping, ib: Mapping) -> Optional[Dict[str, List[str]]]:
+    """{"a", "b": the device UUIDs each run's benchmark processes ran on} where the two runs share
+    none (another machine of the same kind: its caliber is the same), else None. A device's own
+    offset (clocks, memory) is drawn per device, not per process: no row's interval holds it."""
+    def uuids(ident: Mapping) -> List[str]:
+        return sorted({str(p["device_uuid"]) for p in ident.get("processes") or []
+                       if isinstance(p, Mapping) and p.get("device_uuid")})
+    a, b = uuids(ia), uuids(ib)
+    return {"a": a, "b": b} if a and b and not set(a) & set(b) else None
+
+
 def _caliber_lines(s: Mapping) -> List[str]:
     """What differs between A and B besides the code: their selections, calibers and versions."""
     out = []
@@ -451,6 +463,12 @@ def _caliber_lines(s: Mapping) -> List[str]:
                    + ("; ".join(others[:6]) + ("; ..." if len(others) > 6 else "") if others else
                       "backend, timer, selection, switches ...")
                    + "); a change may be the configuration, not the code.")
+    if s.get("devices_apart"):
+        short = {k: ", ".join(u[:8] for u in v) for k, v in s["devices_apart"].items()}
+        out.append(f"- **Different devices**: A ran on {short['a']}, B on {short['b']} (device UUIDs): a device's "
+                   "own offset is in neither run's intervals (two H100s: one row in five read outside the other "
+                   "run's interval, RESULTS.md), and a recheck runs where B did. A row judged moved may be the "
+                   "device's; runs of one device judge the code.")
     if s["changed_versions"]:
         out.append("- Changed between A and B: " + "; ".join(
             f"{k} {short_version(a)} -> {short_version(b)}" for k, (a, b) in s["changed_versions"].items()) + ".")
