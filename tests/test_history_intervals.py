@@ -696,15 +696,39 @@ def test_a_step_down_is_held_to_the_threshold_as_a_step_up(tmp_path, url, capsys
         assert len(steps) == 3 * want and all(s["kind"] == "improvement" for s in steps), (name, steps)
 
 
+def _on_devices(dirs, uuids):
+    for d, uuid in zip(dirs, uuids):
+        ident = json.loads((d / "run_identity.json").read_text())
+        ident["processes"] = [{"device": 0, "device_name": "NVIDIA H200", "device_uuid": uuid}]
+        (d / "run_identity.json").write_text(json.dumps(ident))
+    return dirs
+
+
+def test_latest_pairs_runs_of_one_device_where_it_can(tmp_path, url, capsys):
+    """`compare --latest` on a store fed by two GPUs of a kind: A is the latest earlier run on B's
+    device, said on stderr with the runs passed over; where none is, the run just before (and the
+    report says the devices differ)."""
+    dirs = _on_devices(H.series(tmp_path, [{"exp": 1.0}] * 4, noise=0.003, interval=0.03), ("x", "y", "y", "x"))
+    imported(capsys, url, dirs)
+    code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")
+    s = json.loads(out.out)["summary"]
+    assert (s["run_a"]["run_id"], s["run_b"]["run_id"]) == (1, 4) and s["devices_apart"] is None, s
+    assert "A is run 1, the latest earlier run of B's caliber on B's device; 2 later one(s) ran on other devices " \
+           "(run(s) 2, 3" in out.err, out.err
+    more = _on_devices(H.series(tmp_path / "z", [{"exp": 1.0}], noise=0.003, interval=0.03, first=4), ("z",))
+    imported(capsys, url, more)
+    code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")
+    s = json.loads(out.out)["summary"]
+    assert (s["run_a"]["run_id"], s["run_b"]["run_id"]) == (4, 5) and s["devices_apart"] == {"a": ["x"], "b": ["z"]}
+    assert "latest earlier run" not in out.err
+
+
 def test_runs_on_different_devices_say_so(tmp_path, url, capsys):
     """Two runs of one caliber on two GPUs of a kind (their processes' device UUIDs share none):
     compare says a device's own offset is in neither run's intervals (two H100s: a fifth of the rows
     outside the other run's interval); on one GPU it says nothing of devices."""
-    dirs = H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.0}], noise=0.003, interval=0.03)
-    for d, uuid in zip(dirs, ("a6501279-86c2", "5ffe901a-3faf")):
-        ident = json.loads((d / "run_identity.json").read_text())
-        ident["processes"] = [{"device": 0, "device_name": "NVIDIA H200", "device_uuid": uuid}]
-        (d / "run_identity.json").write_text(json.dumps(ident))
+    dirs = _on_devices(H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.0}], noise=0.003, interval=0.03),
+                       ("a6501279-86c2", "5ffe901a-3faf"))
     imported(capsys, url, dirs)
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
     assert json.loads(out.out)["summary"]["devices_apart"] == {"a": ["a6501279-86c2"], "b": ["5ffe901a-3faf"]}

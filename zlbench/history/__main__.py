@@ -206,7 +206,9 @@ def cmd_compare(args) -> int:
         if args.latest:
             if args.runs:
                 raise UsageError("compare takes either two runs or --latest, not both.")
-            run_a, run_b = latest_pair(store, backend=args.backend, device=args.device, caliber=args.caliber)
+            run_a, run_b, note = latest_pair(store, backend=args.backend, device=args.device, caliber=args.caliber)
+            if note:
+                print(f"[zlbench] compare --latest: {note}", file=sys.stderr)
         else:
             if len(args.runs) != 2:
                 raise UsageError(f"compare needs two runs, A and B; it got {len(args.runs)}. Fix: `zlbench history "

@@ -49,7 +49,7 @@ from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
 from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, test_statuses, fetch_rows, intervals_by_run, iter_rows,
-                                   list_runs, medians_by_run, row_key, url_option, identities)
+                                   list_runs, medians_by_run, row_key, url_option, identities, device_uuids)
 
 MIN_HISTORY = 3
 MIN_OFFSET_ROWS = 10  # rows a run shares with others for its offset to count
@@ -437,11 +437,8 @@ def devices_apart(ia: Mapping, ib: Mapping) -> Optional[Dict[str, List[str]]]:
     """{"a", "b": the device UUIDs each run's benchmark processes ran on} where the two runs share
     none (another machine of the same kind: its caliber is the same), else None. A device's own
     offset (clocks, memory) is drawn per device, not per process: no row's interval holds it."""
-    def uuids(ident: Mapping) -> List[str]:
-        return sorted({str(p["device_uuid"]) for p in ident.get("processes") or []
-                       if isinstance(p, Mapping) and p.get("device_uuid")})
-    a, b = uuids(ia), uuids(ib)
-    return {"a": a, "b": b} if a and b and not set(a) & set(b) else None
+    a, b = device_uuids(ia), device_uuids(ib)
+    return {"a": sorted(a), "b": sorted(b)} if a and b and not a & b else None
 
 
 def _caliber_lines(s: Mapping) -> List[str]:

@@ -8,7 +8,7 @@ import statistics
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from sqlalchemy import exists, func, or_, select
 
@@ -113,8 +113,17 @@ def _same_run(store: Store, run_dir: Path) -> list:
     return rows
 
 
-def latest_pair(store: Store, **filters) -> Tuple[dict, dict]:
-    """The newest run (of those the filters keep) and the run of the same caliber before it."""
+def device_uuids(identity: Optional[Mapping]) -> Set[str]:
+    """The device UUIDs a run's benchmark processes ran on (recorded in its identity's processes)."""
+    return {str(p["device_uuid"]) for p in (identity or {}).get("processes") or []
+            if isinstance(p, Mapping) and p.get("device_uuid")}
+
+
+def latest_pair(store: Store, **filters) -> Tuple[dict, dict, Optional[str]]:
+    """The newest run (of those the filters keep), the run of the same caliber before it, and a note
+    where that is not the one just before: the latest earlier run on a device the newest ran on is
+    taken over newer runs on other devices (another GPU of a kind draws its own offset, which no
+    row's interval holds)."""
     runs = list_runs(store, **filters)
     if not runs:
         raise UsageError(f"the store {store.shown} holds no run{' matching the filters' if any(filters.values()) else ''}. "
@@ -126,7 +135,15 @@ def latest_pair(store: Store, **filters) -> Tuple[dict, dict]:
         raise UsageError(f"run {newest['run_id']} ({newest['created']}) is the only run of its caliber "
                          f"{newest['caliber'][:12]}: nothing earlier to compare with. Fix: compare two runs by id "
                          "(`history compare A B`), or record an earlier run of the same configuration.")
-    return earlier[-1], newest
+    kept = identities(store, [newest["run_id"]] + [r["run_id"] for r in earlier])
+    mine = device_uuids(kept.get(newest["run_id"]))
+    same = [r for r in earlier if mine & device_uuids(kept.get(r["run_id"]))]
+    if not mine or not same or same[-1] is earlier[-1]:
+        return earlier[-1], newest, None
+    skipped = [r["run_id"] for r in earlier[earlier.index(same[-1]) + 1:]]
+    return same[-1], newest, (f"A is run {same[-1]['run_id']}, the latest earlier run of B's caliber on B's device; "
+                              f"{len(skipped)} later one(s) ran on other devices (run(s) "
+                              f"{', '.join(map(str, skipped[:8]))}; `compare A B` names any pair)")
 
 
 ROW_FIELDS = ("run_id", "op", "dtype", "shape", "node", "side", "round", "latency", "latency_base", "speedup",
