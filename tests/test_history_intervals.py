@@ -714,7 +714,10 @@ def test_latest_pairs_runs_of_one_device_where_it_can(tmp_path, url, capsys):
     s = json.loads(out.out)["summary"]
     assert (s["run_a"]["run_id"], s["run_b"]["run_id"]) == (1, 4) and s["devices_apart"] is None, s
     assert "A is run 1, the latest earlier run of B's caliber on B's device; 2 later one(s) ran on other devices " \
-           "(run(s) 2, 3" in out.err, out.err
+           "or did not record theirs (run(s) 2, 3" in out.err, out.err
+    assert s["a_chosen"].startswith("A is run 1, the latest earlier run")  # in compare.json and .md too
+    code, out = history(capsys, "compare", "--latest", "--url", url)
+    assert "- A is run 1, the latest earlier run of B's caliber on B's device" in out.out
     more = _on_devices(H.series(tmp_path / "z", [{"exp": 1.0}], noise=0.003, interval=0.03, first=4), ("z",))
     imported(capsys, url, more)
     code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")

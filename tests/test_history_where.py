@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -90,6 +91,13 @@ def test_import_makes_the_folder_of_a_new_store(tmp_path):
     out = history("import", "--url", tmp_path / "ci" / "store" / "zlbench.db", run, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "ci" / "store" / "zlbench.db").is_file()
+    # A trailing slash means a folder: the store in it (it made a database file named like the folder).
+    out = history("import", "--url", f"{tmp_path / 'ci2' / 'store'}/", run, cwd=tmp_path)
+    assert out.returncode == 0 and (tmp_path / "ci2" / "store" / "zlbench.db").is_file(), out.stderr
+    # A folder that cannot be made is named as --url's, not --out's.
+    (tmp_path / "afile").write_text("x")
+    out = history("import", "--url", tmp_path / "afile" / "sub" / "zlbench.db", run, cwd=tmp_path)
+    assert out.returncode == 2 and "--url " in out.stderr and "--out" not in out.stderr, out.stderr
     res = zlbench("progress=none", "ops=[exp]", "dtypes=[float32]", f"store.url={tmp_path / 'no' / 'zlbench.db'}",
                   cwd=tmp_path)
     assert res.returncode == 0 and "results store not written" in res.stderr and "does not exist" in res.stderr, \
@@ -127,13 +135,26 @@ def test_compare_of_two_run_dirs_without_a_store_reads_them_alone(tmp_path):
     assert "compared the two run dirs on their own" in out.stderr and "1 row(s) slower" in out.stderr
     assert "| exp " in out.stdout and "+10.00%" in out.stdout, out.stdout
     assert not list(tmp_path.rglob("zlbench.db*"))
+    # ... named by their run dirs (the temporary store's ids mean nothing after); copies of one run are one
+    out = history("compare", a, b, "--format", "json", cwd=tmp_path / "here")
+    s = json.loads(out.stdout)["summary"]
+    assert s["run_a"]["run_id"] is None and s["label_a"].startswith(str(a)), s["label_a"]
+    shutil.copytree(a, tmp_path / "one" / "a_copy")
+    out = history("compare", a, tmp_path / "one" / "a_copy", cwd=tmp_path / "here")
+    assert out.returncode == 2 and "copies of one run dir" in out.stderr and "history list" not in out.stderr
+    # A store found from here that holds only A is passed over, and said so (not "none found").
+    (tmp_path / "here" / "other").mkdir()
+    record_run(a, f"sqlite:///{tmp_path / 'here' / 'other' / 'zlbench.db'}")
+    out = history("compare", a, b, cwd=tmp_path / "here")
+    assert out.returncode == 1 and "does not hold both" in out.stderr and "on their own" in out.stderr, out.stderr
     # A store beside both run dirs (where their runs wrote it) is the one read, said so.
     record_run(a, f"sqlite:///{tmp_path / 'one' / 'zlbench.db'}")
     c, d = _pair(tmp_path / "runs" / "c", tmp_path / "runs" / "d")
     for run in (c, d):
         record_run(run, f"sqlite:///{tmp_path / 'runs' / 'zlbench.db'}")
     out = history("compare", c, d, cwd=tmp_path / "here")
-    assert out.returncode == 1 and "(beside the run dirs)" in out.stderr, out.stderr
+    assert out.returncode == 1 and "runs/zlbench.db (it holds both runs)" in out.stderr, out.stderr
     # Not for ids, nor where --url names a store: those errors stand.
-    out = history("compare", "1", "2", cwd=tmp_path / "here")
+    (tmp_path / "empty").mkdir()
+    out = history("compare", "1", "2", cwd=tmp_path / "empty")
     assert out.returncode == 2 and "no results store found" in out.stderr, out.stderr

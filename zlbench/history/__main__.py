@@ -72,15 +72,16 @@ def _folder(text: str) -> Path:
     return path
 
 
-def _made(out: Path) -> Path:
-    """The --out folder, made with its parents; one that cannot be made (no right to, a file system
-    that takes no folders such as /proc) is a usage error naming it and why."""
+def _made(out: Path, option: str = "--out") -> Path:
+    """The folder `option` names (--out; --url's store's), made with its parents; one that cannot be
+    made (no right to, a file system that takes no folders such as /proc) is a usage error naming it
+    and why."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         where = next((p for p in out.absolute().parents if p.exists()), out.absolute().anchor)
-        raise UsageError(f"--out {out}: cannot make that folder in {where} ({e.strerror or e}). Fix: pass --out a "
-                         "folder you can write to (made if missing).")
+        raise UsageError(f"{option} {out}: cannot make that folder in {where} ({e.strerror or e}). Fix: pass "
+                         f"{option} a folder you can write to (made if missing).")
     return out
 
 
@@ -103,7 +104,7 @@ def cmd_import(args) -> int:
     url = normalize_url(url)
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         # import builds a store: its folder too (a run's store.url with a missing folder stays an error)
-        _made(Path(url[len("sqlite:///"):]).parent)
+        _made(Path(url[len("sqlite:///"):]).parent, "--url")
     records, skipped = [], {}  # skipped: a log's index in records -> its malformed lines (--skip-bad-lines)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
@@ -169,10 +170,12 @@ def _run_dir_pair(args) -> Optional[List[Path]]:
 
 
 def _compare_store(args, stack):
-    """The store compare reads, and whether it is kept (the commands compare prints may name it).
-    For two run dirs: the store beside both (where their runs wrote it), else the one found from
-    here (find_store), else the two alone in a store made in a temporary folder (runs made with
-    store.url=none, run dirs copied from another machine): compared on their own intervals."""
+    """(the store compare reads, whether it is kept: the commands compare prints may name it).
+    For two run dirs, the first store that holds both: the one beside them (where their runs wrote
+    it), else the one found from here (find_store); else the two alone in a store made in a
+    temporary folder (runs made with store.url=none, copies from another machine, runs recorded in
+    different stores), compared on their own intervals."""
+    from zlbench.history.query import resolve_run
     from zlbench.store import Store, default_url
     from zlbench.store.ingest import run_dir_record, write_record
 
@@ -180,20 +183,32 @@ def _compare_store(args, stack):
     if pair is None:
         return stack.enter_context(_open(args)), True
     beside = {default_url(p)[len("sqlite:///"):] for p in pair}
-    if len(beside) == 1 and Path(next(iter(beside))).is_file():
-        print(f"[zlbench] store {next(iter(beside))} (beside the run dirs)", file=sys.stderr)
-        return stack.enter_context(Store(beside.pop(), create=False)), True
+    looked = []
+    candidates = [f"sqlite:///{beside.pop()}"] if len(beside) == 1 and Path(next(iter(beside))).is_file() else []
     try:
-        return stack.enter_context(Store(store_url(None), create=False)), True
-    except UsageError:
-        pass  # none here, or several to choose from: none of them is known to hold the two
+        found, _ = find_store(None)
+        candidates += [found] if found not in candidates else []
+    except UsageError as e:  # none here, or several and none named
+        looked.append("none found here" if str(e).startswith("no results store") else
+                      str(e).split(":")[0] + ", none named")
+    for url in candidates:
+        store = Store(url, create=False)
+        try:
+            for path in pair:
+                resolve_run(store, str(path))
+        except UsageError:
+            store.close()
+            looked.append(f"{store.shown} does not hold both")
+            continue
+        print(f"[zlbench] store {store.shown} (it holds both runs)", file=sys.stderr)
+        return stack.enter_context(store), True
     tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="zlbench-compare-"))
     store = stack.enter_context(Store(f"sqlite:///{tmp}/zlbench.db"))
     for path in pair:
         write_record(store, run_dir_record(path))
-    print("[zlbench] no results store found for them (--url, $ZLBENCH_STORE_URL, beside the run dirs, ./zl_runs "
-          "or one below here): compared the two run dirs on their own, without earlier runs of their caliber "
-          "(`python -m zlbench history import RUN_DIR...` keeps a store; --url names one)", file=sys.stderr)
+    print(f"[zlbench] no store holds both runs ({'; '.join(looked) or 'none found'}): compared the two run dirs on "
+          "their own, without earlier runs of their caliber (--url names a store; `python -m zlbench history "
+          "import RUN_DIR...` keeps one)", file=sys.stderr)
     return store, False
 
 
@@ -207,9 +222,8 @@ def cmd_compare(args) -> int:
             if args.runs:
                 raise UsageError("compare takes either two runs or --latest, not both.")
             run_a, run_b, note = latest_pair(store, backend=args.backend, device=args.device, caliber=args.caliber)
-            if note:
-                print(f"[zlbench] compare --latest: {note}", file=sys.stderr)
         else:
+            note = None
             if len(args.runs) != 2:
                 raise UsageError(f"compare needs two runs, A and B; it got {len(args.runs)}. Fix: `zlbench history "
                                  "compare A B` with run ids (`zlbench history list`), run dirs or key prefixes, or "
@@ -217,9 +231,14 @@ def cmd_compare(args) -> int:
             run_a, run_b = (resolve_run(store, r) for r in args.runs)
             if run_a["run_id"] == run_b["run_id"]:
                 raise UsageError(f"compare needs two different runs: {args.runs[0]!r} and {args.runs[1]!r} both name "
-                                 f"run {run_a['run_id']}. Fix: `zlbench history list` shows the runs' ids.")
+                                 + (f"run {run_a['run_id']}. Fix: `zlbench history list` shows the runs' ids." if lasting
+                                    else "one run (copies of one run dir: one identity, one start). Fix: compare "
+                                         "two different runs."))
         result = C.compare_runs(store, run_a, run_b, threshold=args.threshold, window=args.window,
                                 fail_on=args.fail_on, lasting=lasting)
+    result["summary"]["a_chosen"] = note  # --latest: why A is not the run just before B
+    if note:
+        print(f"[zlbench] compare --latest: {note}", file=sys.stderr)
     if args.out:
         for p in C.write(result, _made(args.out), args.all):
             print(f"[zlbench] wrote {p}", file=sys.stderr)
@@ -227,11 +246,15 @@ def cmd_compare(args) -> int:
     sys.stdout.write(render[args.format](result))
     s = result["summary"]
     sides = s.get("sides") or {}
+
+    def name(run) -> str:  # a store not kept: its ids mean nothing after
+        return f"run {run['run_id']}" if lasting else str(run["path"])
+
     if s["gate_exit"] == 2 and not s["paired_rows"] and sides.get("a") and sides.get("b") \
             and not set(sides["a"]) & set(sides["b"]):
         # Rows pair within a side: a sweep's two sides (or a plain run against an A/B) share none.
-        print(f"[zlbench] compare: run {run_a['run_id']} holds rows of side {', '.join(sides['a'])} and run "
-              f"{run_b['run_id']} of side {', '.join(sides['b'])}; compare pairs rows of one side (the same A/B "
+        print(f"[zlbench] compare: {name(run_a)} holds rows of side {', '.join(sides['a'])} and "
+              f"{name(run_b)} of side {', '.join(sides['b'])}; compare pairs rows of one side (the same A/B "
               f"side, or plain runs' main): nothing paired: exit {int(Exit.USAGE)}. Fix: two sides of an A/B "
               "pair with `zlbench summary A_DIR --ab B_DIR`; an A/B run's own ab.md judges it.", file=sys.stderr)
     elif s["gate_exit"] == 2 and not s["paired_rows"]:
@@ -239,7 +262,7 @@ def cmd_compare(args) -> int:
         why = (f"they select different tests, and none in common ({left.get('B', 0)} row(s) only in A, "
                f"{left.get('A', 0)} only in B)" if not s["unpaired_rows"] else
                f"{s['unpaired_rows']} unpaired, listed above with why: on one side only, or not measured on a side")
-        print(f"[zlbench] compare: run {run_a['run_id']} and run {run_b['run_id']} share no row both measured "
+        print(f"[zlbench] compare: {name(run_a)} and {name(run_b)} share no row both measured "
               f"({why}): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes "
               "and tests (`zlbench history list`); where a side's rows failed, its ops_status.csv says why; "
               "--fail-on none accepts an empty comparison.", file=sys.stderr)

@@ -110,9 +110,11 @@ def current_level(history: List[float]) -> List[float]:
     return history[steps[-1]["index"]:] if steps else history
 
 
-def describe(run: Mapping) -> str:
+def describe(run: Mapping, by_path: bool = False) -> str:
+    """by_path: the run named by its run dir (its id is that of a store not kept)."""
     commit = short_version(run.get("corpus_commit"), 10)
-    return f"run {run['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend') or '-'}, corpus {commit})"
+    name = run["path"] if by_path and run.get("path") else f"run {run['run_id']}"
+    return f"{name} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend') or '-'}, corpus {commit})"
 
 
 def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,
@@ -179,6 +181,10 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         unpaired = [u for u, w in zip(unpaired, whose) if not w]
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
+    if not lasting:  # ids of a store gone when compare ends: the runs by their run dirs
+        for side, run in (("a", run_a), ("b", run_b)):
+            summary[f"label_{side}"] = describe(run, by_path=True)
+            summary[f"run_{side}"]["run_id"] = None
     summary["b_is_recheck"] = is_recheck(run_b)
     # The recheck records into this store (B's own store.url may be relative to where B ran), so the
     # follow-up compare finds it; a URL with a password is left to the environment.
@@ -460,6 +466,8 @@ def _caliber_lines(s: Mapping) -> List[str]:
                    + ("; ".join(others[:6]) + ("; ..." if len(others) > 6 else "") if others else
                       "backend, timer, selection, switches ...")
                    + "); a change may be the configuration, not the code.")
+    if s.get("a_chosen"):
+        out.append(f"- {s['a_chosen']}.")
     if s.get("devices_apart"):
         short = {k: ", ".join(u[:8] for u in v) for k, v in s["devices_apart"].items()}
         out.append(f"- **Different devices**: A ran on {short['a']}, B on {short['b']} (device UUIDs): a device's "

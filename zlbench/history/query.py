@@ -119,6 +119,9 @@ def device_uuids(identity: Optional[Mapping]) -> Set[str]:
             if isinstance(p, Mapping) and p.get("device_uuid")}
 
 
+LATEST_WINDOW = 50  # compare --latest looks this many runs back for one on B's device
+
+
 def latest_pair(store: Store, **filters) -> Tuple[dict, dict, Optional[str]]:
     """The newest run (of those the filters keep), the run of the same caliber before it, and a note
     where that is not the one just before: the latest earlier run on a device the newest ran on is
@@ -135,14 +138,15 @@ def latest_pair(store: Store, **filters) -> Tuple[dict, dict, Optional[str]]:
         raise UsageError(f"run {newest['run_id']} ({newest['created']}) is the only run of its caliber "
                          f"{newest['caliber'][:12]}: nothing earlier to compare with. Fix: compare two runs by id "
                          "(`history compare A B`), or record an earlier run of the same configuration.")
-    kept = identities(store, [newest["run_id"]] + [r["run_id"] for r in earlier])
+    recent = earlier[-LATEST_WINDOW:]  # identities are large (their test nodes): the recent ones only
+    kept = identities(store, [newest["run_id"]] + [r["run_id"] for r in recent])
     mine = device_uuids(kept.get(newest["run_id"]))
-    same = [r for r in earlier if mine & device_uuids(kept.get(r["run_id"]))]
+    same = [r for r in recent if mine & device_uuids(kept.get(r["run_id"]))]
     if not mine or not same or same[-1] is earlier[-1]:
         return earlier[-1], newest, None
     skipped = [r["run_id"] for r in earlier[earlier.index(same[-1]) + 1:]]
     return same[-1], newest, (f"A is run {same[-1]['run_id']}, the latest earlier run of B's caliber on B's device; "
-                              f"{len(skipped)} later one(s) ran on other devices (run(s) "
+                              f"{len(skipped)} later one(s) ran on other devices or did not record theirs (run(s) "
                               f"{', '.join(map(str, skipped[:8]))}; `compare A B` names any pair)")
 
 

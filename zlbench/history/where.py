@@ -34,6 +34,8 @@ def _given(arg: str, create: bool = False) -> str:
     """--url as given; a folder means the store in it (create: also a new one), or the store of the
     run dir it is."""
     path = Path(arg).expanduser()
+    if create and "://" not in arg and arg.endswith(("/", os.sep)) and not path.is_dir():
+        return _sqlite(path / DB_FILE)  # `--url ci/store/`: a folder meant, made by import
     if "://" in arg or not path.is_dir():
         return arg
     if (path / "run_identity.json").is_file():
