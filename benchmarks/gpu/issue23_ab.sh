@@ -66,6 +66,7 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
       # the runs keep no store (store.url=none): the gate builds one of the two, as CI would keep one
       python3 -m zlbench history import --url "$g/zlbench.db" "$a" "$b" || return 2
       python3 -m zlbench history compare --url "$g/zlbench.db" "$a" "$b" --out "$g/first"; local rc=$?; echo "gate rc=$rc"
+      [ -f "$g/first/compare.json" ] || return $rc  # a usage error: compare wrote nothing
       local cmd; cmd=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["summary"].get("recheck"); print(r["command"] if r else "")' "$g/first/compare.json")
       [ "$rc" = 1 ] && [ -n "$cmd" ] || return $rc
       command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && PATH=/tmp/pybin:$PATH; }
