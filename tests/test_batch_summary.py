@@ -305,3 +305,19 @@ def test_summary_of_a_run_dir_exits_as_the_run_did_and_writes_nothing(tmp_path):
     out = summary(planned)
     assert out.returncode == 4 and "> **Run cut short**: 2 of 2 node-side pair(s) not measured" in out.stdout, out.stdout
     assert not (planned / "rows.jsonl").exists() and not (planned / "ops_status.csv").exists()
+
+
+def test_two_runs_conditions_name_their_devices_and_whole_values_where_a_cut_hides_the_change():
+    """What sets two runs apart outside their kernels names the GPUs by UUID (two cards of a kind
+    share name, bus id and host; their own offsets are in no interval), and a commit against the same
+    commit '+dirty' is shown whole (cut to 40 characters both read alike)."""
+    from zlbench.report.batch_summary import _changes, _conditions
+
+    def ident(uuid, commit):
+        return {"config": {}, "timer": {}, "versions": {"zlbench_commit": commit}, "host": "vm",
+                "processes": [{"device": 0, "device_name": "NVIDIA H100", "device_uuid": uuid}]}
+    a, b = _conditions(ident("a6501279", "9" * 40)), _conditions(ident("5ffe901a", "9" * 40 + "+dirty"))
+    changes = _changes(a, b, a.keys() | b.keys())
+    assert "processes.device_uuid: a6501279 -> 5ffe901a" in changes, changes
+    assert f"versions.zlbench_commit: {'9' * 40} -> {'9' * 40}+dirty" in changes, changes
+    assert _changes({"k": "x" * 50}, {"k": "y" * 50}, ["k"]) == [f"k: {'x' * 40} -> {'y' * 40}"]

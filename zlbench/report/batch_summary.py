@@ -228,7 +228,7 @@ def dropped_markdown(dropped: Sequence[Mapping]) -> str:
 # versions, the devices and their driver, the backend, the timer settings, the corpus' commit; and,
 # outside the hash, the host and what the benchmark processes found (not paths or clock readings).
 _CONDITIONS = ("versions", "devices", "backend", "timer", "autotune", "corpus.commit")
-_PROCESS_FACTS = ("device_name", "driver", "torch", "triton", "flag_gems", "python")
+_PROCESS_FACTS = ("device_name", "device_uuid", "driver", "torch", "triton", "flag_gems", "python")
 
 
 def _flat(value, prefix: str = "", lists: bool = True) -> Dict[str, object]:
@@ -255,8 +255,11 @@ def _conditions(identity: Mapping) -> Dict[str, object]:
 
 
 def _changes(fa: Mapping, fb: Mapping, keys) -> List[str]:
-    """'key: A's value -> B's value' for the keys whose values differ, each value cut to 40 characters."""
-    return [f"{k}: {str(fa.get(k))[:40]} -> {str(fb.get(k))[:40]}" for k in sorted(keys) if fa.get(k) != fb.get(k)]
+    """'key: A's value -> B's value' for the keys whose values differ, each value cut to 40 characters
+    where the cut ones still differ (a commit and the same commit '+dirty' are shown whole)."""
+    def pair(a: str, b: str) -> str:
+        return f"{a[:40]} -> {b[:40]}" if a[:40] != b[:40] else f"{a} -> {b}"
+    return [f"{k}: {pair(str(fa.get(k)), str(fb.get(k)))}" for k in sorted(keys) if fa.get(k) != fb.get(k)]
 
 
 def _listed(changes: Sequence[str]) -> str:
