@@ -182,9 +182,9 @@ def _compare_store(args, stack):
     pair = _run_dir_pair(args)
     if pair is None:
         return stack.enter_context(_open(args)), True
-    beside = {default_url(p)[len("sqlite:///"):] for p in pair}
+    beside = {default_url(p) for p in pair}  # sqlite:///... beside each run dir
     looked = []
-    candidates = [f"sqlite:///{beside.pop()}"] if len(beside) == 1 and Path(next(iter(beside))).is_file() else []
+    candidates = [u for u in beside if len(beside) == 1 and Path(u[len("sqlite:///"):]).is_file()]
     try:
         found, _ = find_store(None)
         candidates += [found] if found not in candidates else []

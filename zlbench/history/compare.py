@@ -180,11 +180,8 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         unselected.update(filter(None, whose))
         unpaired = [u for u, w in zip(unpaired, whose) if not w]
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
-    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart)
-    if not lasting:  # ids of a store gone when compare ends: the runs by their run dirs
-        for side, run in (("a", run_a), ("b", run_b)):
-            summary[f"label_{side}"] = describe(run, by_path=True)
-            summary[f"run_{side}"]["run_id"] = None
+    summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart,
+                       lasting)
     summary["b_is_recheck"] = is_recheck(run_b)
     # The recheck records into this store (B's own store.url may be relative to where B ran), so the
     # follow-up compare finds it; a URL with a password is left to the environment.
@@ -248,13 +245,16 @@ def _verdict_columns(t: Dict) -> None:
 
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
              history_runs: int, fail_on: str, run_offset: Tuple[float, int] = (RUN_OFFSET_SD, 0),
-             apart: Optional[List[str]] = None) -> Dict:
+             apart: Optional[List[str]] = None, lasting: bool = True) -> Dict:
+    """lasting=False: the runs named by their run dirs, without ids (those of a store gone when compare
+    ends)."""
     lost_rows = sum(1 for u in unpaired + table if u.get("lost_in") == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
     failing_rows += lost_rows if fail_on in LOST_FAILS else 0
     judged = sum(1 for t in table if t["noise"] != "none")
     return {
-        "run_a": _public(run_a), "run_b": _public(run_b), "label_a": describe(run_a), "label_b": describe(run_b),
+        "run_a": _public(run_a, lasting), "run_b": _public(run_b, lasting),
+        "label_a": describe(run_a, by_path=not lasting), "label_b": describe(run_b, by_path=not lasting),
         "same_caliber": run_a["caliber"] == run_b["caliber"], "threshold": threshold,
         "history_runs": history_runs, "paired_rows": len(table), "unpaired_rows": len(unpaired),
         "verdicts": dict(Counter(t["verdict"] for t in table)),
@@ -386,10 +386,11 @@ class _HistoryNoise:
         return history_stat(a, b, h), (f"history ({len(h)} runs)" if len(h) >= MIN_HISTORY else "none")
 
 
-def _public(run: Mapping) -> dict:
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in run.items()
-            if k in ("run_id", "run_key", "created", "path", "backend", "device_name", "timer", "caliber",
-                     *VERSION_FIELDS)}
+def _public(run: Mapping, lasting: bool = True) -> dict:
+    """The run as compare.json shows it (lasting=False: no run_id, that of a store gone)."""
+    return {k: None if k == "run_id" and not lasting else (v.isoformat() if hasattr(v, "isoformat") else v)
+            for k, v in run.items() if k in ("run_id", "run_key", "created", "path", "backend", "device_name", "timer",
+                                             "caliber", *VERSION_FIELDS)}
 
 
 def _fmt_pct(ratio: Optional[float]) -> str:
