@@ -5,6 +5,7 @@ at given settings gives: interval coverage, widths, run-to-run precision, wall.
     python3 benchmarks/gpu/variance23.py runs RUN_A RUN_B [RUN_C ...]       # runs of the same setting
     python3 benchmarks/gpu/variance23.py timeline RUN_DIR [RUN_DIR ...]     # where a pass' wall goes
     python3 benchmarks/gpu/variance23.py runlevel RUN_A RUN_B [RUN_C ...]   # what a run's processes share
+    python3 benchmarks/gpu/variance23.py control RUN_A RUN_B                # torch's row as a control
 
 `components`: per run dir (one setting: replay budget, fresh or shared tuning), the between-process
 sd of ln(latency) per row (from process_rows.jsonl), by row size, FlagGems and torch rows apart; the
@@ -23,6 +24,10 @@ to last exit.
 the variance of the runs' medians less what the processes' spread inside each run explains
 (their variance times Var(median of K) / Var(one)); the mean and median of that excess over rows,
 as an sd (a run-level share: process_stats.RUN_SD), and the rows with the largest.
+`control`: two runs of the same setting (e.g. on two GPUs of a kind): per row, the run-to-run
+|ln ratio| of FlagGems' latency, of torch's (latency_base, the same process) and of their quotient,
+p50/p90/max and the correlation of the two changes: whether judging a row on its speedup would cancel
+what a run or a device draws (it does where the quotient's spread is the smaller).
 Prints Markdown; --json writes the numbers.
 """
 
@@ -285,9 +290,39 @@ def runlevel(runs, as_json, min_ms=0.1):
         Path(as_json).write_text(json.dumps(out, indent=1))
 
 
+def control(runs, as_json):
+    """FlagGems' latency, torch's and their quotient, run A to run B (module doc)."""
+    if len(runs) != 2:
+        sys.exit("control takes two run dirs")
+    a, b = ({_key(r): r for r in _rows(run / "rows.jsonl")} for run in runs)
+    changes = {"gems": [], "torch": [], "gems/torch": []}
+    for k, ra in a.items():
+        rb = b.get(k)
+        if not rb or not all(r.get(f) for r in (ra, rb) for f in ("latency", "latency_base")):
+            continue
+        gems, torch = math.log(rb["latency"] / ra["latency"]), math.log(rb["latency_base"] / ra["latency_base"])
+        changes["gems"].append(gems)
+        changes["torch"].append(torch)
+        changes["gems/torch"].append(gems - torch)
+    out = {name: {"rows": len(v), "mean": statistics.fmean(v) if v else None, "p50": _q([abs(x) for x in v], 0.5),
+                  "p90": _q([abs(x) for x in v], 0.9), "max": max((abs(x) for x in v), default=None)}
+           for name, v in changes.items()}
+    out["correlation"] = (statistics.correlation(changes["gems"], changes["torch"])
+                          if len(changes["gems"]) > 2 else None)
+    print(f"### {runs[0].name} -> {runs[1].name}: run-to-run |ln ratio| per row\n")
+    print("| latency | rows | mean ln ratio | p50 | p90 | max |\n|---|---|---|---|---|---|")
+    for name in ("gems", "torch", "gems/torch"):
+        o = out[name]
+        print(f"| {name} | {o['rows']} | {_pct(o['mean'])} | {_pct(o['p50'])} | {_pct(o['p90'])} | {_pct(o['max'])} |")
+    if out["correlation"] is not None:
+        print(f"\ncorrelation of the gems and torch changes: {out['correlation']:.2f}")
+    if as_json:
+        Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel"))
+    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel", "control"))
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
@@ -305,7 +340,8 @@ def main():
         process_stats.PRIOR_DF = args.prior_df
     if args.what == "runs":
         return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of)
-    {"components": components, "runs": runs_report, "timeline": timeline, "runlevel": runlevel}[args.what](
+    {"components": components, "runs": runs_report, "timeline": timeline, "runlevel": runlevel,
+     "control": control}[args.what](
         args.run_dirs, args.json)
 
 
