@@ -236,3 +236,9 @@ def test_corpus_root_names_what_is_wrong_with_it(tmp_path):
         corpus_root({"corpus": {"name": "flaggems", "root": str(a_file)}})
     with pytest.raises(UsageError, match=r"corpus.root=.*nope does not exist\. Fix:"):
         corpus_root({"corpus": {"name": "flaggems", "root": str(tmp_path / "nope")}})
+    # the fix says what a root is, and for the demo (which needs none) how to leave it out
+    with pytest.raises(UsageError, match=r"Fix: corpus.root=PATH .*src/, benchmark/ and pytest.ini.*FLAGGEMS_ROOT"):
+        corpus_root({"corpus": {"name": "flaggems", "root": str(tmp_path / "nope")}})
+    with pytest.raises(UsageError, match=r"Fix: the demo corpus needs no root: drop corpus.root; for FlagGems, "
+                                         r"corpus=flaggems corpus.root=PATH"):
+        corpus_root({"corpus": {"name": "demo", "root": str(tmp_path / "nope")}})

@@ -57,9 +57,16 @@ def test_compare_of_a_path_that_does_not_exist_says_so(tmp_path, two_runs, capsy
     for ref in ("runs/base", str(tmp_path / "nope")):
         code, out = history(capsys, "compare", "1", ref, "--url", two_runs)
         assert code == 2 and f"{ref}: no such run dir or file" in out.err and "in the store" not in out.err, out.err
-    # a run dir that exists but was never imported: import it
+    # a folder that is no run dir (a user's /tmp, a folder of runs): importing it is not the fix
     code, out = history(capsys, "compare", "1", tmp_path, "--url", two_runs)
-    assert code == 2 and f"{tmp_path} is not in the store" in out.err, out.err
+    assert code == 2 and f"{tmp_path} is not a run dir: it holds no run_identity.json" in out.err, out.err
+    assert "import" not in out.err and "history --url" in out.err and "list" in out.err, out.err
+    # a run dir that exists but was never imported: import it
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "rows.jsonl").write_text("")
+    code, out = history(capsys, "compare", "1", run_dir, "--url", two_runs)
+    assert code == 2 and f"{run_dir} is not in the store" in out.err, out.err
     # Its Fix names the store compare read (import's own default is the one beside the run dir):
     # an import into another store left the same compare failing.
     fix = re.search(r"`python -m zlbench history (--url \S+ import \S+)`", out.err)
