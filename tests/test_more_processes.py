@@ -167,7 +167,7 @@ def test_riders_are_rows_whose_own_processes_disagree_in_any_case_of_the_chosen_
     assert rows[("test_perf_luck_param[tiny]", "[[8]]")]["processes"] == 5
     assert rows[("test_perf_luck_param[big]", "[[64]]")]["processes"] == 5
     base_only = rows[("test_perf_luck_base", "[[8]]")]
-    assert base_only["processes"] == 3 and base_only["marker_reason"].startswith("baseline processes read"), base_only
+    assert base_only["processes"] == 3 and base_only["marker_reason"].startswith("torch processes read"), base_only
     summary = (res.run_dir / "summary.md").read_text()
     assert ("2 node(s) got more processes than the 3 planned" in summary
             and "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in summary), summary

@@ -364,12 +364,13 @@ def _results_lines(rows: List[dict]) -> List[str]:
     if len({line[1] for line in table}) <= 1:  # one side (a plain run's "main"): the column says nothing
         headers.pop(1)
         table = [line[:1] + line[2:] for line in table]
-    return ["## Results per op and dtype", "",
-            "torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the "
-            "median over its processes); speedup: the geometric mean over shapes of each row's "
-            "torch / gems, so it need not equal the ratio of the two medians; range: the lowest and "
-            "highest row speedup. Rows that launched no device work on a side (a view) are left out of the "
-            "speedup and its range (their ratio compares no kernels), and counted in the timer column.", "",
+    legend = ("torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the median over "
+              "its processes); speedup: the geometric mean over shapes of each row's torch / gems, so it need not "
+              "equal the ratio of the two medians; range: the lowest and highest row speedup.")
+    if any(MARKER_NO_DEVICE_WORK in (r.get("markers") or []) for r in rows):
+        legend += (" Rows that launched no device work on a side (a view) are left out of the speedup and its range "
+                   "(their ratio compares no kernels), and counted in the timer column.")
+    return ["## Results per op and dtype", "", legend, "",
             tabulate(table, headers=headers, tablefmt="github") if table else "(no measured rows)"]
 
 

@@ -243,7 +243,8 @@ def relative_width(row: Mapping) -> Optional[float]:
     return (ci[1] - ci[0]) / latency if ci and latency else None
 
 
-# How a row's reason says that its op's own processes disagree (its baseline's: "baseline processes read").
+# How a row's reason says that its op's own processes disagree (its baseline's: "torch processes read";
+# "baseline processes read" in runs made before 2026-12-05).
 OP_READ_APART = "processes read "
 
 
@@ -347,7 +348,7 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
             row["gbps_base"] = src["gbps_base"] * src["latency_base"] / row["latency_base"]
         row["speedup"] = row["latency_base"] / median
         if unstable_base:
-            reasons.append(f"baseline processes read {', '.join(f'{v:.4g}' for v in bases)} ms")
+            reasons.append(f"torch processes read {', '.join(f'{v:.4g}' for v in bases)} ms")
     markers = sorted({m for r in rs for m in (r.get("markers") or [])})
     if reasons:
         markers.append(MARKER_PROCESS_UNSTABLE)
