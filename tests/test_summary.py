@@ -160,3 +160,37 @@ def test_the_processes_section_says_which_rows_have_no_interval():
     mixed = "\n".join(process_lines([row("exp", True), row("abs", False)], identity))
     assert "; 1 row(s) have none (one process, and no row of its timer to borrow from)" in mixed, mixed
     assert "have none" not in "\n".join(process_lines([row("exp", True)], identity))
+
+
+def test_an_ab_run_s_summary_has_no_processes_section():
+    """An A/B's rows are its sides' rounds (one process each, no process-level interval: ab.md judges
+    them); its summary.md said "776 row(s) measured in fewer processes than the 3 planned ... resume the
+    run" (a GPU A/A, 2026-12-05), sending its user to resume a finished run."""
+    from zlbench.report.summary import process_lines
+
+    ab = [{**row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1), "side": side, "round": r, "processes": None,
+           "latency_ci": None} for side in ("off", "on") for r in (0, 1)]
+    identity = {"timer": {"processes": 3}, "config": {"ab": {"var": "TRITON_DEFAULT_FP_FUSION"}}}
+    assert process_lines(ab, identity) == []
+    assert "## Processes" not in render_summary(ab, [], "t", identity) and "fewer processes" not in \
+        render_summary(ab, [], "t", identity)
+    plain = [{**r, "side": "main", "round": None} for r in ab[:1]]  # the same row of a plain run cut short
+    assert "1 row(s) measured in fewer processes than the 3 planned" in "\n".join(process_lines(plain, identity))
+
+
+def test_a_run_resumed_on_another_gpu_says_so():
+    """The device UUIDs its processes recorded under one index differ (a resume on another machine,
+    2026-12-05): summary.md says so, and what it means for a plain run's rows and for an A/B's."""
+    from zlbench.results.rundir import devices_swapped, swapped_note
+
+    procs = [{"device": 0, "device_uuid": "326c3d9b-b1cb"}, {"device": 0, "device_uuid": "d4c8fff3-8ae9"},
+             {"device": 1, "device_uuid": "aaaa0000-1111"}]
+    identity = {"timer": {"processes": 3}, "processes": procs, "config": {"ab": {"var": None}}}
+    assert devices_swapped(identity) == {0: ["326c3d9b-b1cb", "d4c8fff3-8ae9"]}
+    text = render_summary([row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1)], [], "t", identity)
+    assert "- **GPUs changed**: device 0 was 2 GPUs (326c3d9b, d4c8fff3)" in text
+    assert "rows' processes ran on different GPUs" in text
+    assert "verdicts hold" in swapped_note(identity, ab=True)
+    one_gpu = {**identity, "processes": procs[:1] + procs[2:]}  # two devices of a pool, one GPU each
+    assert devices_swapped(one_gpu) == {} and swapped_note(one_gpu, ab=False) is None
+    assert "GPUs changed" not in render_summary([row("exp", "n", 0.2, 0.1)], [], "t", one_gpu)

@@ -8,12 +8,13 @@ import statistics
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import exists, func, or_, select
 
 from zlbench.config.secrets import has_password
 from zlbench.errors import UsageError
+from zlbench.results.rundir import device_uuids
 from zlbench.results.schema import NO_WORK_MS, did_no_device_work
 from zlbench.store import schema as S
 from zlbench.store.db import Store
@@ -117,12 +118,6 @@ def _same_run(store: Store, run_dir: Path) -> list:
               f"its record is read. Fix, where {run_dir}'s own tables differ: `zlbench history import {run_dir}`.",
               file=sys.stderr)
     return rows
-
-
-def device_uuids(identity: Optional[Mapping]) -> Set[str]:
-    """The device UUIDs a run's benchmark processes ran on (recorded in its identity's processes)."""
-    return {str(p["device_uuid"]) for p in (identity or {}).get("processes") or []
-            if isinstance(p, Mapping) and p.get("device_uuid")}
 
 
 LATEST_WINDOW = 50  # compare --latest looks this many runs back for one on B's device

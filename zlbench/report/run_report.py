@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
-from zlbench.results.rundir import add_process_facts, load_plan, read_identity, resume_command, why_not_measured
+from zlbench.results.rundir import (add_process_facts, load_plan, read_identity, resume_command, swapped_note,
+                                   why_not_measured)
 from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes, event_file_problems
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
@@ -97,7 +98,8 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      side_label(ab['var'], identity['sides'][sides[1]].get(ab['var']), sides[1]),
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
-                     caveats=list(extra_caveats) + shared_state_caveats(identity),
+                     caveats=list(extra_caveats) + shared_state_caveats(identity)
+                     + [n for n in [swapped_note(identity, ab=True)] if n],
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1),
                      failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES},

@@ -14,6 +14,7 @@ from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NO_D
                                     MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED, did_no_device_work,
                                     kernel_speedup)
 from zlbench.results.schema import short_dtype
+from zlbench.results.rundir import swapped_note
 from zlbench.results.schema import SEVERITY, STATUSES
 
 
@@ -213,6 +214,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
     """## Processes: how many benchmark processes measured each row, how wide the process-level
     intervals are, and the rows whose processes disagree (BENCHMARK_PROCESS_UNSTABLE)."""
     measured = [r for r in rows if r.get("status") == "ok" and r.get("latency")]
+    if any(r.get("side") not in (None, "main") for r in measured):
+        return []  # an A/B's rows are its sides' rounds, each one process: ab.md judges them
     planned = ((identity or {}).get("timer") or {}).get("processes")
     with_ci = [r for r in measured if r.get("latency_ci")]
     if not with_ci:
@@ -312,6 +315,7 @@ def _worst_per_node(status_rows: List[dict]) -> Dict[str, str]:
 
 
 def _identity_lines(identity: dict) -> List[str]:
+    note = swapped_note(identity, ab=bool(((identity.get("config") or {}).get("ab") or {}).get("var")))
     return [
         f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
         + ", ".join(f"{d['index']} ({d['name']})" for d in identity.get("devices", [])),
@@ -322,8 +326,7 @@ def _identity_lines(identity: dict) -> List[str]:
         f"{identity.get('autotune')}",
         f"- corpus: {identity.get('corpus', {}).get('name')} at {identity.get('corpus', {}).get('root')}",
         f"- identity: `{identity.get('identity_hash', '')[:16]}`",
-        "",
-    ]
+    ] + ([f"- **GPUs changed**: {note}"] if note else []) + [""]
 
 
 def render_summary(rows: List[dict], status_rows: List[dict], title: str,

@@ -85,6 +85,36 @@ def add_process_facts(run_dir: Path) -> None:
     write_identity(run_dir, identity)
 
 
+def device_uuids(identity: Optional[Mapping]) -> set:
+    """The device UUIDs a run's benchmark processes ran on (recorded in its identity's processes)."""
+    return {str(p["device_uuid"]) for p in (identity or {}).get("processes") or []
+            if isinstance(p, Mapping) and p.get("device_uuid")}
+
+
+def devices_swapped(identity: Optional[Mapping]) -> Dict[int, List[str]]:
+    """Device indices whose processes ran on more than one GPU (by UUID): the run was resumed on
+    another machine, or its pool's numbering changed. What a GPU draws as a whole (its clocks, its
+    memory) then differs between the run's processes (RESULTS.md, thirty-seventh session)."""
+    seen: Dict[int, set] = {}
+    for p in (identity or {}).get("processes") or []:
+        if isinstance(p, Mapping) and p.get("device_uuid") and p.get("device") is not None:
+            seen.setdefault(int(p["device"]), set()).add(str(p["device_uuid"]))
+    return {d: sorted(u) for d, u in sorted(seen.items()) if len(u) > 1}
+
+
+def swapped_note(identity: Optional[Mapping], ab: bool) -> Optional[str]:
+    """A caveat where devices_swapped finds any: which index was which GPUs, and what that means for
+    a plain run's rows (their processes mix GPUs) or an A/B's (each round pairs its sides on one)."""
+    swapped = devices_swapped(identity)
+    if not swapped:
+        return None
+    which = "; ".join(f"device {d} was {len(u)} GPUs ({', '.join(x[:8] for x in u)})" for d, u in swapped.items())
+    meaning = ("each round pairs its sides on one GPU, so the verdicts hold, but the A and B ms average over the "
+               "GPUs" if ab else "the rows' processes ran on different GPUs, so their values and intervals hold "
+               "what each GPU draws as a whole; a run of one GPU compares with its own kind")
+    return f"{which} (device UUIDs; a resume on another machine): {meaning}"
+
+
 def resume_command(run_dir: Path, unset: Sequence[str] = ()) -> str:
     """The command that resumes this run dir: the overrides it ran with and resume=, since a resume
     with other settings is refused (another identity); `unset`: switch variables a shell sets that
