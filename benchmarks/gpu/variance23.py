@@ -6,6 +6,7 @@ at given settings gives: interval coverage, widths, run-to-run precision, wall.
     python3 benchmarks/gpu/variance23.py timeline RUN_DIR [RUN_DIR ...]     # where a pass' wall goes
     python3 benchmarks/gpu/variance23.py runlevel RUN_A RUN_B [RUN_C ...]   # what a run's processes share
     python3 benchmarks/gpu/variance23.py control RUN_A RUN_B                # torch's row as a control
+    python3 benchmarks/gpu/variance23.py offsets RUN_A RUN_B [RUN_C ...]    # a run's offset, by process
 
 `components`: per run dir (one setting: replay budget, fresh or shared tuning), the between-process
 sd of ln(latency) per row (from process_rows.jsonl), by row size, FlagGems and torch rows apart; the
@@ -28,6 +29,10 @@ as an sd (a run-level share: process_stats.RUN_SD), and the rows with the larges
 |ln ratio| of FlagGems' latency, of torch's (latency_base, the same process) and of their quotient,
 p50/p90/max and the correlation of the two changes: whether judging a row on its speedup would cancel
 what a run or a device draws (it does where the quotient's spread is the smaller).
+`offsets`: runs of the same setting: for each run and each of its processes (r0, r1, ...), the median
+and mean over rows of ln(the process' latency / the median of the other runs' processes on that row),
+FlagGems' latency and torch's apart, and the share of rows above +1%: whether a run reads off as a
+whole (every process alike: what the run drew) or in one process (e.g. its first, cold one).
 Prints Markdown; --json writes the numbers.
 """
 
@@ -320,9 +325,49 @@ def control(runs, as_json):
         Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
 
 
+def offsets(runs, as_json):
+    """Each run's processes against the other runs' (module doc)."""
+    if len(runs) < 2:
+        sys.exit("offsets takes two or more run dirs")
+    by_run = []
+    for run in runs:
+        lat = defaultdict(dict)  # (row, gems|torch) -> process -> latency
+        for r in _rows(run / "process_rows.jsonl"):
+            if r.get("status") != "ok":
+                continue
+            proc = (r.get("unit") or "?").split(".")[1] if "." in (r.get("unit") or "") else r.get("unit")
+            for side, value in (("gems", r.get("latency")), ("torch", r.get("latency_base"))):
+                if value:
+                    lat[(_key(r), side)][proc] = value
+        by_run.append(lat)
+    out = {}
+    print("| run | latency | process | rows | median ln ratio | mean | rows > +1% |\n|---|---|---|---|---|---|---|")
+    for i, run in enumerate(runs):
+        for side in ("gems", "torch"):
+            per_proc = defaultdict(list)
+            for (k, s_), procs in by_run[i].items():
+                if s_ != side:
+                    continue
+                others = [v for j, lat in enumerate(by_run) if j != i for v in lat.get((k, side), {}).values()]
+                if len(others) < 3:
+                    continue
+                ref = statistics.median(others)
+                for proc, v in procs.items():
+                    per_proc[proc].append(math.log(v / ref))
+            for proc in sorted(per_proc):
+                xs = per_proc[proc]
+                o = {"rows": len(xs), "median": statistics.median(xs), "mean": statistics.fmean(xs),
+                     "share_above_1pct": sum(x > 0.01 for x in xs) / len(xs)}
+                out.setdefault(run.name, {}).setdefault(side, {})[proc] = o
+                print(f"| {run.name} | {side} | {proc} | {o['rows']} | {_pct(o['median'])} | {_pct(o['mean'])} | "
+                      f"{100 * o['share_above_1pct']:.0f}% |")
+    if as_json:
+        Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel", "control"))
+    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel", "control", "offsets"))
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
@@ -341,7 +386,7 @@ def main():
     if args.what == "runs":
         return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of)
     {"components": components, "runs": runs_report, "timeline": timeline, "runlevel": runlevel,
-     "control": control}[args.what](
+     "control": control, "offsets": offsets}[args.what](
         args.run_dirs, args.json)
 
 
