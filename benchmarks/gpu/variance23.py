@@ -7,6 +7,7 @@ at given settings gives: interval coverage, widths, run-to-run precision, wall.
     python3 benchmarks/gpu/variance23.py runlevel RUN_A RUN_B [RUN_C ...]   # what a run's processes share
     python3 benchmarks/gpu/variance23.py control RUN_A RUN_B                # torch's row as a control
     python3 benchmarks/gpu/variance23.py offsets RUN_A RUN_B [RUN_C ...]    # a run's offset, by process
+    python3 benchmarks/gpu/variance23.py more RUN_DIR [RUN_DIR ...]         # more processes vs planned
 
 `components`: per run dir (one setting: replay budget, fresh or shared tuning), the between-process
 sd of ln(latency) per row (from process_rows.jsonl), by row size, FlagGems and torch rows apart; the
@@ -33,6 +34,11 @@ what a run or a device draws (it does where the quotient's spread is the smaller
 and mean over rows of ln(the process' latency / the median of the other runs' processes on that row),
 FlagGems' latency and torch's apart, and the share of rows above +1%: whether a run reads off as a
 whole (every process alike: what the run drew) or in one process (e.g. its first, cold one).
+`more`: per run dir, the rows measured in 3 or more planned processes (those that timed the baseline)
+and 3 or more of the more processes (past timer.processes; before 2026-12-05 they left the baseline
+out): how many rows' two groups are completely apart (every more process above, or below, every
+planned one) against how many chance would give (2 / C(n, k) a row, were the processes exchangeable),
+in which direction, and the rows apart by more than 3%.
 Prints Markdown; --json writes the numbers.
 """
 
@@ -128,9 +134,10 @@ def components(runs, as_json):
         Path(as_json).write_text(json.dumps(result, indent=1))
 
 
-def _run_rows(run: Path, reaggregate: bool):
+def _run_rows(run: Path, reaggregate: bool, planned_only: bool = False):
     """A run's rows; reaggregate: made again from its process rows by this checkout's
-    zlbench/results/process_stats.py (what a change to the intervals would have reported)."""
+    zlbench/results/process_stats.py (what a change to the intervals would have reported);
+    planned_only: from its planned processes alone (timer.processes), leaving out the more processes."""
     if not reaggregate:
         return _rows(run / "rows.jsonl")
     from zlbench.results.process_stats import aggregate
@@ -139,6 +146,8 @@ def _run_rows(run: Path, reaggregate: bool):
     rows = _rows(run / "process_rows.jsonl")
     processes = (json.loads(plan.read_text()).get("processes") if plan.exists() else
                  len({r.get("round") for r in rows})) or 1
+    if planned_only:
+        rows = [r for r in rows if (r.get("round") or 0) < processes]
     return aggregate(rows, processes)
 
 
@@ -147,11 +156,11 @@ def _width(row) -> float:
     return (row["latency_ci"][1] - row["latency_ci"][0]) / row["latency"]
 
 
-def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of=None):
+def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of=None, planned_only=False):
     """graph_only: leave out rows a refused capture timed directly (BENCHMARK_DIRECT_NO_CUDAGRAPH).
     intervals_of: the runs whose rows' intervals are judged per row (default all; e.g. the one run
     that measured every process where the others were cut)."""
-    data = {run.name: {_key(r): r for r in _run_rows(run, reaggregate) if r.get("status") == "ok" and r.get("latency")
+    data = {run.name: {_key(r): r for r in _run_rows(run, reaggregate, planned_only) if r.get("status") == "ok" and r.get("latency")
                        and not (graph_only and "BENCHMARK_DIRECT_NO_CUDAGRAPH" in (r.get("markers") or []))}
             for run in runs}
     names = list(data)
@@ -365,14 +374,49 @@ def offsets(runs, as_json):
         Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
 
 
+def more(runs, as_json):
+    """More processes against planned ones, row by row (module doc)."""
+    apart, expected, tested, shifts = [], 0.0, 0, []
+    for run in runs:
+        plan = run / "plan.json"
+        planned_k = (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
+        by_row = defaultdict(lambda: ([], []))
+        for r in _rows(run / "process_rows.jsonl"):
+            if r.get("status") == "ok" and r.get("latency"):
+                by_row[_key(r)][(r.get("round") or 0) >= planned_k].append(r["latency"])
+        for k, (planned, extra) in by_row.items():
+            if len(planned) < 3 or len(extra) < 3:
+                continue
+            tested += 1
+            expected += 2 / math.comb(len(planned) + len(extra), len(extra))
+            shift = math.log(statistics.median(extra) / statistics.median(planned))
+            if max(extra) < min(planned) or min(extra) > max(planned):
+                apart.append((run.name, k, shift))
+                if abs(shift) > 0.03:
+                    shifts.append((run.name, k, shift, sorted(planned), sorted(extra)))
+    out = {"rows": tested, "apart": len(apart), "expected_by_chance": expected,
+           "more_faster": sum(a[2] < 0 for a in apart), "more_slower": sum(a[2] > 0 for a in apart)}
+    print(f"{tested} rows over {len(runs)} runs with >= 3 planned and >= 3 more processes: {len(apart)} completely "
+          f"apart (chance: {expected:.1f}); the more processes faster in {out['more_faster']}, slower in "
+          f"{out['more_slower']}\n")
+    print("| run | row | more / planned (median) | planned ms | more ms |\n|---|---|---|---|---|")
+    for name, k, shift, planned, extra in sorted(shifts, key=lambda x: -abs(x[2])):
+        print(f"| {name} | {k[1]} {str(k[3])[:48]} | {_pct(math.exp(shift) - 1)} | "
+              f"{', '.join(f'{v:.4g}' for v in planned)} | {', '.join(f'{v:.4g}' for v in extra)} |")
+    if as_json:
+        Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel", "control", "offsets"))
+    p.add_argument("what", choices=("components", "runs", "timeline", "runlevel", "control", "offsets", "more"))
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--json")
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
     p.add_argument("--reaggregate", action="store_true",
                    help="runs: rows made again from process_rows.jsonl by this checkout's process_stats")
+    p.add_argument("--planned-only", action="store_true",
+                   help="runs --reaggregate: rows from the planned processes alone (the more processes left out)")
     p.add_argument("--intervals-of", action="append", metavar="RUN",
                    help="runs: judge the intervals of this run's rows only (repeatable; default every run)")
     p.add_argument("--prior-df", type=int, metavar="N",
@@ -384,9 +428,10 @@ def main():
 
         process_stats.PRIOR_DF = args.prior_df
     if args.what == "runs":
-        return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of)
+        return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of,
+                           args.planned_only)
     {"components": components, "runs": runs_report, "timeline": timeline, "runlevel": runlevel,
-     "control": control, "offsets": offsets}[args.what](
+     "control": control, "offsets": offsets, "more": more}[args.what](
         args.run_dirs, args.json)
 
 
