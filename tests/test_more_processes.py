@@ -87,29 +87,34 @@ def _process_rows(run_dir):
 
 @pytest.mark.slow
 def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
-    """luck_one's [[128]] draws per process, its [[64]] is steady: the more passes make the first
-    shape's timing call only, so [[64]] keeps its 3 processes and [[128]] gets 5, and no log shows the
-    stand-in of the call left out (the corpus' own result log included). Where a test's calls cannot
-    be matched to the shapes chosen, its more passes give no row at all (never one of another shape)
-    and say so: luck_deaf times its baseline whatever --metrics asks (two calls a shape, not one),
-    luck_rev lists its shapes in the reverse of the order it timed them."""
-    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,luck_one,luck_deaf,luck_rev]", "store.url=none",
-                      "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+    """A more pass times a chosen row and every shape its test timed before it in a planned pass (a
+    process that skipped them read rows apart from the planned ones: RESULTS.md, thirty-eighth
+    session), and leaves out the shapes after it: luck_first's lucky [[64]] gets 5 processes and its
+    steady [[128]] after it keeps 3; luck_one's lucky [[128]] comes last, so both its shapes get 5.
+    No log shows the stand-in of a call left out (the corpus' own result log included). Where a
+    test's calls cannot be matched to the shapes chosen, its more passes give no row at all (never
+    one of another shape) and say so: luck_deaf times its baseline whatever --metrics asks (two
+    calls a shape, not one), luck_rev lists its shapes in the reverse of the order it timed them."""
+    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,luck_one,luck_first,luck_deaf,luck_rev]",
+                      "store.url=none", "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
                       "timer.max_processes=5", env=QUIET)
     assert res.returncode == 0, res.stderr[-3000:]
     log = res.stdout + res.stderr
-    assert "3 node(s) whose processes disagree get 2 more process(es) each" in log, log[-3000:]
-    assert "they time those rows only" in log, log[-3000:]
+    assert "4 node(s) whose processes disagree get 2 more process(es) each" in log, log[-3000:]
+    assert "they time their tests up to those rows only" in log, log[-3000:]
     node = "benchmark/test_timing.py::test_perf_{}".format
     chosen = json.loads((res.run_dir / "more_shapes.json").read_text())["nodes"]
-    assert chosen == {node("luck_one"): {node("luck_one"): {"calls": [1], "per_shape": 1}},
-                      node("luck_deaf"): {node("luck_deaf"): {"calls": [2, 3], "per_shape": 1}},
+    assert chosen == {node("luck_one"): {node("luck_one"): {"calls": [0, 1], "per_shape": 1}},
+                      node("luck_first"): {node("luck_first"): {"calls": [0], "per_shape": 1}},
+                      node("luck_deaf"): {node("luck_deaf"): {"calls": [0, 1, 2, 3], "per_shape": 1}},
                       node("luck_rev"): {node("luck_rev"): {"calls": [0], "per_shape": 1}}}, chosen
     later = [r for r in _process_rows(res.run_dir) if r["round"] >= 3]
-    assert {(r["op"], r["shape"]) for r in later} == {("luck_one", "[[128]]")}, later
+    assert {(r["op"], r["shape"]) for r in later} == {("luck_one", "[[64]]"), ("luck_one", "[[128]]"),
+                                                       ("luck_first", "[[64]]")}, later
     counts = {(r["op"], r["shape"]): r["processes"] for r in _rows(res.run_dir)}
-    assert counts == {("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("luck_one", "[[64]]"): 3,
-                      ("luck_one", "[[128]]"): 5, **{("luck_deaf", f"[[{n}]]"): 3 for n in (32, 64, 128, 256)},
+    assert counts == {("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("luck_one", "[[64]]"): 5,
+                      ("luck_one", "[[128]]"): 5, ("luck_first", "[[64]]"): 5, ("luck_first", "[[128]]"): 3,
+                      **{("luck_deaf", f"[[{n}]]"): 3 for n in (32, 64, 128, 256)},
                       ("luck_rev", "[[64]]"): 3, ("luck_rev", "[[128]]"): 3}, counts
     for u in ("main.r3.d0.s0", "main.r4.d0.s0"):
         events = [json.loads(x) for x in (res.run_dir / "units" / u / "events.jsonl").read_text().splitlines()]
@@ -117,11 +122,11 @@ def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
         assert set(why) == {"deaf", "rev"} and all("the test times every shape from here on" in w for w in why.values())
         assert "2 call(s) a shape, not the 1 chosen" in why["deaf"] and "not in the order they were timed" in why["rev"]
         corpus_log = (res.run_dir / "units" / u / "result.log").read_text()
-        assert "123456.789" not in corpus_log and '"op_name": "luck_one"' in corpus_log, corpus_log
-        assert "[64]" not in next(x for x in corpus_log.splitlines() if '"luck_one"' in x)
+        assert "123456.789" not in corpus_log and '"op_name": "luck_first"' in corpus_log, corpus_log
+        assert "[128]" not in next(x for x in corpus_log.splitlines() if '"luck_first"' in x)
     with open(res.run_dir / "ops_status.csv") as f:
         assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(
-            ("steady", "luck_one", "luck_deaf", "luck_rev"), "ok")
+            ("steady", "luck_one", "luck_first", "luck_deaf", "luck_rev"), "ok")
 
 
 @pytest.mark.slow
@@ -137,7 +142,7 @@ def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_
     log = res.stdout + res.stderr
     assert ("1 node(s) whose processes disagree get 2 more process(es) each (rows >= 20 us wider than "
             "timer.target_width=0.5; widest: luck_tiny [[64]]") in log, log[-3000:]
-    assert "and 1 other row(s) of theirs that read apart by process; they time those rows only" in log
+    assert "and 1 other row(s) of theirs that read apart by process; they time their tests up to those rows only" in log
     assert "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in (
         res.run_dir / "summary.md").read_text()
     rows = {(r["op"], r["shape"]): r for r in _rows(res.run_dir)}
@@ -154,8 +159,8 @@ def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_
 @pytest.mark.slow
 def test_riders_are_rows_whose_own_processes_disagree_in_any_case_of_the_chosen_test(run_zlbench):
     """luck_param[tiny]'s 10/15 us row rides along with luck_param[big] (another case of the same
-    test: one node); luck_base's [[8]] reads apart by its baseline only, which a more pass does not
-    time (corpus.baseline_off_args): it keeps its 3 processes."""
+    test: one node); luck_base's [[8]], timed after its chosen [[64]], reads apart by its baseline
+    only, which a more pass does not time (corpus.baseline_off_args): it keeps its 3 processes."""
     res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck_base,luck_param]",
                       "store.url=none", "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
                       "timer.max_processes=5", env=QUIET)

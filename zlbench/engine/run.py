@@ -69,7 +69,7 @@ def corpus_root(cfg: Mapping[str, Any]) -> Path:
     if not path.is_dir():
         what = "is a file, not a folder" if path.exists() else "does not exist"
         fix = ("the demo corpus needs no root: drop corpus.root; for FlagGems, corpus=flaggems corpus.root=PATH"
-               if corpus["name"] == "demo" else f"corpus.root=PATH where PATH is a checkout of the corpus (for "
+               if corpus["name"] == "demo" else "corpus.root=PATH where PATH is a checkout of the corpus (for "
                "FlagGems, the folder holding src/, benchmark/ and pytest.ini), or the environment variable "
                "FLAGGEMS_ROOT")
         raise UsageError(f"corpus.root={root} {what}. Fix: {fix}.")

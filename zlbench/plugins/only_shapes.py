@@ -1,5 +1,6 @@
-"""A plain run's more passes time only the rows whose processes disagree (engine/more_processes.py
-chooses them and writes the run's more_shapes.json; the plugin config's `shapes_file` names it).
+"""A plain run's more passes time each chosen test up to its last row whose processes disagree
+(engine/more_processes.py chooses them and writes the run's more_shapes.json; the plugin config's
+`shapes_file` names it): the shapes after it are left out.
 
 The file says, per test item of each chosen node, which of the item's timing calls to make (the
 k-th call since the item started: corpus records list their shapes in the order they were timed,
