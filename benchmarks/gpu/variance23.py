@@ -38,7 +38,8 @@ whole (every process alike: what the run drew) or in one process (e.g. its first
 and 3 or more of the more processes (past timer.processes; before 2026-12-05 they left the baseline
 out): how many rows' two groups are completely apart (every more process above, or below, every
 planned one) against how many chance would give (2 / C(n, k) a row, were the processes exchangeable),
-in which direction, and the rows apart by more than 3%.
+in which direction, and the rows apart by more than 3%; `--by-regime`: the same for each group of runs
+whose more processes measured alike (every shape of their tests or the chosen ones; baseline or not).
 Prints Markdown; --json writes the numbers.
 """
 
@@ -374,10 +375,46 @@ def offsets(runs, as_json):
         Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
 
 
+def _more_regime(run: Path) -> str:
+    """How a run's more processes measured, read from the run itself: every shape of their tests or
+    the chosen ones only (more_shapes.json, since 33239d0), with the baseline or without it
+    (corpus.baseline_off_args, 9279d69 to 2026-12-05)."""
+    plan = run / "plan.json"
+    planned_k = (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
+    extra = [r for r in _rows(run / "process_rows.jsonl") if (r.get("round") or 0) >= planned_k]
+    if not extra:
+        return "no more processes"
+    shapes_file = run / "more_shapes.json"
+    chosen = shapes_file.is_file() and bool(json.loads(shapes_file.read_text()).get("nodes"))
+    base = any(r.get("latency_base") for r in extra)
+    return f"{'chosen shapes' if chosen else 'every shape'}, {'with' if base else 'without'} the baseline"
+
+
+def more_by_regime(runs, as_json):
+    """`more` for each group of runs whose more processes measured alike (_more_regime)."""
+    groups = defaultdict(list)
+    for run in runs:
+        groups[_more_regime(run)].append(run)
+    results = {}
+    for label in sorted(groups):
+        if label == "no more processes":
+            continue
+        print(f"### more processes: {label}\n")
+        results[label] = more(groups[label], None)
+        print()
+    if as_json:
+        Path(as_json).write_text(json.dumps(results, indent=1) + "\n")
+
+
 def more(runs, as_json):
     """More processes against planned ones, row by row (module doc)."""
     apart, expected, tested, shifts = [], 0.0, 0, []
+    seen = set()  # a run unpacked from two archives counts once
     for run in runs:
+        content = (run / "process_rows.jsonl").read_bytes() if (run / "process_rows.jsonl").is_file() else b""
+        if content in seen:
+            continue
+        seen.add(content)
         plan = run / "plan.json"
         planned_k = (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
         by_row = defaultdict(lambda: ([], []))
@@ -396,7 +433,7 @@ def more(runs, as_json):
                     shifts.append((run.name, k, shift, sorted(planned), sorted(extra)))
     out = {"rows": tested, "apart": len(apart), "expected_by_chance": expected,
            "more_faster": sum(a[2] < 0 for a in apart), "more_slower": sum(a[2] > 0 for a in apart)}
-    print(f"{tested} rows over {len(runs)} runs with >= 3 planned and >= 3 more processes: {len(apart)} completely "
+    print(f"{tested} rows over {len(seen)} runs with >= 3 planned and >= 3 more processes: {len(apart)} completely "
           f"apart (chance: {expected:.1f}); the more processes faster in {out['more_faster']}, slower in "
           f"{out['more_slower']}\n")
     print("| run | row | more / planned (median) | planned ms | more ms |\n|---|---|---|---|---|")
@@ -405,6 +442,7 @@ def more(runs, as_json):
               f"{', '.join(f'{v:.4g}' for v in planned)} | {', '.join(f'{v:.4g}' for v in extra)} |")
     if as_json:
         Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
+    return out
 
 
 def main():
@@ -415,6 +453,8 @@ def main():
     p.add_argument("--graph-only", action="store_true", help="runs: leave out rows timed by the direct fallback")
     p.add_argument("--reaggregate", action="store_true",
                    help="runs: rows made again from process_rows.jsonl by this checkout's process_stats")
+    p.add_argument("--by-regime", action="store_true",
+                   help="more: apart for each way the runs' more processes measured (shapes, baseline)")
     p.add_argument("--planned-only", action="store_true",
                    help="runs --reaggregate: rows from the planned processes alone (the more processes left out)")
     p.add_argument("--intervals-of", action="append", metavar="RUN",
@@ -427,6 +467,8 @@ def main():
         import zlbench.results.process_stats as process_stats
 
         process_stats.PRIOR_DF = args.prior_df
+    if args.what == "more" and args.by_regime:
+        return more_by_regime(args.run_dirs, args.json)
     if args.what == "runs":
         return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of,
                            args.planned_only)
