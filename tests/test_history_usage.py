@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,14 @@ def test_unstable_rows_are_listed_apart_from_the_changed_ones(tmp_path, url, cap
     assert unstable.count("| unstable ") == 6
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--all")  # --all: still in their section
     assert "## Unstable rows (6)" in out.out and "## Changed rows (0)" in out.out
+
+
+def test_sqlite_file_reads_the_database_path_of_a_url_and_nothing_else():
+    """import and compare read an SQLite store's file from its URL (they cut 'sqlite:///' off by hand,
+    which gave a path for a URL with query options and for other databases' URLs)."""
+    from zlbench.store.db import sqlite_file
+
+    assert sqlite_file("sqlite:////tmp/runs/zlbench.db") == Path("/tmp/runs/zlbench.db")
+    assert sqlite_file("sqlite:////tmp/runs/zlbench.db?timeout=5") == Path("/tmp/runs/zlbench.db")
+    for url in ("sqlite:///:memory:", "sqlite://", "postgresql://u:p@host/db", "not a url"):
+        assert sqlite_file(url) is None, url

@@ -96,15 +96,15 @@ def _emit(text: str, out: Optional[Path], name: str) -> None:
 
 def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
-    from zlbench.store.db import normalize_url
+    from zlbench.store.db import normalize_url, sqlite_file
     from zlbench.store.ingest import log_record, run_dir_record, write_record
 
     url = (find_store(args.url, create=True)[0] if args.url
            else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
     url = normalize_url(url)
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+    if sqlite_file(url) is not None:
         # import builds a store: its folder too (a run's store.url with a missing folder stays an error)
-        _made(Path(url[len("sqlite:///"):]).parent, "--url")
+        _made(sqlite_file(url).parent, "--url")
     records, skipped = [], {}  # skipped: a log's index in records -> its malformed lines (--skip-bad-lines)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
@@ -177,6 +177,7 @@ def _compare_store(args, stack):
     different stores), compared on their own intervals."""
     from zlbench.history.query import resolve_run
     from zlbench.store import Store, default_url
+    from zlbench.store.db import sqlite_file
     from zlbench.store.ingest import run_dir_record, write_record
 
     pair = _run_dir_pair(args)
@@ -184,7 +185,7 @@ def _compare_store(args, stack):
         return stack.enter_context(_open(args)), True
     beside = {default_url(p) for p in pair}  # sqlite:///... beside each run dir
     looked = []
-    candidates = [u for u in beside if len(beside) == 1 and Path(u[len("sqlite:///"):]).is_file()]
+    candidates = [u for u in beside if len(beside) == 1 and sqlite_file(u).is_file()]
     try:
         found, _ = find_store(None)
         candidates += [found] if found not in candidates else []

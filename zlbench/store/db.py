@@ -51,6 +51,17 @@ def normalize_url(url: str) -> str:
     return text
 
 
+def sqlite_file(url: str) -> Optional[Path]:
+    """The database file of an SQLite URL (sqlite:///PATH); None for another database, an
+    in-memory one, or a URL that does not parse."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    db = parsed.database
+    return Path(db) if parsed.get_backend_name() == "sqlite" and db and db != ":memory:" else None
+
+
 def display_url(url: str) -> str:
     """The URL without its password, for messages."""
     try:
