@@ -187,3 +187,37 @@ def test_the_shells_value_of_a_variable_every_process_gets_from_the_plan_is_not_
     pinned = cfg(timer={"processes": 1}, corpus=cfg()["corpus"] | {"env": {"FLAGTREE_X": "1"}})
     ident = identity_of(pinned, tmp_path, {"FLAGTREE_X": "0"})
     assert ident["switch_env"] == {} and ident["config"]["corpus"]["env"] == {"FLAGTREE_X": "1"}
+
+
+def test_a_shape_file_enters_the_identity_by_its_content(tmp_path):
+    """shape.file entered the caliber by its path only: a run whose shape file was edited resumed as
+    the same caliber, and its rows mixed two shape lists."""
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("exp:\n  shapes: [[64, 64]]\n")
+    config = cfg(shape={"mode": "file", "file": str(shapes)})
+    first = identity_of(config, tmp_path)
+    assert first["shape_file"]["path"] == str(shapes.resolve()) and len(first["shape_file"]["sha256"]) == 64
+    assert identity_of(config, tmp_path)["identity_hash"] == first["identity_hash"]
+    shapes.write_text("exp:\n  shapes: [[64, 64], [128, 128]]\n")
+    assert identity_of(config, tmp_path)["identity_hash"] != first["identity_hash"]
+    assert "shape_file" not in identity_of(cfg(), tmp_path)  # upstream shapes: as before
+
+
+def test_a_resume_after_its_shape_file_was_edited_says_so(tmp_path):
+    """The refusal names the file and what to do; its usual Fix (the same overrides) would fail again."""
+    import pytest
+
+    from zlbench.engine.run import check_resume
+    from zlbench.errors import UsageError
+
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("exp:\n  shapes: [[64, 64]]\n")
+    config = cfg(shape={"mode": "file", "file": str(shapes)})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run_identity.json").write_text(json.dumps(identity_of(config, tmp_path)))
+    assert check_resume(run_dir, identity_of(config, tmp_path)) is True
+    shapes.write_text("exp:\n  shapes: [[128, 128]]\n")
+    with pytest.raises(UsageError, match=r"was measured with another content of its shape file .*shapes.yaml "
+                                         r"\(sha256 \w{12} then, \w{12} now\).*Fix: restore the file as it was"):
+        check_resume(run_dir, identity_of(config, tmp_path))

@@ -141,6 +141,12 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 f"{run_dir} was measured with other versions ({changed}); resuming it would mix "
                 "measurements of two. Fix: resume it where those versions are installed, or start a new "
                 "run dir with these.")
+        was_file, now_file = old.get("shape_file") or {}, identity.get("shape_file") or {}
+        if diff == ["shape_file"] and was_file.get("path") == now_file.get("path"):  # the file was edited
+            raise UsageError(
+                f"{run_dir} was measured with another content of its shape file {now_file.get('path')} (sha256 "
+                f"{str(was_file.get('sha256'))[:12]} then, {str(now_file.get('sha256'))[:12]} now); resuming it "
+                "would mix two shape lists. Fix: restore the file as it was, or start a new run dir.")
         here = set(identity.get("switch_env") or {}) - set(old.get("switch_env") or {})
         raise UsageError(
             f"{run_dir} holds a run made with other settings (its identity differs in: {', '.join(diff) or 'unknown'}"

@@ -85,6 +85,12 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
         "switch_env": recorded_switch_env(cfg, plan, backend, environ),
         "host": socket.gethostname(),
     }
+    shape = cfg.get("shape") or {}
+    if shape.get("mode") == "file" and shape.get("file"):
+        # The file's content is what is measured (its path alone: an edited file read as the same
+        # caliber and resumed); only runs of shape=file carry the key, so others hash as before.
+        path = Path(str(shape["file"])).expanduser().resolve()
+        identity["shape_file"] = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     identity = scrub(identity)  # a URL's password (FLAGGEMS_DB_URL, identity.env=[...]) is recorded masked
     identity["identity_hash"] = identity_hash(identity)
     identity["provenance"] = scrub(dict(provenance))
