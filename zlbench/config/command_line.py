@@ -13,7 +13,8 @@ from zlbench.config.keys import FREE, REMOVED, key_problem, settings
 from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES, conf_dir, register_schemas
 from zlbench.config.secrets import has_password, scrub
 from zlbench.config.validate import field_default, spell
-from zlbench.config.value_types import field_of, type_problem
+from zlbench.config.keys import field_of
+from zlbench.config.value_types import type_problem
 from zlbench.errors import UsageError
 
 TRUE = ("1", "true", "yes", "on")

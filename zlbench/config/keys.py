@@ -108,8 +108,6 @@ def _unknown(key: str, parent: Sequence[str], part: str, valid: List[str], value
     if len(names) > 1 and ratios[0] - ratios[1] >= 0.2:
         names = names[:1]  # one much the closer (ab.valu: values, not var)
     close = [f"{where + '.' if where else ''}{c}" for c in names]
-    from zlbench.config.value_types import takes_list
-
     if len(close) > 1 and value != "...":  # of two as close, the one that takes a value of this shape
         shaped = [c for c in close if takes_list(c, launchers) in (None, value.lstrip().startswith("["))]
         close = shaped or close
@@ -137,3 +135,40 @@ def unknown_keys(resolved: Mapping[str, Any]) -> List[str]:
 
     walk({k: v for k, v in resolved.items() if k != "hydra"}, "")
     return problems
+
+
+Field = Tuple[type, dataclasses.Field, Any]  # (the dataclass holding it, the field, its type)
+
+
+def field_of(key: str, launchers: Sequence[str] = ("local",)) -> Optional[Field]:
+    """The schema field a dotted key names, or None (a group, a free dict's entry, unknown)."""
+    cls: Any = ZlbenchConfig
+    found: Optional[Field] = None
+    for part in key.split("."):
+        if found is not None:
+            return None  # below a value (or a free dict: corpus.env.X)
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            return None
+        if cls is ZlbenchConfig and part == "launcher":
+            cls = next((LAUNCHER_SCHEMAS[n] for n in launchers if n in LAUNCHER_SCHEMAS), LAUNCHER_SCHEMAS["local"])
+            continue
+        if dataclasses.is_dataclass(hints[part]):
+            cls = hints[part]
+            continue
+        found = (cls, next(f for f in dataclasses.fields(cls) if f.name == part), hints[part])
+    return found
+
+
+def takes_list(key: str, launchers: Sequence[str] = ("local",)) -> Optional[bool]:
+    """Whether the setting a dotted key names takes a list; None where the key names no setting."""
+    found = field_of(key, launchers)
+    return None if found is None else typing.get_origin(base_type(found[2])[0]) in (list, typing.List)
+
+
+def base_type(hint: Any) -> Tuple[Any, bool]:
+    """(the type without Optional, whether null is allowed)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is typing.Union and len(args) == 1:
+        return args[0], True
+    return hint, False

@@ -8,53 +8,16 @@ import dataclasses
 import difflib
 import typing
 from enum import Enum
-from typing import Any, Iterable, Optional, Sequence, Tuple
+from typing import Any, Iterable, Optional, Sequence
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from zlbench.config.schema import LAUNCHER_SCHEMAS, ZlbenchConfig
+from zlbench.config.keys import base_type, field_of
 from zlbench.config.validate import field_default, rule_of, spell
 
-Field = Tuple[type, dataclasses.Field, Any]  # (the dataclass holding it, the field, its type)
-
-
-def field_of(key: str, launchers: Sequence[str] = ("local",)) -> Optional[Field]:
-    """The schema field a dotted key names, or None (a group, a free dict's entry, unknown)."""
-    cls: Any = ZlbenchConfig
-    found: Optional[Field] = None
-    for part in key.split("."):
-        if found is not None:
-            return None  # below a value (or a free dict: corpus.env.X)
-        hints = typing.get_type_hints(cls)
-        if part not in hints:
-            return None
-        if cls is ZlbenchConfig and part == "launcher":
-            cls = next((LAUNCHER_SCHEMAS[n] for n in launchers if n in LAUNCHER_SCHEMAS), LAUNCHER_SCHEMAS["local"])
-            continue
-        if dataclasses.is_dataclass(hints[part]):
-            cls = hints[part]
-            continue
-        found = (cls, next(f for f in dataclasses.fields(cls) if f.name == part), hints[part])
-    return found
-
-
-def takes_list(key: str, launchers: Sequence[str] = ("local",)) -> Optional[bool]:
-    """Whether the setting a dotted key names takes a list; None where the key names no setting."""
-    found = field_of(key, launchers)
-    return None if found is None else typing.get_origin(_base(found[2])[0]) in (list, typing.List)
-
-
-def _base(hint: Any) -> Tuple[Any, bool]:
-    """(the type without Optional, whether null is allowed)."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if typing.get_origin(hint) is typing.Union and len(args) == 1:
-        return args[0], True
-    return hint, False
-
-
 def _words(hint: Any) -> str:
-    base, nullable = _base(hint)
+    base, nullable = base_type(hint)
     origin = typing.get_origin(base)
     if base is bool:
         words = "true or false"
@@ -83,7 +46,7 @@ def _fits(cls: type, name: str, value: Any) -> bool:
 
 
 def _fix(key: str, f: dataclasses.Field, hint: Any, value: Any) -> str:
-    base, _ = _base(hint)
+    base, _ = base_type(hint)
     if typing.get_origin(base) in (list, typing.List) and isinstance(value, (str, int, float)) \
             and not isinstance(value, bool):
         return f"{key}=[{spell(value)}]"  # ops=exp -> ops=[exp]
@@ -104,7 +67,7 @@ def type_problem(key: str, values: Iterable[Any], launchers: Sequence[str] = ("l
     cls, f, hint = found
     values = list(values)
     scalars = all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values)
-    if len(values) > 1 and scalars and typing.get_origin(_base(hint)[0]) in (list, typing.List):
+    if len(values) > 1 and scalars and typing.get_origin(base_type(hint)[0]) in (list, typing.List):
         listed = ",".join(map(spell, values))  # ops=exp,softmax: a sweep of two runs, each refused
         return (f"{key}={listed} is a list without its brackets (a comma alone sweeps values). "
                 f"Fix: {key}=[{listed}].")
