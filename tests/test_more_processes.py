@@ -599,3 +599,45 @@ def test_a_killed_runs_spare_dirs_are_cleared_when_its_run_goes_on(tmp_path):
                            units=[SimpleNamespace(unit_id="main.r0.d0.s0", round=0)])
     assert spare_queues(plan, tmp_path, True, None) == {}
     assert sorted(p.name for p in (tmp_path / "units").iterdir()) == ["main.r0.d0.s0", "main.r1.d0.s0", "main.r3.d0.s1"]
+
+
+def test_the_shapes_before_a_wide_row_are_those_its_test_ran_before_it(tmp_path):
+    """A more pass times its test up to the wide row in the order the items run: an item that failed
+    in the first planned pass and ended ok in a later one keeps its place (it was placed by when it
+    first ended ok, after the items it runs before, whose shapes were then left out)."""
+    from types import SimpleNamespace
+
+    from zlbench.engine.more_processes import chosen_shapes
+    from zlbench.results.events import events_path
+
+    def unit(uid, r, items):
+        path = events_path(tmp_path, uid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        events = []
+        for t, (item, status) in enumerate(items):
+            events.append({"event": "start", "t": t, "node": item})
+            if status == "ok":
+                events.append({"event": "record", "t": t, "node": item, "timing": [{"calls": 1}, {"calls": 1}],
+                               "payload": {"op_name": "f", "dtype": "float32",
+                                           "result": [{"shape_detail": [[n]], "latency": 1.0} for n in (8, 64)]}})
+            events.append({"event": "end", "t": t + 0.5, "node": item, "status": status})
+        path.write_text("".join(json.dumps(e) + "\n" for e in events))
+        return SimpleNamespace(unit_id=uid, round=r)
+
+    a, b, c = (f"t.py::test_f[{x}]" for x in "abc")
+    plan = SimpleNamespace(processes=3, units=[unit("main.r0.d0.s0", 0, [(a, "ok"), (b, "failed"), (c, "ok")]),
+                                               unit("main.r1.d0.s0", 1, [(a, "ok"), (b, "ok"), (c, "ok")]),
+                                               unit("main.r2.d0.s0", 2, [(a, "ok"), (b, "ok"), (c, "ok")])])
+
+    def calls(wide_item):
+        shapes, shares = chosen_shapes(tmp_path, plan, [{"node": wide_item, "op": "f", "dtype": "float32",
+                                                         "shape": "[[8]]"}], True)
+        return {k.split("::")[1]: v["calls"] for k, v in shapes["t.py::test_f"].items()}, shares["t.py::test_f"]
+
+    assert calls(c) == ({"test_f[a]": [0, 1], "test_f[b]": [0, 1], "test_f[c]": [0]}, 5 / 6)
+    assert calls(b) == ({"test_f[a]": [0, 1], "test_f[b]": [0]}, 3 / 6)  # c, after it, never runs
+    # An item before the wide one that never ended ok in a planned pass: its calls are not known,
+    # so the node's more passes time everything (no entry), rather than skip what ran before the row.
+    plan.units = [unit(f"main.r{r}.d0.s0", r, [(a, "ok"), (b, "failed"), (c, "ok")]) for r in range(3)]
+    shapes, _ = chosen_shapes(tmp_path, plan, [{"node": c, "op": "f", "dtype": "float32", "shape": "[[8]]"}], True)
+    assert "t.py::test_f" not in shapes, shapes

@@ -385,9 +385,14 @@ def _more_regime(run: Path) -> str:
     if not extra:
         return "no more processes"
     shapes_file = run / "more_shapes.json"
-    chosen = shapes_file.is_file() and bool(json.loads(shapes_file.read_text()).get("nodes"))
+    nodes = json.loads(shapes_file.read_text()).get("nodes") if shapes_file.is_file() else None
+    # (an item's entry was the list of its calls before the calls a shape takes were recorded beside it)
+    calls = [c["calls"] if isinstance(c, dict) else c for items in (nodes or {}).values() for c in items.values()]
+    # since db6ea04 every item's calls run from its first (its test up to the wide row)
+    shapes = ("every shape" if not nodes else "each test up to its wide rows"
+              if all(c == list(range(len(c))) for c in calls) else "the wide rows' shapes only")
     base = any(r.get("latency_base") for r in extra)
-    return f"{'chosen shapes' if chosen else 'every shape'}, {'with' if base else 'without'} the baseline"
+    return f"{shapes}, {'with' if base else 'without'} the baseline"
 
 
 def more_by_regime(runs, as_json):
@@ -408,13 +413,14 @@ def more_by_regime(runs, as_json):
 
 def more(runs, as_json):
     """More processes against planned ones, row by row (module doc)."""
-    apart, expected, tested, shifts = [], 0.0, 0, []
+    apart, expected, tested, shifts, used = [], 0.0, 0, [], 0
     seen = set()  # a run unpacked from two archives counts once
     for run in runs:
         content = (run / "process_rows.jsonl").read_bytes() if (run / "process_rows.jsonl").is_file() else b""
         if content in seen:
             continue
         seen.add(content)
+        counted = tested
         plan = run / "plan.json"
         planned_k = (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
         by_row = defaultdict(lambda: ([], []))
@@ -431,9 +437,10 @@ def more(runs, as_json):
                 apart.append((run.name, k, shift))
                 if abs(shift) > 0.03:
                     shifts.append((run.name, k, shift, sorted(planned), sorted(extra)))
+        used += tested > counted
     out = {"rows": tested, "apart": len(apart), "expected_by_chance": expected,
            "more_faster": sum(a[2] < 0 for a in apart), "more_slower": sum(a[2] > 0 for a in apart)}
-    print(f"{tested} rows over {len(seen)} runs with >= 3 planned and >= 3 more processes: {len(apart)} completely "
+    print(f"{tested} rows over {used} runs with >= 3 planned and >= 3 more processes: {len(apart)} completely "
           f"apart (chance: {expected:.1f}); the more processes faster in {out['more_faster']}, slower in "
           f"{out['more_slower']}\n")
     print("| run | row | more / planned (median) | planned ms | more ms |\n|---|---|---|---|---|")
@@ -467,6 +474,8 @@ def main():
         import zlbench.results.process_stats as process_stats
 
         process_stats.PRIOR_DF = args.prior_df
+    if args.planned_only:
+        args.reaggregate = True  # rows made again from the planned processes' rows
     if args.what == "more" and args.by_regime:
         return more_by_regime(args.run_dirs, args.json)
     if args.what == "runs":

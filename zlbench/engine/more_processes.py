@@ -138,48 +138,57 @@ def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bo
     wanted: Dict[str, set] = {}
     for r in rows:
         wanted.setdefault(r.get("node") or "", set()).add((r.get("op"), r.get("dtype"), r.get("shape")))
-    places = _planned_places(run_dir, plan, set(wanted))
+    places, started = _planned_places(run_dir, plan, set(wanted))
     shapes: Dict[str, Dict[str, Dict[str, Any]]] = {}
     shares: Dict[str, float] = {}
     for node in sorted({base_node(item) for item in wanted}):
-        items = {item: places[item] for item in places if base_node(item) == node}
-        if any(v is None for v in items.values()) or any(
-                item not in items or not keys <= set(items[item][0])
-                for item, keys in wanted.items() if base_node(item) == node):
-            continue  # not found as planned: its more passes time every shape
-        chosen: Dict[str, Dict[str, Any]] = {}
-        made = total = 0
         # Every shape a planned pass timed before the last wanted one is timed too: a process that
         # skipped them (their tuning, compiles, allocations) read rows apart from the planned ones,
-        # the more processes faster in 28 of 39 rows apart (chance: 23 apart; RESULTS.md,
+        # the more processes faster in 27 of 38 rows apart (chance: 21 apart; RESULTS.md,
         # thirty-eighth session); what comes after a row cannot change it, and is left out.
-        wanted_at = [(n, max(i for i, k in enumerate(keys) if k in wanted.get(item, ())))
-                     for n, (item, (keys, _)) in enumerate(items.items())
-                     if any(k in wanted.get(item, ()) for k in keys)]
-        last_item, last_shape = max(wanted_at) if wanted_at else (-1, -1)
-        for n, (item, (keys, per_shape)) in enumerate(items.items()):
-            upto = len(keys) if n < last_item else last_shape + 1 if n == last_item else 0
-            chosen[item] = chosen_calls(list(range(upto)), 1 if baseline_off else per_shape)
+        order = [item for item in started if base_node(item) == node]  # as the items run
+        mine = {item: keys for item, keys in wanted.items() if base_node(item) == node}
+        if any(item not in order or places.get(item) is None or not keys <= set(places[item][0])
+               for item, keys in mine.items()):
+            continue  # not found as planned: its more passes time every shape
+        last = max(order.index(item) for item in mine)
+        if any(places.get(item) is None for item in order[:last]):
+            continue  # an item before it that never ended ok: its calls are not known, time everything
+        chosen: Dict[str, Dict[str, Any]] = {}
+        made = total = 0
+        for n, item in enumerate(order):
+            keys, per_shape = places.get(item) or ([], 1)
+            upto = (len(keys) if n < last else 0 if n > last else
+                    1 + max(i for i, k in enumerate(keys) if k in mine[item]))
+            if n <= last:
+                chosen[item] = chosen_calls(list(range(upto)), 1 if baseline_off else per_shape)
             made, total = made + upto, total + len(keys)
         shapes[node] = chosen
         shares[node] = made / total if total else 1.0
     return shapes, shares
 
 
-def _planned_places(run_dir: Path, plan, items: set) -> Dict[str, Optional[Tuple[List[tuple], int]]]:
-    """item -> (its rows' keys (op, dtype, shape) in the order a planned pass timed them, the timing
+def _planned_places(run_dir: Path, plan, items: set
+                    ) -> Tuple[Dict[str, Optional[Tuple[List[tuple], int]]], List[str]]:
+    """(item -> (its rows' keys (op, dtype, shape) in the order a planned pass timed them, the timing
     calls a shape took), for every item of the nodes of `items`, from the first planned unit that
-    measured it whole; None where its records do not say how their calls fit."""
+    measured it whole, None where its records do not say how their calls fit; the items in the order
+    the planned passes started them (pytest's order within a node: an item that failed in the first
+    pass and ended ok in a later one keeps its place))."""
     from zlbench.results.records import Row
 
     nodes = {base_node(i) for i in items}
     out: Dict[str, Optional[Tuple[List[tuple], int]]] = {}
+    started: List[str] = []
     for u in sorted(plan.units, key=lambda u: u.round):
         if u.round >= (plan.processes or 1):
             continue
         records: Dict[str, List[dict]] = {}
+        seen_here: List[str] = []
         for e in read_events(events_path(run_dir, u.unit_id)):
             item = e.get("node") or ""
+            if e.get("event") == "start" and base_node(item) in nodes and item not in seen_here:
+                seen_here.append(item)
             if base_node(item) not in nodes or item in out:
                 continue
             if e.get("event") == "start":
@@ -193,7 +202,11 @@ def _planned_places(run_dir: Path, plan, items: set) -> Dict[str, Optional[Tuple
                     keys += [(row.op, row.dtype, row.shape) for row in Row.from_record(rec["payload"], timing)]
                     calls |= {t.get("calls") for t in timing} if timing else {None}
                 out[item] = (keys, calls.pop()) if len(calls) == 1 and None not in calls else None
-    return out
+        for item in seen_here:  # a pass that ran more of a node than the ones before places the rest after
+            if item not in started:
+                at = max((started.index(i) for i in seen_here[:seen_here.index(item)] if i in started), default=-1)
+                started.insert(at + 1, item)
+    return out, started
 
 
 def planned_seconds(run_dir: Path, plan) -> float:

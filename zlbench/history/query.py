@@ -84,10 +84,9 @@ def resolve_run(store: Store, ref: str) -> dict:
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key.startswith(ref))).all()
     if not rows and is_path and (Path(ref) / "run_identity.json").is_file():
         rows = _same_run(store, Path(ref))
-    if not rows and is_path and Path(ref).is_dir() and not any(
-            (Path(ref) / name).is_file() for name in ("run_identity.json", "rows.jsonl", "ops_status.csv")):
+    if not rows and is_path and Path(ref).is_dir() and not (Path(ref) / "run_identity.json").is_file():
         # a folder (/tmp, a folder of runs) is no one run: importing it would scan all below it
-        raise UsageError(f"{ref} is not a run dir: it holds no run_identity.json, rows.jsonl or ops_status.csv. "
+        raise UsageError(f"{ref} is not a run dir: it holds no run_identity.json. "
                          "Fix: pass a run dir (the folder a run names in its `results in ...` line), a run id or "
                          f"a run key prefix (`python -m zlbench history {url_option(store)}list` shows them).")
     if not rows and is_path:
