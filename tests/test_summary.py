@@ -178,19 +178,43 @@ def test_an_ab_run_s_summary_has_no_processes_section():
     assert "1 row(s) measured in fewer processes than the 3 planned" in "\n".join(process_lines(plain, identity))
 
 
-def test_a_run_resumed_on_another_gpu_says_so():
+def test_a_run_resumed_on_another_gpu_says_so(tmp_path):
     """The device UUIDs its processes recorded under one index differ (a resume on another machine,
-    2026-12-05): summary.md says so, and what it means for a plain run's rows and for an A/B's."""
-    from zlbench.results.rundir import devices_swapped, swapped_note
+    2026-12-05): summary.md says so, and what it means for a plain run's rows; an A/B's note says
+    whether each node's two sides of a round ran on one GPU, from its processes' events."""
+    import json
+
+    from zlbench.report.run_report import gpus_note
+    from zlbench.results.rundir import devices_swapped, pairs_apart, swapped_note
 
     procs = [{"device": 0, "device_uuid": "326c3d9b-b1cb"}, {"device": 0, "device_uuid": "d4c8fff3-8ae9"},
              {"device": 1, "device_uuid": "aaaa0000-1111"}]
     identity = {"timer": {"processes": 3}, "processes": procs, "config": {"ab": {"var": None}}}
     assert devices_swapped(identity) == {0: ["326c3d9b-b1cb", "d4c8fff3-8ae9"]}
-    text = render_summary([row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1)], [], "t", identity)
+    note = swapped_note(identity, ab=False)
+    text = render_summary([row("exp", "benchmark/test_unary.py::test_exp", 0.2, 0.1)], [], "t", identity, note)
     assert "- **GPUs changed**: device 0 was 2 GPUs (326c3d9b, d4c8fff3)" in text
     assert "rows' processes ran on different GPUs" in text
-    assert "verdicts hold" in swapped_note(identity, ab=True)
     one_gpu = {**identity, "processes": procs[:1] + procs[2:]}  # two devices of a pool, one GPU each
     assert devices_swapped(one_gpu) == {} and swapped_note(one_gpu, ab=False) is None
-    assert "GPUs changed" not in render_summary([row("exp", "n", 0.2, 0.1)], [], "t", one_gpu)
+
+    # An A/B: round 0 on the first GPU; round 1 cut between its sides, the on side resumed elsewhere.
+    def unit(uid, uuid, pid, nodes):
+        path = tmp_path / "units" / uid / "events.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        events = [{"event": "process", "pid": pid, "facts": {"device_uuid": uuid}}]
+        events += [{"event": "record", "pid": pid, "node": n} for n in nodes]
+        path.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    unit("off.r0.d0.s0", "326c3d9b-b1cb", 1, ["t::a", "t::b"])
+    unit("on.r0.d0.s0", "326c3d9b-b1cb", 2, ["t::a", "t::b"])
+    unit("off.r1.d0.s0", "326c3d9b-b1cb", 3, ["t::a", "t::b"])
+    assert pairs_apart(tmp_path, ["off", "on"]) == (0, 2)
+    ab_identity = {**identity, "config": {"ab": {"var": "X", "sides": ["off", "on"]}}}
+    assert "each node's two sides of a round ran on one GPU (2 pairs" in gpus_note(tmp_path, ab_identity, ["off", "on"])
+    unit("on.r1.d0.s0", "d4c8fff3-8ae9", 4, ["t::a", "t::b"])
+    assert pairs_apart(tmp_path, ["off", "on"]) == (2, 4)
+    assert "2 of 4 node-round pairs ran their two sides on different GPUs" in gpus_note(
+        tmp_path, ab_identity, ["off", "on"])
+    # one side of an A/B in this run (ab.side=on): nothing is paired here, its rounds mix GPUs
+    assert "rows' processes ran on different GPUs" in gpus_note(tmp_path, ab_identity, ["on"])

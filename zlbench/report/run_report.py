@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
-from zlbench.results.rundir import (add_process_facts, load_plan, read_identity, resume_command, swapped_note,
-                                   why_not_measured)
+from zlbench.results.rundir import (add_process_facts, load_plan, pairs_apart, read_identity, resume_command,
+                                   swapped_note, why_not_measured)
 from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes, event_file_problems
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
@@ -79,6 +79,12 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
     return out
 
 
+def gpus_note(run_dir: Path, identity: Mapping[str, Any], sides: Sequence[str]) -> Optional[str]:
+    """swapped_note for this run: an A/B of both sides (`sides`: two) checks its pairs' GPUs."""
+    both = len(sides) == 2
+    return swapped_note(identity, ab=both, apart=pairs_apart(run_dir, sides) if both else None)
+
+
 def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mapping[str, Any],
               extra_caveats: Sequence[str] = (), cut: Sequence[Mapping] = (), plan: Optional[Mapping] = None,
               status_rows: Sequence[Mapping] = ()) -> Dict:
@@ -99,7 +105,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
                      caveats=list(extra_caveats) + shared_state_caveats(identity)
-                     + [n for n in [swapped_note(identity, ab=True)] if n],
+                     + [n for n in [gpus_note(run_dir, identity, sides)] if n],
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1),
                      failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES},
@@ -139,7 +145,9 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
     """summary.md's text, and what went into it ("ab": an interleaved A/B's result, else None;
     "warnings"), without writing anything: a run's end and `zlbench summary RUN_DIR` say the same."""
     cut = cut_nodes(status_rows)
-    text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity)
+    ab = (identity.get("config") or {}).get("ab") or {}
+    text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity,
+                          gpus_note(run_dir, identity, (ab.get("sides") or []) if ab.get("var") else []))
     warnings = event_file_problems(run_dir) + run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text

@@ -14,7 +14,6 @@ from zlbench.results.schema import (MARKER_BIMODAL, MARKER_FALLBACK, MARKER_NO_D
                                     MARKER_PROCESS_UNSTABLE, MARKER_THROTTLED, did_no_device_work,
                                     kernel_speedup)
 from zlbench.results.schema import short_dtype
-from zlbench.results.rundir import swapped_note
 from zlbench.results.schema import SEVERITY, STATUSES
 
 
@@ -314,8 +313,7 @@ def _worst_per_node(status_rows: List[dict]) -> Dict[str, str]:
     return worst
 
 
-def _identity_lines(identity: dict) -> List[str]:
-    note = swapped_note(identity, ab=bool(((identity.get("config") or {}).get("ab") or {}).get("var")))
+def _identity_lines(identity: dict, gpus_note: Optional[str] = None) -> List[str]:
     return [
         f"- backend: **{identity.get('backend', {}).get('name')}**, devices: "
         + ", ".join(f"{d['index']} ({d['name']})" for d in identity.get("devices", [])),
@@ -326,17 +324,18 @@ def _identity_lines(identity: dict) -> List[str]:
         f"{identity.get('autotune')}",
         f"- corpus: {identity.get('corpus', {}).get('name')} at {identity.get('corpus', {}).get('root')}",
         f"- identity: `{identity.get('identity_hash', '')[:16]}`",
-    ] + ([f"- **GPUs changed**: {note}"] if note else []) + [""]
+    ] + ([f"- **GPUs changed**: {gpus_note}"] if gpus_note else []) + [""]
 
 
 def render_summary(rows: List[dict], status_rows: List[dict], title: str,
-                   identity: Optional[dict] = None) -> str:
+                   identity: Optional[dict] = None, gpus_note: Optional[str] = None) -> str:
+    """gpus_note: where the run's processes ran on several GPUs under one device index (run_report.gpus_note)."""
     lines = [f"# {title}", ""]
     contention = contention_warning(rows)
     if contention:
         lines += [f"> **Warning**: {contention}", ""]
     if identity:
-        lines += _identity_lines(identity)
+        lines += _identity_lines(identity, gpus_note)
     lines += _status_lines(status_rows)
     lines += _results_lines(rows)
     lines += _marker_notes(rows)

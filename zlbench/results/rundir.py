@@ -102,17 +102,51 @@ def devices_swapped(identity: Optional[Mapping]) -> Dict[int, List[str]]:
     return {d: sorted(u) for d, u in sorted(seen.items()) if len(u) > 1}
 
 
-def swapped_note(identity: Optional[Mapping], ab: bool) -> Optional[str]:
+def pairs_apart(run_dir: Path, sides: Sequence[str]) -> Optional[tuple]:
+    """(node-round pairs whose two sides' records came from processes on different GPUs, pairs with
+    both sides recorded) of an A/B run, from its units' events (each process says its device UUID
+    at start; a unit id is side.rROUND.dDEVICE.sSHARD); None where no process said its UUID."""
+    uuids: Dict[tuple, set] = {}  # (node, round, side) -> UUIDs of the processes that recorded it
+    said = False
+    for path in sorted((run_dir / "units").glob("*/events.jsonl")):
+        side, _, rest = path.parent.name.partition(".r")
+        if side not in sides or not rest.split(".")[0].isdigit():
+            continue
+        r = int(rest.split(".")[0])
+        events = ev.read_events(path)
+        by_pid = {e.get("pid"): (e.get("facts") or {}).get("device_uuid") for e in events
+                  if e.get("event") == "process"}
+        said = said or any(by_pid.values())
+        for e in events:
+            if e.get("event") == "record" and by_pid.get(e.get("pid")):
+                uuids.setdefault((e.get("node"), r, side), set()).add(by_pid[e.get("pid")])
+    if not said:
+        return None
+    pairs = {(n, r) for n, r, _ in uuids if all((n, r, s) in uuids for s in sides)}
+    apart = sum(1 for n, r in pairs if len(set.union(*(uuids[(n, r, s)] for s in sides))) > 1)
+    return apart, len(pairs)
+
+
+def swapped_note(identity: Optional[Mapping], ab: bool, apart: Optional[tuple] = None) -> Optional[str]:
     """A caveat where devices_swapped finds any: which index was which GPUs, and what that means for
-    a plain run's rows (their processes mix GPUs) or an A/B's (each round pairs its sides on one)."""
+    a plain run's rows (their processes mix GPUs) or an A/B's of both sides (`apart`: pairs_apart)."""
     swapped = devices_swapped(identity)
     if not swapped:
         return None
     which = "; ".join(f"device {d} was {len(u)} GPUs ({', '.join(x[:8] for x in u)})" for d, u in swapped.items())
-    meaning = ("each round pairs its sides on one GPU, so the verdicts hold, but the A and B ms average over the "
-               "GPUs" if ab else "the rows' processes ran on different GPUs, so their values and intervals hold "
-               "what each GPU draws as a whole; a run of one GPU compares with its own kind")
-    return f"{which} (device UUIDs; a resume on another machine): {meaning}"
+    if not ab:
+        meaning = ("the rows' processes ran on different GPUs, so their values and intervals hold what each GPU "
+                   "draws as a whole; a run of one GPU compares with its own kind")
+    elif apart is None:
+        meaning = "whether each node's two sides of a round shared a GPU is not known (no process said its UUID)"
+    elif apart[0] == 0:
+        meaning = (f"each node's two sides of a round ran on one GPU ({apart[1]} pairs, by their processes' "
+                   "UUIDs), so its ratios hold, but the A and B ms average over the GPUs")
+    else:
+        meaning = (f"{apart[0]} of {apart[1]} node-round pairs ran their two sides on different GPUs: their ratios "
+                   "hold what the GPUs differ by (a round cut between its sides and resumed elsewhere); "
+                   "rerun the run on one machine")
+    return f"{which} (device UUIDs: the run was resumed or requeued on another machine): {meaning}"
 
 
 def resume_command(run_dir: Path, unset: Sequence[str] = ()) -> str:
