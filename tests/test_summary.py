@@ -218,3 +218,10 @@ def test_a_run_resumed_on_another_gpu_says_so(tmp_path):
         tmp_path, ab_identity, ["off", "on"])
     # one side of an A/B in this run (ab.side=on): nothing is paired here, its rounds mix GPUs
     assert "rows' processes ran on different GPUs" in gpus_note(tmp_path, ab_identity, ["on"])
+
+
+def test_percentages_never_read_in_exponent_form():
+    """A CPU process slowed by load made an interval 6.6 times its row: summary.md read '6.6e+02%'."""
+    from zlbench.report.summary import _pct
+
+    assert [_pct(x) for x in (0.064, 0.31, 1.0, 6.6, 12.345, None)] == ["6.4%", "31%", "100%", "660%", "1234%", "-"]

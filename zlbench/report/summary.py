@@ -150,7 +150,8 @@ def _placement_lines(calls) -> List[str]:
 
 
 def _pct(x: Optional[float]) -> str:
-    return "-" if x is None else f"{100 * x:.2g}%"
+    """Two significant digits, never in exponent form (an interval 6.6 times its latency: 660%)."""
+    return "-" if x is None else f"{100 * x:.0f}%" if abs(x) >= 1 else f"{100 * x:.2g}%"
 
 
 def timing_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]:
