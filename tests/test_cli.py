@@ -61,8 +61,10 @@ def test_backend_aliases_are_normalized_in_sweeps():
 
 
 def test_unknown_backend_fails_before_anything_runs():
-    with pytest.raises(UsageError, match="unknown backend 'tpu'"):
+    with pytest.raises(UsageError, match="unknown backend 'tpu'") as e:
         normalize_argv(["backend=tpu"], {})
+    # its Fix works on any machine (a CPU-only one too), not an example of one vendor
+    assert "Fix: backend=<name>, or backend=auto (the first vendor with a device here, else the CPU)" in str(e.value)
     with pytest.raises(UsageError, match="unknown backend"):
         normalize_argv([], {"ZL_BACKEND": "bogus"})
 

@@ -46,7 +46,7 @@ def canonical_name(name: str) -> str:
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise UsageError(
         f"unknown backend '{name}'.{hint} Valid backends (aliases): {listing}; or auto. "
-        "Fix: backend=<name>, e.g. backend=cuda."
+        "Fix: backend=<name>, or backend=auto (the first vendor with a device here, else the CPU)."
     )
 
 

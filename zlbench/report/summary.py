@@ -235,7 +235,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
     lines = ["## Processes", "",
              "- each row is the median over its benchmark processes (" + ", ".join(
                  f"{k}: {v} row(s)" for k, v in sorted(counts.items(), reverse=True)) + "); its interval "
-             "(`latency_ci`) is a 95% interval for the value another run of this caliber would report"
+             "(`latency_ci` in rows.jsonl, beside `processes`) is a 95% interval for the value "
+             "another run of this caliber would report"
              + (f"; {len(measured) - len(with_ci)} row(s) have none (one process, and no row of its timer to "
                 "borrow from)" if len(with_ci) < len(measured) else ""),
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
