@@ -102,9 +102,10 @@ def cmd_import(args) -> int:
     url = (find_store(args.url, create=True)[0] if args.url
            else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
     url = normalize_url(url)
-    if sqlite_file(url) is not None:
+    db_file = sqlite_file(url)
+    if db_file is not None:
         # import builds a store: its folder too (a run's store.url with a missing folder stays an error)
-        _made(sqlite_file(url).parent, "--url")
+        _made(db_file.parent, "--url")
     records, skipped = [], {}  # skipped: a log's index in records -> its malformed lines (--skip-bad-lines)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():

@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
-from zlbench.results.rundir import (add_process_facts, load_plan, pairs_apart, read_identity, resume_command,
-                                   swapped_note, why_not_measured)
+from zlbench.results.rundir import (add_process_facts, devices_swapped, load_plan, pairs_apart, read_identity,
+                                   resume_command, swapped_note, why_not_measured)
 from zlbench.results.tables import collect, load_artifacts, run_pinning_problems, stopped_nodes, event_file_problems
 from zlbench.report.overview import LARGE
 from zlbench.report.summary import contention_warning, render_summary
@@ -80,8 +80,11 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
 
 
 def gpus_note(run_dir: Path, identity: Mapping[str, Any], sides: Sequence[str]) -> Optional[str]:
-    """swapped_note for this run: an A/B of both sides (`sides`: two) checks its pairs' GPUs."""
+    """swapped_note for this run (`sides`: its plan's); an A/B of both sides checks its pairs' GPUs,
+    reading its units' events only where a device index was several GPUs."""
     both = len(sides) == 2
+    if not devices_swapped(identity):
+        return None
     return swapped_note(identity, ab=both, apart=pairs_apart(run_dir, sides) if both else None)
 
 
@@ -104,8 +107,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      side_label(ab['var'], identity['sides'][sides[1]].get(ab['var']), sides[1]),
                      threshold=float(ab.get("threshold", 0.02)), artifacts_a=artifacts.get(sides[0], {}),
                      artifacts_b=artifacts.get(sides[1], {}), aa=bool(ab.get("aa")),
-                     caveats=list(extra_caveats) + shared_state_caveats(identity)
-                     + [n for n in [gpus_note(run_dir, identity, sides)] if n],
+                     caveats=list(extra_caveats) + shared_state_caveats(identity),
                      stops=stopped_nodes(run_dir, plan) if plan else {}, rounds=rounds, cut={c["test_node"] for c in cut},
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1),
                      failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES},
@@ -145,9 +147,9 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
     """summary.md's text, and what went into it ("ab": an interleaved A/B's result, else None;
     "warnings"), without writing anything: a run's end and `zlbench summary RUN_DIR` say the same."""
     cut = cut_nodes(status_rows)
-    ab = (identity.get("config") or {}).get("ab") or {}
-    text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity,
-                          gpus_note(run_dir, identity, (ab.get("sides") or []) if ab.get("var") else []))
+    sides = [s["name"] for s in plan["sides"]]
+    gpus = gpus_note(run_dir, identity, sides)  # once: summary.md's line and ab.md's caveat
+    text = render_summary(rows, status_rows, run_title(identity, run_dir) + title_suffix, identity, gpus)
     warnings = event_file_problems(run_dir) + run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
@@ -156,7 +158,6 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
         text += (f"\n> The run limit (launcher.run_timeout_s) stopped {left_out} node run(s) of the more passes "
                  "(nodes whose processes disagreed): their rows are from the processes that ran; the run is "
                  "whole.\n")
-    sides = [s["name"] for s in plan["sides"]]
     if cut:
         why_cut = why_cut or why_not_measured(s.get("reason") or "" for s in cut)  # zlbench collect
         ab_sides = len(sides) if identity["config"]["ab"]["name"] != "none" else 0
@@ -167,6 +168,7 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
     if len(sides) == 2:
         caveat = [f"run cut short: {len(cut)} node-side pair(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
+        caveat += [gpus] if gpus else []
         result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan, status_rows)
         text = result["markdown"] + "\n" + text
     elif ab["name"] != "none":
