@@ -375,12 +375,17 @@ def offsets(runs, as_json):
         Path(as_json).write_text(json.dumps(out, indent=1) + "\n")
 
 
+def _planned_processes(run: Path) -> int:
+    """timer.processes of a run (its plan.json; 3, the default, where the raw results kept none)."""
+    plan = run / "plan.json"
+    return (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
+
+
 def _more_regime(run: Path) -> str:
     """How a run's more processes measured, read from the run itself: every shape of their tests or
     the chosen ones only (more_shapes.json, since 33239d0), with the baseline or without it
     (corpus.baseline_off_args, 9279d69 to 2026-12-05)."""
-    plan = run / "plan.json"
-    planned_k = (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
+    planned_k = _planned_processes(run)
     extra = [r for r in _rows(run / "process_rows.jsonl") if (r.get("round") or 0) >= planned_k]
     if not extra:
         return "no more processes"
@@ -421,8 +426,7 @@ def more(runs, as_json):
             continue
         seen.add(content)
         counted = tested
-        plan = run / "plan.json"
-        planned_k = (json.loads(plan.read_text()).get("processes") if plan.exists() else None) or 3
+        planned_k = _planned_processes(run)
         by_row = defaultdict(lambda: ([], []))
         for r in _rows(run / "process_rows.jsonl"):
             if r.get("status") == "ok" and r.get("latency"):
