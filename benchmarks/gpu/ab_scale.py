@@ -99,8 +99,11 @@ def ab_facts(run: Path) -> Dict:
 
 
 def node_walls(run: Path) -> Dict:
-    """Where a node-level run's time went: wall per round (first start to last end, both sides) and,
-    per node of round 1, the first side's timed run against the second side's compile-only probe."""
+    """Where a node-level run's time went: wall per round (first start to last end, both sides), when
+    each round was done counted from the run's first launch (the issue's "every row at ab.min_rounds
+    within 10 minutes": round min_rounds - 1's; a resumed run's count holds the time between its
+    calls), and, per node of round 1, the first side's timed run against the second side's
+    compile-only probe."""
     plan = json.loads((run / "plan.json").read_text())
     spans: Dict[int, List[float]] = defaultdict(list)
     # Per device: first start to last end, and the time its nodes ran (on several devices a round's
@@ -111,6 +114,7 @@ def node_walls(run: Path) -> Dict:
     probed: Dict[str, float] = {}
     home = {n: u["device"] for u in plan["units"] for n in u["nodes"]}
     taken = set()  # (node, round) another device took from its home device (zlbench/engine/stealing.py)
+    launches: List[float] = []
     for u in plan["units"]:
         for name, into in (("events.jsonl", timed), ("probe.jsonl", probed)):
             path = run / "units" / u["unit_id"] / name
@@ -120,7 +124,9 @@ def node_walls(run: Path) -> Dict:
             for line in path.read_text().splitlines():
                 e = json.loads(line)
                 dev = str(u.get("device"))
-                if e["event"] == "start":
+                if e["event"] == "launch":
+                    launches.append(e["t"])
+                elif e["event"] == "start":
                     starts[e["node"]] = e["t"]
                     spans[u["round"]].append(e["t"])
                     dev_times[dev].append(e["t"])
@@ -134,7 +140,9 @@ def node_walls(run: Path) -> Dict:
                     if u["round"] == 0 and (name == "probe.jsonl" or e["node"] not in into):
                         into[e["node"].split("::")[-1]] = round(e["t"] - starts[e["node"]], 2)
     t0 = min((t for ts in dev_times.values() for t in ts), default=0.0)
+    launched = min(launches, default=t0)
     return {"round_wall_s": {r: round(max(t) - min(t), 1) for r, t in sorted(spans.items())},
+            "round_done_at_s": {r: round(max(t) - launched, 1) for r, t in sorted(spans.items())},
             "device_span_s": {d: [round(min(t) - t0, 1), round(max(t) - t0, 1)] for d, t in sorted(dev_times.items())},
             "device_timed_s": {d: round(b, 1) for d, b in sorted(dev_busy.items())},
             "rounds_taken_across_devices": len(taken),

@@ -21,7 +21,10 @@ apart), run-to-run |ln ratio| (p50/p90/max; rows >= 5 us; all FlagGems rows) and
 `timeline`: per benchmark process (plain units), from its events: start-up (launch to the gate:
 imports, collection), the wait at the gate (a process started ahead: launcher.prestart), measuring
 (gate to session end: its nodes), teardown (session end to exit); and the run's wall, first launch
-to last exit.
+to last exit. Then per node, over the planned passes: its wall and the part spent in the graph
+timer's calls (warm-up, where a fresh process tunes, capture and replays): where a pass' time goes.
+`more --min-more N`: count rows with N or more more processes (default 3; one a row is a weak test
+a row, a count over many).
 `runlevel`: runs of the same setting: per row >= 100 us measured in 3 or more processes in every run,
 the variance of the runs' medians less what the processes' spread inside each run explains
 (their variance times Var(median of K) / Var(one)); the mean and median of that excess over rows,
@@ -52,6 +55,7 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Dict, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from zlbench.results.process_stats import median_var_factor  # noqa: E402
@@ -258,7 +262,8 @@ def timeline(runs, as_json):
                           "preload_late_s": gate.get("preload_late_s") if gate else None})
             first = launch if first is None else min(first, launch)
             last = exited if last is None or (exited and exited > last) else last
-        out[str(run)] = {"wall_s": (last - first) if first and last else None, "processes": procs}
+        out[str(run)] = {"wall_s": (last - first) if first and last else None, "processes": procs,
+                         "nodes": _node_walls(run)}
         print(f"### {run.name}: wall {out[str(run)]['wall_s']:.1f} s (first launch to last exit)\n")
         print("| process | start-up (s) | waited at gate (s) | preload (late) (s) | measuring (s) | nodes' wall (s) | teardown (s) |")
         print("|---|---|---|---|---|---|---|")
@@ -268,8 +273,42 @@ def timeline(runs, as_json):
             print(f"| {pr['unit']} | {f(pr['startup_s'])} | {f(pr['waited_s'])} | {pre} | {f(pr['measuring_s'])} | "
                   f"{f(pr['nodes_s'])} | {f(pr['teardown_s'])} |")
         print()
+        nodes = out[str(run)]["nodes"]
+        if nodes:
+            print("| node (planned passes) | wall (s, median) | in the timer (s): warm-up (a fresh process tunes there), capture, replays | share |")
+            print("|---|---|---|---|")
+            for node, (wall, captures) in sorted(nodes.items(), key=lambda kv: -kv[1][0]):
+                print(f"| {node} | {wall:.2f} | {captures:.2f} | {100 * captures / wall if wall else 0:.0f}% |")
+            total = sum(w for w, _ in nodes.values())
+            print(f"| all | {total:.2f} | {sum(c for _, c in nodes.values()):.2f} | "
+                  f"{100 * sum(c for _, c in nodes.values()) / total if total else 0:.0f}% |\n")
     if as_json:
         Path(as_json).write_text(json.dumps(out, indent=1))
+
+
+def _node_walls(run: Path) -> Dict[str, Tuple[float, float]]:
+    """node -> (its wall, the seconds between its calls' capture and captured events: the graph
+    timer's measure(), i.e. the warm-up, where a fresh process tunes, the capture and the replays
+    (timer.rep a call)), medians over the planned passes."""
+    planned_k = _planned_processes(run)
+    walls, captures = defaultdict(list), defaultdict(list)
+    for unit in sorted((run / "units").glob("*")):
+        parts = unit.name.split(".")
+        if len(parts) < 2 or not parts[1].startswith("r") or int(parts[1][1:] or 0) >= planned_k:
+            continue
+        node, opened, inside = None, None, 0.0
+        for e in _rows(unit / "events.jsonl"):
+            kind = e.get("event")
+            if kind == "start":
+                node, inside = e["node"].split("::")[-1], 0.0
+            elif kind == "capture":
+                opened = e["t"]
+            elif kind == "captured" and opened is not None:
+                inside, opened = inside + e["t"] - opened, None
+            elif kind == "end" and node:
+                walls[node].append(e.get("wall_s") or 0.0)
+                captures[node].append(inside)
+    return {n: (statistics.median(walls[n]), statistics.median(captures[n])) for n in walls}
 
 
 def runlevel(runs, as_json, min_ms=0.1):
@@ -400,7 +439,7 @@ def _more_regime(run: Path) -> str:
     return f"{shapes}, {'with' if base else 'without'} the baseline"
 
 
-def more_by_regime(runs, as_json):
+def more_by_regime(runs, as_json, min_more=3):
     """`more` for each group of runs whose more processes measured alike (_more_regime)."""
     groups = defaultdict(list)
     for run in runs:
@@ -410,14 +449,16 @@ def more_by_regime(runs, as_json):
         if label == "no more processes":
             continue
         print(f"### more processes: {label}\n")
-        results[label] = more(groups[label], None)
+        results[label] = more(groups[label], None, min_more)
         print()
     if as_json:
         Path(as_json).write_text(json.dumps(results, indent=1) + "\n")
 
 
-def more(runs, as_json):
-    """More processes against planned ones, row by row (module doc)."""
+def more(runs, as_json, min_more=3):
+    """More processes against planned ones, row by row (module doc): rows with >= 3 planned and
+    >= min_more more processes (one more process is apart, above or below all 3 planned, by chance
+    half the time: a weak test a row, a count over many rows)."""
     apart, expected, tested, shifts, used = [], 0.0, 0, [], 0
     seen = set()  # a run unpacked from two archives counts once
     for run in runs:
@@ -432,7 +473,7 @@ def more(runs, as_json):
             if r.get("status") == "ok" and r.get("latency"):
                 by_row[_key(r)][(r.get("round") or 0) >= planned_k].append(r["latency"])
         for k, (planned, extra) in by_row.items():
-            if len(planned) < 3 or len(extra) < 3:
+            if len(planned) < 3 or len(extra) < min_more:
                 continue
             tested += 1
             expected += 2 / math.comb(len(planned) + len(extra), len(extra))
@@ -444,7 +485,7 @@ def more(runs, as_json):
         used += tested > counted
     out = {"rows": tested, "apart": len(apart), "expected_by_chance": expected,
            "more_faster": sum(a[2] < 0 for a in apart), "more_slower": sum(a[2] > 0 for a in apart)}
-    print(f"{tested} rows over {used} runs with >= 3 planned and >= 3 more processes: {len(apart)} completely "
+    print(f"{tested} rows over {used} runs with >= 3 planned and >= {min_more} more processes: {len(apart)} completely "
           f"apart (chance: {expected:.1f}); the more processes faster in {out['more_faster']}, slower in "
           f"{out['more_slower']}\n")
     print("| run | row | more / planned (median) | planned ms | more ms |\n|---|---|---|---|---|")
@@ -466,6 +507,8 @@ def main():
                    help="runs: rows made again from process_rows.jsonl by this checkout's process_stats")
     p.add_argument("--by-regime", action="store_true",
                    help="more: apart for each way the runs' more processes measured (shapes, baseline)")
+    p.add_argument("--min-more", type=int, default=3,
+                   help="more: the fewest more processes a row needs to be counted (default 3)")
     p.add_argument("--planned-only", action="store_true",
                    help="runs --reaggregate: rows from the planned processes alone (the more processes left out)")
     p.add_argument("--intervals-of", action="append", metavar="RUN",
@@ -480,8 +523,8 @@ def main():
         process_stats.PRIOR_DF = args.prior_df
     if args.planned_only:
         args.reaggregate = True  # rows made again from the planned processes' rows
-    if args.what == "more" and args.by_regime:
-        return more_by_regime(args.run_dirs, args.json)
+    if args.what == "more":
+        return (more_by_regime if args.by_regime else more)(args.run_dirs, args.json, args.min_more)
     if args.what == "runs":
         return runs_report(args.run_dirs, args.json, args.graph_only, args.reaggregate, args.intervals_of,
                            args.planned_only)
