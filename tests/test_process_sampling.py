@@ -642,3 +642,32 @@ def test_an_unstable_rows_interval_stays_near_what_its_processes_drew():
         span = max(values) / min(values)
         assert min(values) / span == pytest.approx(lo) and hi == pytest.approx(max(values) * span), (lo, hi)
     assert lo > 2.44  # the 2.44 ms the row read in a run before: outside, a move
+
+
+def test_an_even_count_of_processes_in_two_clusters_reads_a_value_one_of_them_drew():
+    # Set J's max_pool2d row on an H100 (RESULTS.md, thirty-ninth session): 3 planned processes and 1
+    # more, two at each autotune pick; the mean of the middle two (15.7 us) was drawn by none.
+    rng = random.Random(5)
+    drawn = [0.01914, 0.01224, 0.01226, 0.01928]  # rounds 0-2 planned, 3 the more process
+    rows = aggregate(quiet_run(rng) + proc_rows(drawn, op="picky", base=[0.0148] * 4), 3)
+    row = next(r for r in rows if r["op"] == "picky")
+    assert MARKER_PROCESS_UNSTABLE in row["markers"]
+    assert row["latency"] == 0.01226  # the planned processes' median, not 0.0157
+    assert row["speedup"] == pytest.approx(0.0148 / 0.01226)
+    lo, hi = row["latency_ci"]
+    assert lo < 0.01224 and hi > 0.01928  # the interval still holds both picks
+    # Round order decides, not the order the rows came in: the same processes listed backwards.
+    shuffled = quiet_run(random.Random(5)) + list(reversed(proc_rows(drawn, op="picky", base=[0.0148] * 4)))
+    assert next(r for r in aggregate(shuffled, 3) if r["op"] == "picky")["latency"] == 0.01226
+    # The other cluster where the planned processes drew it twice.
+    other = aggregate(quiet_run(random.Random(5)) + proc_rows([0.01224, 0.01914, 0.01928, 0.01226], op="picky"), 3)
+    assert next(r for r in other if r["op"] == "picky")["latency"] == 0.01914
+
+
+def test_an_even_count_of_processes_that_agree_keeps_the_mean_of_the_middle_two():
+    rows = aggregate(quiet_run(random.Random(6)) + proc_rows([0.0500, 0.0502, 0.0501, 0.0503], op="calm"), 3)
+    row = next(r for r in rows if r["op"] == "calm")
+    assert MARKER_PROCESS_UNSTABLE not in row["markers"]
+    assert row["latency"] == pytest.approx(0.05015)
+    lo, hi = row["latency_ci"]
+    assert lo < 0.05015 < hi

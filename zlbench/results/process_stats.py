@@ -5,7 +5,8 @@ when it allocates (autotune picks, input placement, runtime state) moves a row b
 replays inside one process agree within 0.3% (benchmarks/gpu/RESULTS.md). A plain run measures
 every node in K processes (timer.processes); each row here reports
 
-- `latency`: the median over its processes (and `latency_base` the same for the baseline);
+- `latency`: the median over its processes (and `latency_base` the same for the baseline), a value
+  a process drew where they read apart (middle);
 - `processes`: how many processes measured it;
 - `latency_ci` = [lo, hi] ms: a 95% prediction interval for the value another run of the same
   caliber (K processes again) would report: the processes' spread, and a small run-level share
@@ -210,7 +211,6 @@ class _Spread:
 
         ys = self.logs[key]
         n = len(ys)
-        center = statistics.median(ys)
         pooled = self.pooled.get(self.stratum[key], self.everything)
         unstable = False
         if n >= 2 and pooled:
@@ -222,6 +222,7 @@ class _Spread:
             var, df = self.var[key], n - 1
         else:
             return self._one_process_interval(key, processes), False
+        center = math.log(middle([math.exp(y) for y in ys], unstable))  # the row's value (_row)
         # Another run's median is over as many processes as this row's (a node that got more
         # processes here, for disagreeing ones, gets them there too), at least the planned ones.
         other = max(n, processes)
@@ -235,6 +236,22 @@ class _Spread:
                          math.sqrt(stats.t.ppf(0.5 + LEVEL / 2, pool_df) ** 2 * typical * 2 + runs_part))
             lo, hi = max(lo, min(ys) - margin), min(hi, max(ys) + margin)
         return [math.exp(lo), math.exp(hi)], unstable
+
+
+def middle(values: Sequence[float], apart: bool = False) -> float:
+    """A row's value over its processes, `values` (latencies) in the order the processes ran: their
+    median. Where the processes read apart (BENCHMARK_PROCESS_UNSTABLE: an
+    autotune pick drawn per process) and their count is even, the mean of the two middle values
+    can be one that no process drew, between two clusters (set J's max_pool2d [64,256,14,14], 3
+    planned processes and 1 more at 19.1, 12.2, 12.3, 19.3 us, read 15.7 us and a speedup none of
+    its kernels gives; RESULTS.md, thirty-ninth session): there it is the middle value nearer the
+    median of all but the latest process (an odd count: for 3 planned and 1 more, the planned
+    processes' median)."""
+    if not apart or len(values) % 2 or len(values) < 4:
+        return statistics.median(values)
+    low, high = statistics.median_low(values), statistics.median_high(values)
+    ref = statistics.median(values[:-1])
+    return low if ref - low <= high - ref else high
 
 
 def relative_width(row: Mapping) -> Optional[float]:
@@ -297,6 +314,8 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
             measured[k].append(r)
         else:
             others.setdefault(k, r)
+    for rs in measured.values():  # in the order the processes ran (middle)
+        rs.sort(key=lambda r: r.get("round") or 0)
     # A row that timed an empty replay (no device work) gets no interval: nanoseconds of replay
     # noise say nothing of processes, and its rows stay out of the strata.
     spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()
@@ -319,7 +338,8 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
 
 def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: int) -> dict:
     latencies = sorted(r["latency"] for r in rs)
-    median = statistics.median(latencies)
+    ci, unstable = spread.interval(key, processes) if key in spread.logs else (None, False)
+    median = middle([r["latency"] for r in rs], unstable)  # rs: in the order the processes ran
 
     def nearest(field: str = "latency") -> dict:
         """The process nearest the median among those that measured `field` (a plain run's more
@@ -328,8 +348,7 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
         return min(having, key=lambda r: (abs(math.log(r["latency"] / median)), r.get("round") or 0))
 
     rep = nearest()
-    row = {**rep, "round": None, "unit": None, "latency": median, "processes": len(rs)}
-    row["latency_ci"], unstable = spread.interval(key, processes) if key in spread.logs else (None, False)
+    row = {**rep, "round": None, "unit": None, "latency": median, "processes": len(rs), "latency_ci": ci}
     reasons = []
     if unstable:
         reasons.append(f"{OP_READ_APART}{', '.join(f'{v:.4g}' for v in latencies)} ms")
@@ -337,10 +356,11 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
         src = nearest(field)
         if src.get(field):
             row[field] = src[field] * src["latency"] / median
-    bases = sorted(r["latency_base"] for r in rs if r.get("latency_base"))
+    bases = [r["latency_base"] for r in rs if r.get("latency_base")]
     if bases:
-        row["latency_base"] = statistics.median(bases)
         ci_base, unstable_base = base.interval(key, processes) if key in base.logs else (None, False)
+        row["latency_base"] = middle(bases, unstable_base)
+        bases.sort()
         src = nearest("latency_base")
         row["timer_used_base"] = src.get("timer_used_base")
         row["timing_base"] = {**(src.get("timing_base") or {}), "latency_ci": ci_base, "processes": len(bases)}
