@@ -653,6 +653,7 @@ def test_an_even_count_of_processes_in_two_clusters_reads_a_value_one_of_them_dr
     row = next(r for r in rows if r["op"] == "picky")
     assert MARKER_PROCESS_UNSTABLE in row["markers"]
     assert row["latency"] == 0.01226  # the planned processes' median, not 0.0157
+    assert "(an even count: the row reads 0.01226," in row["marker_reason"]
     assert row["speedup"] == pytest.approx(0.0148 / 0.01226)
     lo, hi = row["latency_ci"]
     assert lo < 0.01224 and hi > 0.01928  # the interval still holds both picks

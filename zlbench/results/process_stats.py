@@ -336,6 +336,14 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
     return out
 
 
+def _picked(values: Sequence[float], value: float) -> str:
+    """What a reason adds where middle() took one of the two middle values (an even count), so that
+    the row's value is not mistaken for the median of the values listed."""
+    if len(values) % 2 or value == statistics.median(values):
+        return ""
+    return f" (an even count: the row reads {value:.4g}, the middle one nearer the earlier processes' median)"
+
+
 def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: int) -> dict:
     latencies = sorted(r["latency"] for r in rs)
     ci, unstable = spread.interval(key, processes) if key in spread.logs else (None, False)
@@ -351,7 +359,7 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
     row = {**rep, "round": None, "unit": None, "latency": median, "processes": len(rs), "latency_ci": ci}
     reasons = []
     if unstable:
-        reasons.append(f"{OP_READ_APART}{', '.join(f'{v:.4g}' for v in latencies)} ms")
+        reasons.append(f"{OP_READ_APART}{', '.join(f'{v:.4g}' for v in latencies)} ms{_picked(latencies, median)}")
     for field in ("gbps", "tflops"):  # throughputs scale inversely with the latency
         src = nearest(field)
         if src.get(field):
@@ -368,7 +376,8 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
             row["gbps_base"] = src["gbps_base"] * src["latency_base"] / row["latency_base"]
         row["speedup"] = row["latency_base"] / median
         if unstable_base:
-            reasons.append(f"torch processes read {', '.join(f'{v:.4g}' for v in bases)} ms")
+            reasons.append(f"torch processes read {', '.join(f'{v:.4g}' for v in bases)} ms"
+                           f"{_picked(bases, row['latency_base'])}")
     markers = sorted({m for r in rs for m in (r.get("markers") or [])})
     if reasons:
         markers.append(MARKER_PROCESS_UNSTABLE)
