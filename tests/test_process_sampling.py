@@ -665,6 +665,21 @@ def test_an_even_count_of_processes_in_two_clusters_reads_a_value_one_of_them_dr
     assert next(r for r in other if r["op"] == "picky")["latency"] == 0.01914
 
 
+@pytest.mark.parametrize("drawn", [
+    [0.0200, 0.0300, 0.0201, 0.0301, 0.0202, 0.0302],  # 3 planned and 3 more, 3 at each pick
+    [0.0191, 0.0122, 0.0123, 0.0193, 0.0124, 0.0192],
+    [0.0200, 0.0300, 0.0201, 0.0301, 0.0202, 0.0302, 0.0203, 0.0303],
+])
+def test_an_even_split_of_six_or_eight_processes_keeps_every_pick_inside_its_interval(drawn):
+    # The row reads one pick (middle); another run may read the other, so its interval holds both.
+    rows = aggregate(quiet_run(random.Random(5)) + proc_rows(drawn, op="picky"), 3)
+    row = next(r for r in rows if r["op"] == "picky")
+    assert MARKER_PROCESS_UNSTABLE in row["markers"]
+    assert row["latency"] == statistics.median(drawn[:-1]) and row["latency"] in drawn
+    lo, hi = row["latency_ci"]
+    assert lo <= min(drawn) and hi >= max(drawn)
+
+
 def test_an_even_count_of_processes_that_agree_keeps_the_mean_of_the_middle_two():
     rows = aggregate(quiet_run(random.Random(6)) + proc_rows([0.0500, 0.0502, 0.0501, 0.0503], op="calm"), 3)
     row = next(r for r in rows if r["op"] == "calm")

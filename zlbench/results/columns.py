@@ -78,7 +78,8 @@ ROW_COLUMNS: Tuple[Column, ...] = (
          "of a record whose shapes read alike: `<shape> #n`)", store=True),
     _row("legacy_shape", JSON, "the corpus' own shape value", store=True, source=RESULT),
     _row("latency_base", FLOAT, "the baseline's (torch) latency", "ms", store=True, source=RESULT),
-    _row("latency", FLOAT, "the alternative's (e.g. FlagGems) latency; over processes: their median", "ms",
+    _row("latency", FLOAT, "the alternative's (e.g. FlagGems) latency; over processes: their median (an even count "
+         "that reads apart: the median of all but the latest, a value one of them drew)", "ms",
          store=True, source=RESULT),
     _row("speedup", FLOAT, "latency_base / latency as the corpus reports it", "x", store=True, source=RESULT),
     _row("gbps_base", FLOAT, "the baseline's bandwidth", "GB/s", store=True, source=RESULT),

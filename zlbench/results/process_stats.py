@@ -235,6 +235,10 @@ class _Spread:
             margin = max(max(ys) - min(ys),  # or by what two of its stratum's processes differ by
                          math.sqrt(stats.t.ppf(0.5 + LEVEL / 2, pool_df) ** 2 * typical * 2 + runs_part))
             lo, hi = max(lo, min(ys) - margin), min(hi, max(ys) + margin)
+            if _drops_latest(n, unstable):  # it reads one of the middle two (middle), off the
+                # centre of what its processes drew, and another run may read the other pick: the
+                # span is in (an odd count's median has its t interval around it, as before)
+                lo, hi = min(lo, min(ys)), max(hi, max(ys))
         return [math.exp(lo), math.exp(hi)], unstable
 
 
@@ -244,14 +248,16 @@ def middle(values: Sequence[float], apart: bool = False) -> float:
     autotune pick drawn per process) and their count is even, the mean of the two middle values
     can be one that no process drew, between two clusters (set J's max_pool2d [64,256,14,14], 3
     planned processes and 1 more at 19.1, 12.2, 12.3, 19.3 us, read 15.7 us and a speedup none of
-    its kernels gives; RESULTS.md, thirty-ninth session): there it is the middle value nearer the
-    median of all but the latest process (an odd count: for 3 planned and 1 more, the planned
-    processes' median)."""
-    if not apart or len(values) % 2 or len(values) < 4:
-        return statistics.median(values)
-    low, high = statistics.median_low(values), statistics.median_high(values)
-    ref = statistics.median(values[:-1])
-    return low if ref - low <= high - ref else high
+    its kernels gives; RESULTS.md, thirty-ninth session): there it is the median of all but the
+    latest process, an odd count, so one of the two middle values (for 3 planned and 1 more: the
+    planned processes' median)."""
+    return statistics.median(values[:-1] if _drops_latest(len(values), apart) else values)
+
+
+def _drops_latest(n: int, apart: bool) -> bool:
+    """Whether middle() leaves the latest process out (the median of an odd count is one of the
+    two middle values of the even one)."""
+    return apart and n >= 4 and n % 2 == 0
 
 
 def relative_width(row: Mapping) -> Optional[float]:
