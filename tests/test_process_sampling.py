@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import random
+import re
 import statistics
 from collections import defaultdict
 
@@ -324,6 +325,13 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
         assert r["timing_base"]["latency_ci"][0] <= r["latency_base"] <= r["timing_base"]["latency_ci"][1]
     summary = (d / "summary.md").read_text()
     assert "## Processes" in summary and f"{k}: {len(rows)} row(s)" in summary
+    # Where its wall went, pass by pass, and what trades time for what it samples.
+    time_part = summary.split("## Time", 1)[1]
+    took = re.search(rf"- (\d+) s with a benchmark process alive: {k} planned pass\(es\) measured ((?:[\d.]+, )*[\d.]+) s",
+                     time_part)
+    assert took and len(took.group(2).split(", ")) == k, time_part
+    assert "more pass" not in time_part  # none on the CPU
+    assert "- to spend less: `timer.share_tuning=true`" in time_part and "`timer.processes=1`" in time_part
     # ops_status counts a node's rows once, not once per process; run.log holds each row once.
     status = (d / "ops_status.csv").read_text().splitlines()[1:]
     assert {line.split(",")[4] for line in status} == {str(len(rows) // 2)}
@@ -557,7 +565,9 @@ def test_one_process_per_node_says_its_rows_carry_no_process_level_interval(run_
     rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     assert rows and all(r["processes"] is None and r["latency_ci"] is None for r in rows)
     assert not (res.run_dir / "process_rows.jsonl").exists()
-    assert "no process-level interval" in (res.run_dir / "summary.md").read_text()
+    summary = (res.run_dir / "summary.md").read_text()
+    assert "no process-level interval" in summary
+    assert "1 planned pass(es) measured" in summary and "to spend less" not in summary
 
 
 def test_passes_spread_a_nodes_processes_over_the_devices_each_with_its_own_claims(tmp_path):
@@ -589,6 +599,7 @@ def test_an_aa_at_defaults_runs_every_round_in_fresh_side_processes(run_zlbench)
     pids = {(side, rnd): pid for _, _, side, rnd, _, pid, _ in runs}
     assert len(pids) == 6 and len(set(pids.values())) == 6, runs  # 2 sides x 3 rounds, 6 processes
     assert "process effects not sampled" not in (res.run_dir / "ab.md").read_text()
+    assert "## Time" not in (res.run_dir / "summary.md").read_text()  # a plain run's passes only
     resident = run_zlbench(*AB_CORPUS, "ops=[live_op]", "ab.aa=true", "ab.rounds=3", "ab.min_rounds=3",
                            "store.url=none", "ab.respawn_every=0", run_dir=res.run_dir.parent / "resident")
     assert resident.returncode == 0, resident.stderr[-3000:]

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from zlbench.config.schema import TimerConf
-from zlbench.results.events import (base_node, events_path, node_seconds, process_spans, read_events,
-                                    startup_seconds)
+from zlbench.results.events import (alive_seconds, base_node, events_path, node_seconds, process_spans,
+                                    read_events, startup_seconds)
 
 # The least share of a node's planned pass a more pass that times some of its shapes is counted at.
 MIN_SHARE = 0.25
@@ -212,14 +212,7 @@ def _planned_places(run_dir: Path, plan, items: set
 def planned_seconds(run_dir: Path, plan) -> float:
     """The wall the planned passes took: the time any of their processes lived (devices side by side
     counted once; a resumed run's pause not at all)."""
-    spans = sorted(s for u in plan.units for s in process_spans(read_events(events_path(run_dir, u.unit_id))))
-    total, end = 0.0, None
-    for begin, finish in spans:
-        if end is None or begin > end:
-            total, end = total + finish - begin, finish
-        elif finish > end:
-            total, end = total + finish - end, finish
-    return total
+    return alive_seconds(s for u in plan.units for s in process_spans(read_events(events_path(run_dir, u.unit_id))))
 
 
 def pass_seconds(run_dir: Path, plan, nodes: Sequence[str],

@@ -153,6 +153,7 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
     warnings = event_file_problems(run_dir) + run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
+    text += "".join(f"{line}\n" for line in [""] + time_lines(run_dir, plan, identity)) if len(sides) == 1 else ""
     left_out = more_processes_left_out(run_dir, plan)
     if left_out:
         text += (f"\n> The run limit (launcher.run_timeout_s) stopped {left_out} node run(s) of the more passes "
@@ -226,6 +227,51 @@ def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Map
     verdicts = [t["verdict"] for t in ab_result["rows"]] if ab_result is not None else []
     return run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)),
                     dead_axis=is_dead(ab_result, identity, allow_dead))
+
+
+def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, Any]) -> List[str]:
+    """summary.md's ## Time of a plain run, from its processes' events: the wall they were alive,
+    what each pass measured (its nodes' seconds), the first process' start-up (the later ones start
+    while one before measures, launcher.prestart), and the settings that trade time for what the
+    run samples. [] where no process left events (a run dir made before they were kept)."""
+    measured: Dict[int, float] = {}
+    more, spans, first = set(), [], None
+    for u in plan.get("units", []):
+        events = ev.read_events(ev.events_path(run_dir, u["unit_id"]))
+        took = ev.node_seconds(events)
+        spans += ev.process_spans(events)
+        if not took:
+            continue
+        measured[u["round"]] = measured.get(u["round"], 0.0) + sum(took.values())
+        if u.get("more_pass"):
+            more.add(u["round"])
+        launched = next((e["t"] for e in events if e.get("event") == "launch"), None)
+        if launched is not None and (first is None or launched < first[0]):
+            first = (launched, ev.startup_seconds(events))
+
+    def listed(rounds: List[int]) -> str:
+        return ", ".join(f"{measured[r]:.1f}" for r in rounds) + " s"
+
+    if not spans or not measured:
+        return []
+    planned = sorted(r for r in measured if r not in more)
+    extra = sorted(more)
+    devices = len(plan.get("devices") or [])
+    line = (f"- {ev.alive_seconds(spans):.0f} s with a benchmark process alive: "
+            f"{len(planned)} planned pass(es) measured {listed(planned)}"
+            + (f", {len(extra)} more pass(es) {listed(extra)}" if extra else "")
+            + (f" (their nodes' seconds, {devices} devices together)" if devices > 1 else "")
+            + (f"; the first process' start-up (imports, collection) {first[1]:.1f} s" if first and first[1] else ""))
+    timer = (identity.get("config") or {}).get("timer") or {}
+    if int(plan.get("processes") or 1) < 2:
+        return ["## Time", "", line]
+    spend = [f"`timer.more_budget` (the more passes' wall as a share of the planned passes', now "
+             f"{timer.get('more_budget', 0.5):g})"] if extra else []
+    if not timer.get("share_tuning"):
+        spend.append("`timer.share_tuning=true` (the processes share their autotune picks: cheaper where "
+                     "tuning dominates, and blind to that luck)")
+    spend.append("`timer.processes=1` (one pass: rows with no process-level interval)")
+    return ["## Time", "", line, "- to spend less: " + "; ".join(spend)]
 
 
 def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:

@@ -203,6 +203,18 @@ def process_spans(events: Iterable[dict]) -> List[Tuple[float, float]]:
     return spans
 
 
+def alive_seconds(spans: Iterable[Tuple[float, float]]) -> float:
+    """The seconds that any of these (begin, end) spans covers, overlaps counted once: the wall
+    processes side by side on several devices took, a resumed run's pause left out."""
+    total, end = 0.0, None
+    for begin, finish in sorted(spans):
+        if end is None or begin > end:
+            total, end = total + finish - begin, finish
+        elif finish > end:
+            total, end = total + finish - end, finish
+    return total
+
+
 def stopped(events: Iterable[dict]) -> Dict[str, dict]:
     """base node id -> the A/B scheduler's decision not to run it in this unit (not live, settled):
     done, not unfinished, and not a status of the node."""
