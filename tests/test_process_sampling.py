@@ -331,7 +331,9 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
                      time_part)
     assert took and len(took.group(2).split(", ")) == k, time_part
     assert "more pass" not in time_part  # none on the CPU
-    assert "- to spend less: `timer.share_tuning=true`" in time_part and "`timer.processes=1`" in time_part
+    # On the CPU processes start one after another, and nothing tunes: no share_tuning to offer.
+    assert f"over its {k} processes, each started when the one before ended" in time_part, time_part
+    assert "- to spend less: `timer.processes=1`" in time_part and "share_tuning" not in time_part
     # ops_status counts a node's rows once, not once per process; run.log holds each row once.
     status = (d / "ops_status.csv").read_text().splitlines()[1:]
     assert {line.split(",")[4] for line in status} == {str(len(rows) // 2)}
@@ -698,3 +700,40 @@ def test_an_even_count_of_processes_that_agree_keeps_the_mean_of_the_middle_two(
     assert row["latency"] == pytest.approx(0.05015)
     lo, hi = row["latency_ci"]
     assert lo < 0.05015 < hi
+
+
+def _unit_events(path, t0, nodes, seconds, ahead=0.0, exited=True, bad_t=False):
+    """A benchmark process' events: launch, gate, its nodes one after another, exit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    evs = [{"event": "launch", "t": t0}, {"event": "gate", "t": t0 + 2 + ahead, "reached": t0 + 2}]
+    t = t0 + 2 + ahead
+    for n in nodes:
+        evs += [{"event": "start", "t": t, "node": n}, {"event": "end", "t": t + seconds, "node": n, "status": "ok"}]
+        t += seconds
+    if exited:
+        evs += [{"event": "session_end", "t": t}, {"event": "exited", "t": t + 0.5}]
+    if bad_t:
+        evs.append({"event": "end", "t": "soon", "node": nodes[0], "status": "ok"})
+    path.write_text("".join(json.dumps(e) + "\n" for e in evs))
+
+
+def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_out(tmp_path):
+    from zlbench.report.run_report import time_lines
+
+    nodes = ["t.py::test_a", "t.py::test_b"]
+    units = [{"unit_id": f"main.r{r}.d0.s0", "round": r, "prestart": 1 if r else 0, "more_pass": r == 3}
+             for r in range(4)]
+    for r, t0 in enumerate((0.0, 5.0, 10.0, 15.0)):
+        _unit_events(tmp_path / "units" / units[r]["unit_id"] / "events.jsonl", t0, nodes if r < 3 else nodes[:1],
+                     2.0, ahead=0.0 if r == 0 else 3.0, exited=r != 2, bad_t=r == 1)
+    plan = {"processes": 3, "devices": [0], "units": units}
+    identity = {"config": {"ab": {"name": "none"}}, "backend": {"name": "cuda"},
+                "timer": {"processes": 3, "more_budget": 0.3, "share_tuning": True}}
+    lines = time_lines(tmp_path, plan, identity)
+    assert lines[0] == "## Time"
+    assert "3 planned pass(es) measured 4.0, 4.0, 4.0 s, 1 more pass(es) 2.0 s" in lines[2], lines
+    assert "the first process' start-up (imports, collection) 2.0 s (the later ones started" in lines[2]
+    # what the run was set to, not the defaults; share_tuning already on is not offered again
+    assert "now 0.3)" in lines[3] and "share_tuning" not in lines[3], lines
+    # An A/B's rounds are not passes: ab.md speaks for them.
+    assert time_lines(tmp_path, plan, {**identity, "config": {"ab": {"name": "demo_fused_softmax"}}}) == []

@@ -231,23 +231,31 @@ def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Map
 
 def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, Any]) -> List[str]:
     """summary.md's ## Time of a plain run, from its processes' events: the wall they were alive,
-    what each pass measured (its nodes' seconds), the first process' start-up (the later ones start
-    while one before measures, launcher.prestart), and the settings that trade time for what the
-    run samples. [] where no process left events (a run dir made before they were kept)."""
+    what each pass measured (its nodes' seconds), the start-ups that were not hidden (where
+    processes start ahead, launcher.prestart, only the first's), and the settings that trade time
+    for what the run samples. [] where no process left events (a run dir made before they were
+    kept), and for A/B runs (their rounds are ab.md's)."""
+    if ((identity.get("config") or {}).get("ab") or {}).get("name", "none") != "none":
+        return []
     measured: Dict[int, float] = {}
-    more, spans, first = set(), [], None
+    more, spans, startups = set(), [], []
     for u in plan.get("units", []):
-        events = ev.read_events(ev.events_path(run_dir, u["unit_id"]))
+        # events whose time is not a number (an edited or damaged file) say nothing of time
+        events = [e for e in ev.read_events(ev.events_path(run_dir, u["unit_id"]))
+                  if isinstance(e.get("t"), (int, float))]
+        lived = ev.process_spans(events)
+        launched = [e["t"] for e in events if e.get("event") == "launch"]
+        if not lived and launched:  # killed with its run: no exit, alive until its last event
+            lived = [(launched[0], events[-1]["t"])]
+        spans += lived
         took = ev.node_seconds(events)
-        spans += ev.process_spans(events)
         if not took:
             continue
         measured[u["round"]] = measured.get(u["round"], 0.0) + sum(took.values())
         if u.get("more_pass"):
             more.add(u["round"])
-        launched = next((e["t"] for e in events if e.get("event") == "launch"), None)
-        if launched is not None and (first is None or launched < first[0]):
-            first = (launched, ev.startup_seconds(events))
+        if launched and ev.startup_seconds(events) is not None:
+            startups.append((launched[0], ev.startup_seconds(events)))
 
     def listed(rounds: List[int]) -> str:
         return ", ".join(f"{measured[r]:.1f}" for r in rounds) + " s"
@@ -257,17 +265,27 @@ def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, An
     planned = sorted(r for r in measured if r not in more)
     extra = sorted(more)
     devices = len(plan.get("devices") or [])
+    ahead = any(u.get("prestart") for u in plan.get("units", []))
+    startups.sort()
+    if not startups:
+        started = ""
+    elif ahead or len(startups) == 1:
+        started = (f"; the first process' start-up (imports, collection) {startups[0][1]:.1f} s"
+                   + (" (the later ones started while one before measured)" if len(startups) > 1 else ""))
+    else:
+        started = (f"; start-ups (imports, collection) {sum(t for _, t in startups):.1f} s over its "
+                   f"{len(startups)} processes, each started when the one before ended")
     line = (f"- {ev.alive_seconds(spans):.0f} s with a benchmark process alive: "
             f"{len(planned)} planned pass(es) measured {listed(planned)}"
             + (f", {len(extra)} more pass(es) {listed(extra)}" if extra else "")
-            + (f" (their nodes' seconds, {devices} devices together)" if devices > 1 else "")
-            + (f"; the first process' start-up (imports, collection) {first[1]:.1f} s" if first and first[1] else ""))
-    timer = (identity.get("config") or {}).get("timer") or {}
+            + (f" (each the seconds of its nodes, on {devices} devices together)" if devices > 1 else "")
+            + started)
+    timer = identity.get("timer") or {}
     if int(plan.get("processes") or 1) < 2:
         return ["## Time", "", line]
     spend = [f"`timer.more_budget` (the more passes' wall as a share of the planned passes', now "
              f"{timer.get('more_budget', 0.5):g})"] if extra else []
-    if not timer.get("share_tuning"):
+    if not timer.get("share_tuning") and (identity.get("backend") or {}).get("name") != "cpu":
         spend.append("`timer.share_tuning=true` (the processes share their autotune picks: cheaper where "
                      "tuning dominates, and blind to that luck)")
     spend.append("`timer.processes=1` (one pass: rows with no process-level interval)")
