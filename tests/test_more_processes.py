@@ -70,9 +70,9 @@ def test_the_node_whose_processes_disagree_gets_more_processes_and_the_others_do
     with open(res.run_dir / "ops_status.csv") as f:
         assert {r["op"]: r["status"] for r in csv.DictReader(f)} == dict.fromkeys(counts, "ok")
     summary = (res.run_dir / "summary.md").read_text()
-    assert "5: 2 row(s), 3: 4 row(s)" in summary and "1 node(s) got more processes than the 3 planned" in summary, summary
+    assert "(2 row(s) in 5, 4 row(s) in 3 processes)" in summary and "1 node(s) got more processes than the 3 planned" in summary, summary
     assert "the more processes timed the op only, the baseline is the planned 3'" in summary, summary
-    assert "3 planned pass(es) measured" in summary and ", 2 more pass(es) " in summary, summary
+    assert "3 planned pass(es) (a process each" in summary and ", 2 more pass(es) (for tests whose processes read apart)" in summary, summary
     assert "`timer.more_budget` (the more passes' wall as a share of the planned passes', now 100)" in summary
 
     # A resume of the finished run measures nothing again, and no node gets more a second time.

@@ -324,15 +324,15 @@ def test_a_plain_run_at_defaults_measures_every_node_in_several_processes(run_zl
         assert r["latency"] == pytest.approx(values[len(values) // 2] if k % 2 else sum(values[k // 2 - 1:k // 2 + 1]) / 2)
         assert r["timing_base"]["latency_ci"][0] <= r["latency_base"] <= r["timing_base"]["latency_ci"][1]
     summary = (d / "summary.md").read_text()
-    assert "## Processes" in summary and f"{k}: {len(rows)} row(s)" in summary
+    assert "## Processes" in summary and f"({len(rows)} row(s) in {k} processes)" in summary
     # Where its wall went, pass by pass, and what trades time for what it samples.
     time_part = summary.split("## Time", 1)[1]
-    took = re.search(rf"- (\d+) s with a benchmark process alive: {k} planned pass\(es\) measured ((?:[\d.]+, )*[\d.]+) s",
-                     time_part)
+    took = re.search(rf"- (\d+) s of benchmark processes running: {k} planned pass\(es\) \(a process each, timing "
+                     rf"every selected test once\) spent ((?:[\d.]+, )*[\d.]+) s in their tests", time_part)
     assert took and len(took.group(2).split(", ")) == k, time_part
     assert "more pass" not in time_part  # none on the CPU
     # On the CPU processes start one after another, and nothing tunes: no share_tuning to offer.
-    assert f"over its {k} processes, each started when the one before ended" in time_part, time_part
+    assert "s in all, each process starting when the one before ended" in time_part, time_part
     assert "- to spend less: `timer.processes=1`" in time_part and "share_tuning" not in time_part
     # ops_status counts a node's rows once, not once per process; run.log holds each row once.
     status = (d / "ops_status.csv").read_text().splitlines()[1:]
@@ -569,7 +569,7 @@ def test_one_process_per_node_says_its_rows_carry_no_process_level_interval(run_
     assert not (res.run_dir / "process_rows.jsonl").exists()
     summary = (res.run_dir / "summary.md").read_text()
     assert "no process-level interval" in summary
-    assert "1 planned pass(es) measured" in summary and "to spend less" not in summary
+    assert "1 planned pass(es) (a process each" in summary and "to spend less" not in summary
 
 
 def test_passes_spread_a_nodes_processes_over_the_devices_each_with_its_own_claims(tmp_path):
@@ -731,8 +731,9 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
                 "timer": {"processes": 3, "more_budget": 0.3, "share_tuning": True}}
     lines = time_lines(tmp_path, plan, identity)
     assert lines[0] == "## Time"
-    assert "3 planned pass(es) measured 4.0, 4.0, 4.0 s, 1 more pass(es) 2.0 s" in lines[2], lines
-    assert "the first process' start-up (imports, collection) 2.0 s (the later ones started" in lines[2]
+    assert ("3 planned pass(es) (a process each, timing every selected test once) spent 4.0, 4.0, 4.0 s in their "
+            "tests, 1 more pass(es) (for tests whose processes read apart) 2.0 s") in lines[2], lines
+    assert "start-up (torch import, pytest collection) 2.0 s for the first process; the later ones started" in lines[2]
     # what the run was set to, not the defaults; share_tuning already on is not offered again
     assert "now 0.3)" in lines[3] and "share_tuning" not in lines[3], lines
     # An A/B's rounds are not passes: ab.md speaks for them.

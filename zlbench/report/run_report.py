@@ -267,18 +267,21 @@ def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, An
     devices = len(plan.get("devices") or [])
     ahead = any(u.get("prestart") for u in plan.get("units", []))
     startups.sort()
+    what = "start-up (torch import, pytest collection)"
     if not startups:
         started = ""
-    elif ahead or len(startups) == 1:
-        started = (f"; the first process' start-up (imports, collection) {startups[0][1]:.1f} s"
-                   + (" (the later ones started while one before measured)" if len(startups) > 1 else ""))
+    elif len(startups) == 1:
+        started = f"; {what} {startups[0][1]:.1f} s"
+    elif ahead:
+        started = (f"; {what} {startups[0][1]:.1f} s for the first process; the later ones started while "
+                   "one before measured")
     else:
-        started = (f"; start-ups (imports, collection) {sum(t for _, t in startups):.1f} s over its "
-                   f"{len(startups)} processes, each started when the one before ended")
-    line = (f"- {ev.alive_seconds(spans):.0f} s with a benchmark process alive: "
-            f"{len(planned)} planned pass(es) measured {listed(planned)}"
-            + (f", {len(extra)} more pass(es) {listed(extra)}" if extra else "")
-            + (f" (each the seconds of its nodes, on {devices} devices together)" if devices > 1 else "")
+        started = (f"; {what} {sum(t for _, t in startups):.1f} s in all, each process starting when the "
+                   "one before ended")
+    line = (f"- {ev.alive_seconds(spans):.0f} s of benchmark processes running: {len(planned)} planned "
+            f"pass(es) (a process each, timing every selected test once) spent {listed(planned)} in their tests"
+            + (f", {len(extra)} more pass(es) (for tests whose processes read apart) {listed(extra)}" if extra else "")
+            + (f" (each pass' tests on {devices} devices together)" if devices > 1 else "")
             + started)
     timer = identity.get("timer") or {}
     if int(plan.get("processes") or 1) < 2:

@@ -234,9 +234,10 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
     unstable = [r for r in measured if MARKER_PROCESS_UNSTABLE in (r.get("markers") or [])]
     lines = ["## Processes", "",
              "- each row is the median over its benchmark processes (" + ", ".join(
-                 f"{k}: {v} row(s)" for k, v in sorted(counts.items(), reverse=True)) + "); its interval "
+                 f"{v} row(s) in {k}" for k, v in sorted(counts.items(), reverse=True)) + " processes); its interval "
              "(`latency_ci` in rows.jsonl, beside `processes`) is a 95% interval for the value "
-             "another run of this caliber would report"
+             "another run with these settings would report, its spread moderated by the run's rows of its "
+             "size and timer (a run of few tests: by all its rows)"
              + (f"; {len(measured) - len(with_ci)} row(s) have none (one process, and no row of its timer to "
                 "borrow from)" if len(with_ci) < len(measured) else ""),
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
