@@ -702,7 +702,7 @@ def test_an_even_count_of_processes_that_agree_keeps_the_mean_of_the_middle_two(
     assert lo < 0.05015 < hi
 
 
-def _unit_events(path, t0, nodes, seconds, ahead=0.0, exited=True, bad_t=False):
+def _write_process_events(path, t0, nodes, seconds, ahead=0.0, exited=True, bad_t=False):
     """A benchmark process' events: launch, gate, its nodes one after another, exit."""
     path.parent.mkdir(parents=True, exist_ok=True)
     evs = [{"event": "launch", "t": t0}, {"event": "gate", "t": t0 + 2 + ahead, "reached": t0 + 2}]
@@ -724,7 +724,7 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     units = [{"unit_id": f"main.r{r}.d0.s0", "round": r, "prestart": 1 if r else 0, "more_pass": r == 3}
              for r in range(4)]
     for r, t0 in enumerate((0.0, 5.0, 10.0, 15.0)):
-        _unit_events(tmp_path / "units" / units[r]["unit_id"] / "events.jsonl", t0, nodes if r < 3 else nodes[:1],
+        _write_process_events(tmp_path / "units" / units[r]["unit_id"] / "events.jsonl", t0, nodes if r < 3 else nodes[:1],
                      2.0, ahead=0.0 if r == 0 else 3.0, exited=r != 2, bad_t=r == 1)
     plan = {"processes": 3, "devices": [0], "units": units}
     identity = {"config": {"ab": {"name": "none"}}, "backend": {"name": "cuda"},
