@@ -222,7 +222,7 @@ class _Spread:
             var, df = self.var[key], n - 1
         else:
             return self._one_process_interval(key, processes), False
-        center = math.log(middle([math.exp(y) for y in ys], unstable))  # the row's value (_row)
+        center = middle(ys, unstable)  # the row's value (_row): a median of logs is the log of one
         # Another run's median is over as many processes as this row's (a node that got more
         # processes here, for disagreeing ones, gets them there too), at least the planned ones.
         other = max(n, processes)
@@ -243,8 +243,8 @@ class _Spread:
 
 
 def middle(values: Sequence[float], apart: bool = False) -> float:
-    """A row's value over its processes, `values` (latencies) in the order the processes ran: their
-    median. Where the processes read apart (BENCHMARK_PROCESS_UNSTABLE: an
+    """A row's value over its processes, `values` (latencies, or their logs) in the order the
+    processes ran: their median. Where the processes read apart (BENCHMARK_PROCESS_UNSTABLE: an
     autotune pick drawn per process) and their count is even, the mean of the two middle values
     can be one that no process drew, between two clusters (set J's max_pool2d [64,256,14,14], 3
     planned processes and 1 more at 19.1, 12.2, 12.3, 19.3 us, read 15.7 us and a speedup none of
