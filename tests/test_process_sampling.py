@@ -718,7 +718,7 @@ def _write_process_events(path, t0, nodes, seconds, ahead=0.0, exited=True, bad_
 
 
 def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_out(tmp_path):
-    from zlbench.report.run_report import time_lines
+    from zlbench.report.run_report import time_lines, unit_events
 
     nodes = ["t.py::test_a", "t.py::test_b"]
     units = [{"unit_id": f"main.r{r}.d0.s0", "round": r, "prestart": 1 if r else 0, "more_pass": r == 3}
@@ -729,7 +729,7 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     plan = {"processes": 3, "devices": [0], "units": units}
     identity = {"config": {"ab": {"name": "none"}}, "backend": {"name": "cuda"},
                 "timer": {"processes": 3, "more_budget": 0.3, "share_tuning": True}}
-    lines = time_lines(tmp_path, plan, identity)
+    lines = time_lines(plan, identity, unit_events(tmp_path, plan))
     assert lines[0] == "## Time"
     assert ("3 planned pass(es) (a process each, timing every selected test once) spent 4.0, 4.0, 4.0 s in their "
             "tests, 1 more pass(es) (for tests whose processes read apart) 2.0 s") in lines[2], lines
@@ -737,4 +737,4 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     # what the run was set to, not the defaults; share_tuning already on is not offered again
     assert "now 0.3)" in lines[3] and "share_tuning" not in lines[3], lines
     # An A/B's rounds are not passes: ab.md speaks for them.
-    assert time_lines(tmp_path, plan, {**identity, "config": {"ab": {"name": "demo_fused_softmax"}}}) == []
+    assert time_lines(plan, {**identity, "config": {"ab": {"name": "demo_fused_softmax"}}}, unit_events(tmp_path, plan)) == []

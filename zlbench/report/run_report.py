@@ -153,8 +153,11 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
     warnings = event_file_problems(run_dir) + run_pinning_problems(run_dir)
     if warnings:
         text = "".join(f"> **Warning**: {w}\n" for w in warnings) + "\n" + text
-    text += "".join(f"{line}\n" for line in [""] + time_lines(run_dir, plan, identity)) if len(sides) == 1 else ""
-    left_out = more_processes_left_out(run_dir, plan)
+    # read once, for the Time section and the more passes' stops: both a plain run's only
+    events = unit_events(run_dir, plan) if identity["config"]["ab"]["name"] == "none" else {}
+    timed = time_lines(plan, identity, events)
+    text += "\n" + "\n".join(timed) + "\n" if timed else ""
+    left_out = more_processes_left_out(plan, events)
     if left_out:
         text += (f"\n> The run limit (launcher.run_timeout_s) stopped {left_out} node run(s) of the more passes "
                  "(nodes whose processes disagreed): their rows are from the processes that ran; the run is "
@@ -229,7 +232,12 @@ def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Map
                     dead_axis=is_dead(ab_result, identity, allow_dead))
 
 
-def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, Any]) -> List[str]:
+def unit_events(run_dir: Path, plan: Mapping[str, Any]) -> Dict[str, List[dict]]:
+    """unit id -> its events, for every unit of the plan."""
+    return {u["unit_id"]: ev.read_events(ev.events_path(run_dir, u["unit_id"])) for u in plan.get("units", [])}
+
+
+def time_lines(plan: Mapping[str, Any], identity: Mapping[str, Any], events_of: Mapping[str, List[dict]]) -> List[str]:
     """summary.md's ## Time of a plain run, from its processes' events: the wall they were alive,
     what each pass measured (its nodes' seconds), the start-ups that were not hidden (where
     processes start ahead, launcher.prestart, only the first's), and the settings that trade time
@@ -241,8 +249,7 @@ def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, An
     more, spans, startups = set(), [], []
     for u in plan.get("units", []):
         # events whose time is not a number (an edited or damaged file) say nothing of time
-        events = [e for e in ev.read_events(ev.events_path(run_dir, u["unit_id"]))
-                  if isinstance(e.get("t"), (int, float))]
+        events = [e for e in events_of.get(u["unit_id"], []) if isinstance(e.get("t"), (int, float))]
         lived = ev.process_spans(events)
         launched = [e["t"] for e in events if e.get("event") == "launch"]
         if not lived and launched:  # killed with its run: no exit, alive until its last event
@@ -254,8 +261,9 @@ def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, An
         measured[u["round"]] = measured.get(u["round"], 0.0) + sum(took.values())
         if u.get("more_pass"):
             more.add(u["round"])
-        if launched and ev.startup_seconds(events) is not None:
-            startups.append((launched[0], ev.startup_seconds(events)))
+        startup = ev.startup_seconds(events)
+        if launched and startup is not None:
+            startups.append((launched[0], startup))
 
     def listed(rounds: List[int]) -> str:
         return ", ".join(f"{measured[r]:.1f}" for r in rounds) + " s"
@@ -295,7 +303,6 @@ def time_lines(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, An
     return ["## Time", "", line, "- to spend less: " + "; ".join(spend)]
 
 
-def more_processes_left_out(run_dir: Path, plan: Mapping[str, Any]) -> int:
+def more_processes_left_out(plan: Mapping[str, Any], events_of: Mapping[str, List[dict]]) -> int:
     """How many (node, more pass) pairs the run limit stopped (engine/plain_worker.py)."""
-    return sum(len(ev.stopped(ev.read_events(ev.events_path(run_dir, u["unit_id"]))))
-               for u in plan.get("units", []) if u.get("more_pass"))
+    return sum(len(ev.stopped(events_of.get(u["unit_id"], []))) for u in plan.get("units", []) if u.get("more_pass"))
