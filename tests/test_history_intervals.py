@@ -728,8 +728,8 @@ def test_latest_pairs_runs_of_one_device_where_it_can(tmp_path, url, capsys):
 
 def test_runs_on_different_devices_say_so(tmp_path, url, capsys):
     """Two runs of one caliber on two GPUs of a kind (their processes' device UUIDs share none):
-    compare says a device's own offset is in neither run's intervals (two H100s: a fifth of the rows
-    outside the other run's interval); on one GPU it says nothing of devices."""
+    compare says a device's own offset is in neither run's intervals (RESULTS.md, fortieth session:
+    86% of rows held another GPU's value, 95% on one GPU); on one GPU it says nothing of devices."""
     dirs = _on_devices(H.series(tmp_path, [{"exp": 1.0}, {"exp": 1.0}], noise=0.003, interval=0.03),
                        ("a6501279-86c2", "5ffe901a-3faf"))
     imported(capsys, url, dirs)
