@@ -431,16 +431,19 @@ def test_an_offset_shared_by_every_row_widens_the_overall_interval_in_quadrature
 def test_two_plain_runs_overall_leaves_out_rows_whose_processes_disagreed():
     """`summary A --ab B` of two plain runs: a row marked BENCHMARK_PROCESS_UNSTABLE (its processes
     read two autotune picks) moved 40%; its value is a draw, so the overall leaves it out, counts
-    it, and its own intervals judge it."""
+    it, and its own intervals judge it. A row marked for its torch baseline alone is no draw of the
+    op's latency: it stays in."""
     a, b = [], []
-    for op in ["exp", "abs", "neg", "sin", "pick", "tune"]:
+    for op in ["exp", "abs", "neg", "sin", "pick", "tune", "torch_apart"]:
         for side, out in ((a, 1.0), (b, 0.6 if op == "pick" else 1.0)):
-            marked = (op == "pick" and side is b) or (op == "tune" and side is a)  # on either side
+            marked = (op == "pick" and side is b) or (op in ("tune", "torch_apart") and side is a)  # on either side
+            reason = "torch processes read 0.5, 0.9 ms" if op == "torch_apart" else "processes read 0.6, 1 ms"
             r = rows([out], op=op, markers=["BENCHMARK_PROCESS_UNSTABLE"] if marked else None)[0]
-            side.append({**r, "latency_ci": [out * 0.98, out * 1.02], "processes": 3})
+            side.append({**r, "latency_ci": [out * 0.98, out * 1.02], "processes": 3,
+                         **({"marker_reason": reason} if marked else {})})
     res = compare(a, b, "A", "B", run_offset_sd=0.002)
     o = res["summary"]["overall"]
-    assert o["rows"] == 4 and o["process_unstable_left_out"] == 2 and o["geomean"] == pytest.approx(1.0), o
+    assert o["rows"] == 5 and o["process_unstable_left_out"] == 2 and o["geomean"] == pytest.approx(1.0), o
     assert "2 process-unstable row(s) left out: each judged on its own intervals" in res["markdown"]
     verdicts = {t["op"]: t["verdict"] for t in res["rows"]}
     assert verdicts["pick"] == "faster" and "| faster (process-unstable) [unknown]" in res["markdown"]

@@ -338,13 +338,25 @@ def test_rows_judged_together_are_judged_at_the_family_wise_level():
 
 
 def test_process_unstable_rows_are_named(tmp_path, url, capsys):
+    """A row whose op's processes read apart is named process-unstable; one marked for its torch
+    baseline's processes alone is not (the store keeps the marker's reason, which tells them apart)."""
     ident = [H.identity(created=f"2026-11-0{i}T00:00:00+0000", processes=3) for i in (1, 2)]
-    runs = [H.write_run(tmp_path / f"r{i}", ident[i], [H.row("exp", "[[64,64]]", lat, 0.5, ci=[lat * 0.8, lat * 1.25],
-                                                             markers=["BENCHMARK_PROCESS_UNSTABLE"] if i else [])])
-            for i, lat in enumerate((1.0, 1.02))]
+
+    def rows(i, lat):
+        marked = ["BENCHMARK_PROCESS_UNSTABLE"] if i else []
+        op = H.row("exp", "[[64,64]]", lat, 0.5, ci=[lat * 0.8, lat * 1.25], markers=marked)
+        base = H.row("abs", "[[64,64]]", lat, 0.5, ci=[lat * 0.99, lat * 1.01], markers=marked)
+        if i:
+            op["marker_reason"] = f"processes read {lat * 0.8:.4g}, {lat:.4g}, {lat * 1.2:.4g} ms"
+            base["marker_reason"] = "torch processes read 0.4, 0.5, 0.6 ms"
+        return [op, base]
+
+    runs = [H.write_run(tmp_path / f"r{i}", ident[i], rows(i, lat)) for i, lat in enumerate((1.0, 1.002))]
     imported(capsys, url, runs)
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--all")
-    assert code == 0 and "1 row(s) marked BENCHMARK_PROCESS_UNSTABLE" in out.out and "(process-unstable)" in out.out
+    assert code == 0 and "1 row(s) whose op's processes read apart in A or B" in out.out, out.out
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    assert {r["op"]: r["process_unstable"] for r in json.loads(out.out)["rows"]} == {"exp": True, "abs": False}
 
 
 def test_regressions_use_the_intervals_of_runs_that_carry_them(tmp_path, url, capsys):

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from zlbench.results.events import base_node
-from zlbench.results.schema import (MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, MARKER_PROCESS_UNSTABLE, did_no_device_work,
+from zlbench.results.process_stats import op_read_apart
+from zlbench.results.schema import (MARKER_FALLBACK, MARKER_NO_DEVICE_WORK, did_no_device_work,
                                     interval)
 
 Key = Tuple[str, str, str, str]  # (op, dtype, shape, node)
@@ -234,7 +235,8 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
     if len(p.a) == 1 and field_name == "latency":  # latency_ci is the latency's
         x, y = ra[p.rounds[0]], rb[p.rounds[0]]
         p.a_ci, p.b_ci = interval(x.get("latency_ci")), interval(y.get("latency_ci"))
-        p.process_unstable = MARKER_PROCESS_UNSTABLE in (x.get("markers") or []) + (y.get("markers") or [])
+        # The op's own processes read apart (not only its baseline's: torch's spread is not the latency's)
+        p.process_unstable = op_read_apart(x) or op_read_apart(y)
     p.no_work_rounds = len(no_work)
     if no_work:
         reasons.append(f"launched no device work on either side ({MARKER_NO_DEVICE_WORK}: a view; its latency "

@@ -500,8 +500,8 @@ def _result_lines(s: Mapping) -> List[str]:
     out.append(f"- Verdicts: {counts}.")
     out += _noise_lines(s)
     if s.get("process_unstable_rows"):
-        out.append(f"- {s['process_unstable_rows']} row(s) marked BENCHMARK_PROCESS_UNSTABLE in A or B (their "
-                   "processes disagreed, e.g. an autotune pick): their intervals rest on their own spread.")
+        out.append(f"- {s['process_unstable_rows']} row(s) whose op's processes read apart in A or B "
+                   "(BENCHMARK_PROCESS_UNSTABLE, e.g. an autotune pick): their intervals rest on their own spread.")
     wanted = sorted(FAIL_ON[s["fail_on"]])
     if wanted and s.get("gate_exit") == 2:
         out.append(f"- Gate (--fail-on {s['fail_on']}): **no row judged** ("

@@ -151,7 +151,7 @@ def latest_pair(store: Store, **filters) -> Tuple[dict, dict, Optional[str]]:
 
 
 ROW_FIELDS = ("run_id", "op", "dtype", "shape", "node", "side", "round", "latency", "latency_base", "speedup",
-              "status", "reason", "markers", "timer_used", "processes", "latency_lo", "latency_hi")
+              "status", "reason", "markers", "marker_reason", "timer_used", "processes", "latency_lo", "latency_hi")
 
 
 def fetch_rows(store: Store, run_ids: Sequence[int], ops: Optional[Iterable[str]] = None,

@@ -161,8 +161,8 @@ AB_COLUMNS: Tuple[Column, ...] = (
     _ab("mde_pct", FLOAT, "minimum detectable effect", "%"),
     _ab("live", STR, "liveness of the op's kernels: live, not live, unknown; A/A: not checked (both sides one value)", length=16),
     _ab("fallback", BOOL, "a side was timed by the direct fallback", default=False),
-    _ab("process_unstable", BOOL, "two plain runs: a side's processes disagreed (BENCHMARK_PROCESS_UNSTABLE); left "
-        "out of the overall line, judged on its own intervals", default=False, outputs=(AB_CSV, AB_JSON)),
+    _ab("process_unstable", BOOL, "two plain runs: a side's processes of the op disagreed (BENCHMARK_PROCESS_UNSTABLE "
+        "for the op, not only its baseline); left out of the overall line, judged on its own intervals", default=False, outputs=(AB_CSV, AB_JSON)),
     _ab("verdict", STR, "faster, slower, no difference beyond threshold, ... (ab.md: with fallback and "
         "liveness where they qualify it)", outputs=_AB_ALL, length=64),
     _ab("stop", STR, "why the row has the rounds it has", outputs=(AB_CSV, AB_JSON)),
