@@ -225,3 +225,20 @@ def test_percentages_never_read_in_exponent_form():
     from zlbench.report.summary import _pct
 
     assert [_pct(x) for x in (0.064, 0.31, 1.0, 6.6, 12.345, None)] == ["6.4%", "31%", "100%", "660%", "1234%", "-"]
+
+
+def test_the_widest_rows_whose_processes_read_apart_are_judged_on_the_side_that_did():
+    """A row marked for its torch baseline alone is ranked by torch's interval, not by the op's (which
+    its processes did not make wide): the op row 1.0 .. 3.0 comes first, then torch's 0.5 .. 1.2."""
+    from zlbench.report.summary import _unstable_line
+
+    marked = ["BENCHMARK_PROCESS_UNSTABLE"]
+    op_apart = row("pick", "t.py::test_pick", 1.0, 2.0, markers=marked, latency_ci=[1.0, 3.0],
+                   marker_reason="processes read 1, 2, 2.9 ms")
+    torch_apart = row("base", "t.py::test_base", 1.0, 2.0, markers=marked, latency_ci=[1.99, 2.01],
+                      timing_base={"latency_ci": [0.5, 1.2]}, marker_reason="torch processes read 0.5, 1, 1.1 ms")
+    wide_op_only = row("noisy", "t.py::test_noisy", 1.0, 2.0, markers=marked, latency_ci=[0.4, 8.0],
+                       timing_base={"latency_ci": [0.99, 1.01]}, marker_reason="torch processes read 0.9, 1, 1.1 ms")
+    line = _unstable_line([torch_apart, wide_op_only, op_apart])
+    names = [part.split(" float16")[0] for part in line.split("widest: ")[1].split("; ")]
+    assert names == ["pick", "base", "noisy"], line

@@ -44,6 +44,14 @@ def test_faults_get_typed_statuses_and_the_shard_goes_on(run_zlbench, faulty_cor
     # A test over several ops, one of them not applicable: the node measured (ok), and says what it skipped.
     assert st["multi_a"]["status"] == "ok" and st["multi_a"]["rows"] == "2", st["multi_a"]
     assert st["multi_a"]["reason"].startswith("some cases skipped: not applicable: the test of 'multi_b'")
+    # A test refused after it measured a case (FlagGems' test_to_copy): ok, what it measured kept, and
+    # it says that its cases after the refused one did not run.
+    assert st["partly"]["status"] == "ok" and st["partly"]["rows"] == "2", st["partly"]
+    assert st["partly"]["reason"].startswith("some cases skipped: the test stopped at a case the run's dtypes leave "
+                                             "out, and its cases after that one did not run (not applicable: the test "
+                                             "of 'partly_bf16' has no float16 case"), st["partly"]
+    summary = (res.run_dir / "summary.md").read_text()
+    assert "| partly " in summary.split("## Not ok")[1].split("##")[0], summary
     rows = [json.loads(l) for l in (res.run_dir / "rows.jsonl").read_text().splitlines()]
     # Two cases whose shape details read alike: two rows (test_process_sampling: over processes too).
     assert [(r["shape"], r["latency"]) for r in rows if r["op"] == "cases"] == [("[[64]]", 0.5), ("[[64]] #2", 4.0)]

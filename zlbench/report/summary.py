@@ -266,8 +266,12 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
 
 
 def _unstable_line(unstable: List[dict]) -> str:
+    from zlbench.results.process_stats import op_read_apart
+
     def narrowness(r: dict) -> float:
-        return r["latency_ci"][0] / r["latency_ci"][1] if r.get("latency_ci") else 0.0
+        """lo / hi of the interval of the side whose processes read apart (the op's, else torch's)."""
+        ci = r.get("latency_ci") if op_read_apart(r) else (r.get("timing_base") or {}).get("latency_ci")
+        return ci[0] / ci[1] if ci and ci[1] else 0.0
 
     widest = sorted(unstable, key=narrowness)[:3]
     return (f"- {len(unstable)} row(s) {MARKER_PROCESS_UNSTABLE}: their processes disagree far beyond rows of "
@@ -353,9 +357,9 @@ def _status_lines(status_rows: List[dict]) -> List[str]:
     counts = Counter(_worst_per_node(status_rows).values())
     lines = ["## Status", "", tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
                                        headers=["status", "test nodes"], tablefmt="github"), ""]
-    bad = [s for s in status_rows if s["status"] != "ok"]
+    bad = [s for s in status_rows if s["status"] != "ok" or s.get("reason")]  # an ok one with a reason: in part
     if bad:
-        lines += ["## Not ok", "", tabulate(
+        lines += ["## Not ok" if any(s["status"] != "ok" for s in bad) else "## Measured in part", "", tabulate(
             [[s["op"], s["test_node"], s.get("side", ""), s["status"], (s.get("reason") or "")[:160]]
              for s in bad],
             headers=["op", "test node", "side", "status", "reason"], tablefmt="github"), ""]
@@ -369,9 +373,15 @@ def _results_lines(rows: List[dict]) -> List[str]:
     if len({line[1] for line in table}) <= 1:  # one side (a plain run's "main"): the column says nothing
         headers.pop(1)
         table = [line[:1] + line[2:] for line in table]
-    legend = ("torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the median over "
-              "its processes); speedup: the geometric mean over shapes of each row's torch / gems, so it need not "
-              "equal the ratio of the two medians; range: the lowest and highest row speedup.")
+    if any(" x " in line[3] for line in table):  # rows of rounds: an A/B's (or a log's records)
+        legend = ("torch ms and gems ms: the median over shapes and rounds of each row's latency (a row: one round's "
+                  "value); speedup: the geometric mean of each row's torch / gems over the rows that timed torch (an "
+                  "A/B times it where it serves: its first round and the drift checks), so it need not equal the "
+                  "ratio of the two medians; range: the lowest and highest row speedup.")
+    else:
+        legend = ("torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the median "
+                  "over its processes); speedup: the geometric mean over shapes of each row's torch / gems, so it "
+                  "need not equal the ratio of the two medians; range: the lowest and highest row speedup.")
     if any(MARKER_NO_DEVICE_WORK in (r.get("markers") or []) for r in rows):
         legend += (" Rows that launched no device work on a side (a view) are left out of the speedup and its range "
                    "(their ratio compares no kernels), and counted in the timer column.")
