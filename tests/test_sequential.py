@@ -322,10 +322,18 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     assert "| 5 (futile at 4) " in res["markdown"]
     write(res, tmp_path)
     assert {r["shape"]: r["stop"] for r in csv.DictReader(open(tmp_path / "ab.csv"))}["[[64]]"] == "futile"
-    # A futile row of a node that ran on to max rounds for another row; a cut or dead node keeps its reason.
+    # A futile row of a node that ran on to max rounds for another row; a dead node keeps its reason.
     assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), "futile") == "futile"
     assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), None) == "max rounds"
-    assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "futile") == "cut"
+    # A node the run's end cut: its rows that had settled or gone futile say so, the others were cut.
+    assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "futile") == "futile"
+    assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "settled") == "settled"
+    assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, None) == "cut"
+    cut = compare(side(False), side(True), "off", "on", rounds={"min": 3, "max": 10}, cut={node})
+    assert cut["summary"]["stops"] == {"futile": 1, "settled": 4}, cut["summary"]["stops"]
+    assert "| 5 (settled at 3) " in cut["markdown"] and "(cut" not in cut["markdown"], cut["markdown"]
+    assert ("**Run cut short**: 1 test(s) not finished before the run ended; each of their 5 row(s) had settled or "
+            "gone futile, so its verdict stands.") in cut["markdown"], cut["markdown"]
     assert stop_reason(node, 1, {node: {"why": "not live"}}, {"min": 3, "max": 10}, (), "futile") == "not live"
 
 

@@ -159,7 +159,9 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str], views: Col
     return {"rows": sum(1 for t in table if t["stop"] == "cut") + no_round,
             "rounds_done": [min(cut_rounds), max(cut_rounds)],
             "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)"),
-            "no_round": no_round, "tests": len(cut)}
+            "no_round": no_round, "tests": len(cut),
+            # rows of the unfinished tests that had settled or gone futile: their verdicts stand
+            "stopped": sum(1 for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut)}
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
@@ -173,8 +175,8 @@ def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], ro
     if base in stops:
         why = str(stops[base].get("why"))
         return FUTILE if why == SETTLED and row_stop == FUTILE else why
-    if base in cut:
-        return "cut"
+    if base in cut:  # the run ended before its node did: a row that had settled or gone futile says so
+        return row_stop if row_stop in (SETTLED, FUTILE) else "cut"
     if rounds and done < rounds["max"]:
         return FAILED_ROUNDS if base in failed else "cut"
     if rounds and row_stop == FUTILE:
@@ -380,6 +382,10 @@ def cut_line(summary: Mapping) -> str:
         f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
         f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
     ])) or "each reached the minimum, so its verdict stands on the rounds it got"
+    if not c["rows"] and c.get("stopped"):  # every row of the unfinished tests had stopped on its own
+        return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended; each of their "
+                f"{c['stopped']} row(s) had settled or gone futile, so its verdict stands. Resuming the run dir "
+                "finishes the tests.")
     if not c["rows"]:  # cut between tests: the unfinished ones left no row measured on both sides
         return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended, none with a row "
                 "compared (measured on both sides). Resume the run dir to finish them.")
