@@ -175,6 +175,11 @@ def test_a_run_cut_between_the_cases_of_a_test_says_so_and_its_resume_measures_t
     status = list(csv.DictReader(open(run / "ops_status.csv")))
     assert [(s["status"], s["rows"]) for s in status] == [("timeout", "2")], status
     assert re.search(r"run_timeout_s\) reached while it ran, \d+ s in", status[0]["reason"]), status
+    # The case the limit stopped while it ran ends once: not also "... before it ran" after it.
+    ends = [json.loads(e) for p in (run / "units").glob("*/events.jsonl") for e in p.read_text().splitlines()
+            if '"end"' in e]
+    cut_ends = [e["reason"] for e in ends if e["status"] == "timeout"]
+    assert len(cut_ends) == 1 and "while it ran" in cut_ends[0], ends
     rows = [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines()]
     assert {r["dtype"] for r in rows if r["status"] == "ok"} == {"torch.float16"}  # kept, not lost
     again = zlbench(*args, f"resume={run}", cwd=tmp_path, env={"PARAM_WAIT_S": "0"})

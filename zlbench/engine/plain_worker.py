@@ -192,8 +192,13 @@ class UnitRunner:
             if not remaining and not takeable:
                 break
             if self.deadline is not None and time.time() >= self.deadline:
+                # A node the limit stopped while it ran has its end already ("... while it ran"):
+                # resumable, so not done, but not one that never ran either.
+                said = {ev.base_node(e["node"]) for e in history if e.get("event") == "end" and e.get("node")
+                        and e.get("resumable") and ev.DEADLINE_REASON in str(e.get("reason"))}
                 for n in remaining:
-                    self._record(_end(n, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True))
+                    if ev.base_node(n) not in said:
+                        self._record(_end(n, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True))
                 break
             if self.ahead is not None and remaining and set(remaining) <= set(self.ahead.collected):
                 takeable = []  # the process started ahead runs this unit's own nodes; others' come after
