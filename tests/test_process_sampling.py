@@ -738,3 +738,7 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     assert "now 0.3)" in lines[3] and "share_tuning" not in lines[3], lines
     # An A/B's rounds are not passes: ab.md speaks for them.
     assert time_lines(plan, {**identity, "config": {"ab": {"name": "demo_fused_softmax"}}}, unit_events(tmp_path, plan)) == []
+    # A run cut before its third pass measured: 2 of the 3 planned passes, not "2 planned".
+    (tmp_path / "units" / units[2]["unit_id"] / "events.jsonl").write_text("")
+    lines = time_lines(plan, identity, unit_events(tmp_path, plan))
+    assert "2 of the 3 planned pass(es) (a process each" in lines[2], lines

@@ -286,7 +286,9 @@ def time_lines(plan: Mapping[str, Any], identity: Mapping[str, Any], events_of: 
     else:
         started = (f"; {what} {sum(t for _, t in startups):.1f} s in all, each process starting when the "
                    "one before ended")
-    line = (f"- {ev.alive_seconds(spans):.0f} s of benchmark processes running: {len(planned)} planned "
+    of = int(plan.get("processes") or 1)
+    ran = f"{len(planned)} of the {of} planned" if len(planned) < of else f"{len(planned)} planned"  # a cut run
+    line = (f"- {ev.alive_seconds(spans):.0f} s of benchmark processes running: {ran} "
             f"pass(es) (a process each, timing every selected test once) spent {listed(planned)} in their tests"
             + (f", {len(extra)} more pass(es) (for tests whose processes read apart) {listed(extra)}" if extra else "")
             + (f" (each pass' tests on {devices} devices together)" if devices > 1 else "")
