@@ -568,7 +568,7 @@ def test_an_aa_run_as_two_plain_runs_is_read_as_an_aa(tmp_path):
     for side in ("off", "on"):
         run_dir = tmp_path / side
         res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", f"corpus.root={FIXTURES / 'ab_corpus'}",
-                      "corpus.name=fixture", "ops=[live_op]", "timer.processes=2", "ab=env", "ab.var=ZL_FIXTURE_SWITCH",
+                      "corpus.name=fixture", "ops=[live_op]", "ab=env", "ab.var=ZL_FIXTURE_SWITCH",
                       "ab.values=[0,1]", "ab.aa=true", f"ab.side={side}", "ab.rounds=3", "ab.min_rounds=3",
                       "store.url=none", cwd=tmp_path)
         assert res.returncode == 0, res.stderr[-3000:]
@@ -695,6 +695,24 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     shutil.move(str(sub), str(tmp_path / "moved"))
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
     assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp'])" in out.out, out.out
+
+
+def test_rows_of_a_dtype_the_other_run_did_not_select_are_left_out_not_unpaired(tmp_path, url, capsys):
+    """dtypes=[float16,bfloat16] against dtypes=[float16]: B never asked for the bfloat16 rows, so they
+    are counted as not selected (a selection, not a caliber), never unpaired or lost."""
+    ia = H.identity(created="2026-11-01T00:00:00+0000")
+    ia["config"]["dtypes"] = ["float16", "bfloat16"]
+    rows_a = [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101], dtype=d) for d in ("torch.float16", "torch.bfloat16")
+              for s in H.SHAPES]
+    a = H.write_run(tmp_path / "a", ia, rows_a)
+    b = H.write_run(tmp_path / "b", H.identity(created="2026-11-02T00:00:00+0000"),
+                    [H.row("exp", s, 0.01, 0.01, ci=[0.0099, 0.0101]) for s in H.SHAPES])
+    imported(capsys, url, [a, b])
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert code == 0 and "- A and B select different tests (config.dtypes: ['float16', 'bfloat16'] -> ['float16'])" \
+        in out.out, out.out
+    assert f"{len(H.SHAPES)} row(s) of A's that B did not select are left out" in out.out, out.out
+    assert "Different calibers" not in out.out and "unpaired" not in out.out.lower(), out.out
 
 
 def test_a_step_down_is_held_to_the_threshold_as_a_step_up(tmp_path, url, capsys):

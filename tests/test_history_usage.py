@@ -54,6 +54,42 @@ def test_out_below_a_file_or_where_no_folder_can_be_made_is_a_usage_error(tmp_pa
             assert "Fix:" in out.err and not out.out
 
 
+def test_compare_of_run_dirs_one_missing_or_broken_names_it_before_any_store(tmp_path, capsys, monkeypatch):
+    """Two run dirs and no store named: a B that does not exist, or has no run_identity.json, is what
+    the error names (not a store that could not be found, nor A's absence from one found nearby)."""
+    monkeypatch.delenv("ZLBENCH_STORE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    a = H.write_run(tmp_path / "a", H.identity(), [H.row("exp", "[[64]]", 1.0, 2.0)])
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "rows.jsonl").write_text("")
+    for ref, said in ((str(tmp_path / "nonexist"), "no such run dir or file"),
+                      (str(broken), "is not a run dir: it holds no run_identity.json")):
+        code, out = history(capsys, "compare", str(a), ref)
+        assert code == 2 and f"{ref}{':' if 'such' in said else ''} {said}" in out.err, out.err
+        assert "store" not in out.err, out.err
+
+
+def test_compare_of_two_run_dirs_leaves_an_older_store_it_finds_as_it_is(tmp_path, capsys, monkeypatch):
+    """A store of an older schema found from here (another zlbench's, in a shared folder) is looked at,
+    not upgraded: the two run dirs are compared on their own and its schema stays."""
+    from sqlalchemy import text
+
+    from zlbench.store import Store
+
+    monkeypatch.delenv("ZLBENCH_STORE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with Store(f"sqlite:///{tmp_path / 'zlbench.db'}", target="0004"):
+        pass
+    runs = [H.write_run(tmp_path / name, H.identity(created=f"2026-11-0{i}T00:00:00+0000"),
+                        [H.row("exp", "[[64]]", 1.0, 2.0)]) for i, name in ((1, "a"), (2, "b"))]
+    code, out = history(capsys, "compare", *map(str, runs), "--fail-on", "none")
+    assert code == 0 and "upgrading schema" not in out.err, out.err
+    assert "has an older schema (a look does not upgrade it)" in out.err, out.err
+    with Store(f"sqlite:///{tmp_path / 'zlbench.db'}", target="0004") as kept, kept.begin("reading") as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0004"
+
+
 def test_compare_of_a_path_that_does_not_exist_says_so(tmp_path, two_runs, capsys):
     for ref in ("runs/base", str(tmp_path / "nope")):
         code, out = history(capsys, "compare", "1", ref, "--url", two_runs)
@@ -86,6 +122,17 @@ def test_regressions_of_an_op_the_store_lacks_is_a_usage_error(tmp_path, url, ca
     assert code == 2 and "--op nosuch: no row of the 6 run(s)" in out.err and "their ops: add, exp" in out.err, out.err
     code, out = history(capsys, "regressions", "--url", url, "--op", "exp")
     assert code == 0 and "No persistent step" in out.out, out.err
+
+
+def test_regressions_over_too_few_runs_judge_nothing_and_do_not_pass_a_gate(two_runs, capsys):
+    """2 runs of a caliber and -k 3: no split has 3 runs on each side. It said 'No persistent step'
+    and exited 0, a gate passed on nothing; now it says so and exits 2 (--fail-on none accepts it)."""
+    code, out = history(capsys, "regressions", "--url", two_runs)
+    assert code == 2 and "Too few runs to look for a step: 2 run(s)" in out.out, out.out
+    assert "No persistent step" not in out.out and "nothing was judged: exit 2" in out.err, out.err
+    assert history(capsys, "regressions", "--url", two_runs, "--fail-on", "none")[0] == 0
+    code, out = history(capsys, "regressions", "--url", two_runs, "-k", "1")  # 1 on each side: judged (+10%)
+    assert code == 1 and "Too few" not in out.out and "regression" in out.out, out.out
 
 
 def test_unstable_rows_are_listed_apart_from_the_changed_ones(tmp_path, url, capsys):

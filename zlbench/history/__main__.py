@@ -161,6 +161,22 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _check_run_dir_ref(ref: str) -> None:
+    """A run named by a path that does not exist, or a folder that is no run dir: a UsageError that
+    names it (a run id or key prefix, or a result log, is left to the store)."""
+    path = Path(ref)
+    if ref.isdigit() or not ("/" in ref or os.sep in ref or path.exists()):
+        return
+    if not path.exists():
+        raise UsageError(f"{ref}: no such run dir or file. Fix: pass an existing run dir (the folder a run names "
+                         "in its `results in ...` line), a result log, a run id or a run key prefix "
+                         "(`python -m zlbench history list` shows them).")
+    if path.is_dir() and not (path / "run_identity.json").is_file():
+        raise UsageError(f"{ref} is not a run dir: it holds no run_identity.json (a run writes it as it starts). "
+                         "Fix: pass the folder a run names in its `results in ...` line, a run id or a run key "
+                         "prefix (`python -m zlbench history list` shows them).")
+
+
 def _run_dir_pair(args) -> Optional[List[Path]]:
     """compare's two runs where both are run dirs and neither --url nor the environment names a
     store: those are found beside them, or read alone (_compare_store)."""
@@ -178,7 +194,7 @@ def _compare_store(args, stack):
     different stores), compared on their own intervals."""
     from zlbench.history.query import resolve_run
     from zlbench.store import Store, default_url
-    from zlbench.store.db import sqlite_file
+    from zlbench.store.db import OlderSchema, display_url, sqlite_file
     from zlbench.store.ingest import run_dir_record, write_record
 
     pair = _run_dir_pair(args)
@@ -194,7 +210,11 @@ def _compare_store(args, stack):
         looked.append("none found here" if str(e).startswith("no results store") else
                       str(e).split(":")[0] + ", none named")
     for url in candidates:
-        store = Store(url, create=False)
+        try:  # a look: a store of an older schema found nearby is not upgraded by it (another zlbench's)
+            store = Store(url, create=False, upgrade=False)
+        except OlderSchema:
+            looked.append(f"{display_url(url)} has an older schema (a look does not upgrade it)")
+            continue
         try:
             for path in pair:
                 resolve_run(store, str(path))
@@ -218,6 +238,9 @@ def cmd_compare(args) -> int:
     from zlbench.history import compare as C
     from zlbench.history.query import latest_pair, resolve_run
 
+    if not (args.url or os.environ.get(ENV_URL)):  # a store is to be found: a run dir named that is not
+        for ref in args.runs:  # one is said first (resolve_run says it where a store is named)
+            _check_run_dir_ref(ref)
     with contextlib.ExitStack() as stack:
         store, lasting = _compare_store(args, stack)
         if args.latest:
@@ -292,6 +315,12 @@ def cmd_regressions(args) -> int:
     render = {"md": R.render_markdown, "csv": R.render_csv, "json": R.render_json}[args.format]
     _emit(render(result), args.out, f"regressions.{args.format}")
     failing = sum(1 for f in result["steps"] if f["kind"] in R.FAIL_ON[args.fail_on])
+    runs, k = result["summary"]["runs"], result["summary"]["k"]
+    if runs < 2 * k and R.FAIL_ON[args.fail_on]:  # a gate that judged nothing does not pass (as compare's)
+        print(f"[zlbench] regressions: {runs} run(s) of caliber {result['summary']['caliber'][:12]}, and a step needs "
+              f"{k} before it and {k} after it: nothing was judged: exit 2. Fix: record more runs of it, lower -k "
+              "(1 at least), or --fail-on none to accept it.", file=sys.stderr)
+        return 2
     if failing:
         print(f"[zlbench] regressions: {failing} step(s) of kind {args.fail_on}: exit 1 (--fail-on chooses what "
               "fails: regression, improvement, any, none).", file=sys.stderr)

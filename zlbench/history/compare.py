@@ -170,10 +170,15 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         # Runs that select different tests (a gate's recheck): a row whose test the other run did not
         # run at all is no unpaired row, it was never asked for; a row of a test both ran (lost, or a
         # shape the other did not measure) still is.
+        dtypes = {side: {short_dtype(str(d)) for d in ((ident.get("config") or {}).get("dtypes") or [])}
+                  for side, ident in (("A", id_a), ("B", id_b))}
+
         def not_selected(u: Mapping) -> Optional[str]:
-            """The run that did not select u's test ('A', 'B'), else None."""
+            """The run that did not select u's test, or its dtype ('A', 'B'), else None."""
             other = {"only on side A": "B", "only on side B": "A"}.get(u["why"])
             node = (u["node"] or "").split("[")[0]
+            if other and dtypes[other] and short_dtype(str(u.get("dtype"))) not in dtypes[other]:
+                return other  # a dtype the other run's dtypes= left out
             return other if other and node and node not in statuses[other == "B"].get(u["side"], {}) else None
 
         whose = [not_selected(u) for u in unpaired]
@@ -421,7 +426,7 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
 
 
 # Caliber fields that choose which tests run, not how a row is measured.
-SELECTION_FIELDS = ("config.ops", "config.op_file", "config.test_node")
+SELECTION_FIELDS = ("config.ops", "config.op_file", "config.test_node", "config.dtypes")
 
 
 def calibers_apart(run_a: Mapping, run_b: Mapping, ia: Mapping, ib: Mapping) -> Optional[List[str]]:

@@ -255,6 +255,9 @@ def render_markdown(result: Mapping) -> str:
                               f["changed"]] for f in result["steps"]],
                             headers=["Operator", "dtype", "shape", "side", "step", "change", "before ms", "after ms",
                                      "torch change", "noise", "first after", "what changed"], tablefmt="github"))
+    elif s["runs"] < 2 * s["k"]:
+        out.append(f"Too few runs to look for a step: {s['runs']} run(s) of this caliber, and a step needs {s['k']} "
+                   f"before it and {s['k']} after it ({2 * s['k']}; -k sets how many). Nothing was judged.")
     else:
         out.append("No persistent step.")
     return "\n".join(out) + "\n"

@@ -140,9 +140,14 @@ def known_revisions() -> list:
     return [s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()]
 
 
-def migrate(connection: Connection, url: str, target: str = "head") -> None:
+class OlderSchema(UsageError):
+    """A store a reader only looked at (Store(..., upgrade=False)) needs its schema upgraded first."""
+
+
+def migrate(connection: Connection, url: str, target: str = "head", upgrade: bool = True) -> None:
     """Bring the store to `target` (head by default): creates a new store, upgrades an old one,
-    refuses a newer or foreign one with the way out."""
+    refuses a newer or foreign one with the way out. upgrade=False: an older store is left as it is
+    (OlderSchema), for a reader that only looks whether the store is the one it wants."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
@@ -160,6 +165,10 @@ def migrate(connection: Connection, url: str, target: str = "head") -> None:
             "rebuild it from the run dirs: `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
     if current == target or (target == "head" and current == SCHEMA_HEAD):
         return
+    if not upgrade:
+        raise OlderSchema(f"the results store {shown} has schema {current or '(none)'}, older than this zlbench's "
+                          f"{SCHEMA_HEAD}; a look does not upgrade it. Fix: `python -m zlbench history --url {shown} "
+                          "list` (or any run recording into it) upgrades it.")
     if current is not None and target == "head":
         print(f"[zlbench] store {shown}: upgrading schema {current} -> {SCHEMA_HEAD}", file=sys.stderr)
     command.upgrade(_alembic_config(connection), target)
@@ -187,7 +196,7 @@ class Store:
     """An open store: an engine whose schema is at head."""
 
     def __init__(self, url: str, lock_timeout_s: Optional[float] = None, target: str = "head",
-                 create: bool = True):
+                 create: bool = True, upgrade: bool = True):
         if is_off(url):
             raise UsageError("no store URL given. Fix: --url sqlite:///PATH/zlbench.db or postgresql://...")
         self.url = normalize_url(url)
@@ -204,7 +213,7 @@ class Store:
                 if conn.dialect.name == "postgresql":
                     # Machines opening a new shared store at once: one creates it, the others wait.
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
-                migrate(conn, self.url, target)
+                migrate(conn, self.url, target, upgrade)
         except SQLAlchemyError as e:
             self.engine.dispose()
             raise explain(e, self.url, "opening the store") from None
