@@ -19,11 +19,12 @@ ONE_PROCESS = ("timer.processes=1", "ab.respawn_every=0")
 
 
 def pinned(args):
-    """args plus ONE_PROCESS's settings the args do not set themselves (the A/B one only for an A/B:
-    a plain run's identity holds the whole config, so a resume must name the same)."""
+    """args plus ONE_PROCESS's settings the args do not set themselves (the A/B one only for an A/B,
+    the plain one only for a plain run, which refuses the other's: a run's identity holds the whole
+    config, so a resume must name the same)."""
     keys = {str(a).split("=", 1)[0].lstrip("+") for a in args}
-    ab = "ab" in keys
-    return [*args, *(p for p in ONE_PROCESS if p.split("=", 1)[0] not in keys and (ab or not p.startswith("ab.")))]
+    ab = bool({"ab", "ab.name"} & keys)
+    return [*args, *(p for p in ONE_PROCESS if p.split("=", 1)[0] not in keys and ab == p.startswith("ab."))]
 
 
 def _env(env):

@@ -72,6 +72,9 @@ def files_under(path):
      "run would ignore it. Fix: add ab=<axis>"),
     (["ab=none", "ab.rounds=5", "ab.aa=true"], "are A/B settings, but no A/B axis is chosen (ab=none): a plain "
      "run would ignore them."),
+    # A plain run's process settings in an A/B: ignored, yet in its identity (a resume without them refused).
+    (["ab=demo_fused_softmax", "timer.processes=5"], "zlbench: error: timer.processes= sets a plain run's processes, "
+     "but an A/B axis is chosen (ab=demo_fused_softmax): its rounds are its processes"),
     # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
     (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
      "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "

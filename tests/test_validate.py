@@ -36,6 +36,8 @@ def test_shipped_defaults_and_range_edges_pass(overrides):
 @pytest.mark.parametrize("override,needles", [
     ("timer.repeat=0", ["timer.repeat=0", ">= 1", "Fix: timer.repeat=1"]),
     ("ab.rounds=0", ["ab.rounds=0", ">= 1", "Fix: ab.rounds="]),
+    # one problem, one fix: not also "needs at least 2. Fix: ab.rounds=2 or more" beside "Fix: ab.rounds=10"
+    ("ab=demo_fused_softmax ab.rounds=0", ["ab.rounds=0", ">= 1", "Fix: ab.rounds=10"]),
     ("ab.rounds=-3", ["ab.rounds=-3", ">= 1"]),
     ("launcher.node_timeout_s=0", ["launcher.node_timeout_s=0", "> 0", "Fix: launcher.node_timeout_s=900"]),
     ("launcher.node_timeout_s=-5", ["launcher.node_timeout_s=-5", "> 0"]),

@@ -271,11 +271,24 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
                         f"{'it' if len(ab_keys) == 1 else 'them'}. Fix: add ab=<axis> (python -m zlbench --help "
                         "lists them; ab=env ab.var=NAME for any variable), or drop it (a plain run's processes: "
                         "timer.processes=N).")
+    plain_keys = sorted(k for k in cli_keys if k in PLAIN_RUN_KEYS)
+    if plain_keys and axis != "none":
+        which = ", ".join(f"{k}=" for k in plain_keys)
+        problems.append(f"{which} {'sets' if len(plain_keys) == 1 else 'set'} a plain run's processes, but an A/B axis "
+                        f"is chosen (ab={axis}): its rounds are its processes (ab.rounds, ab.min_rounds, "
+                        "ab.respawn_every), so it would ignore "
+                        f"{'it' if len(plain_keys) == 1 else 'them'} (and a resume would refuse the run for it). "
+                        "Fix: drop it, or run without ab= for a plain run.")
     if {"gpus", "devices"} <= cli_keys:
         problems.append("gpus= and devices= both select devices (gpus is the old runner's spelling of devices). "
                         "Fix: keep one, e.g. devices=[0,1].")
     if problems:
         raise UsageError("\n".join(problems))
+
+
+# Settings only a plain run reads (its processes, and the more processes where they disagree).
+PLAIN_RUN_KEYS = ("timer.processes", "timer.max_processes", "timer.target_width", "timer.more_budget",
+                  "timer.share_tuning")
 
 
 # `~` at the start of a value (or of a list element): Hydra's lexer cannot read it, and the shell

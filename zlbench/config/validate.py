@@ -183,7 +183,8 @@ def ab_rounds_problem(resolved: Mapping[str, Any]) -> Optional[str]:
     which needs two of them; one side's pass (ab.side) may run one."""
     ab = resolved.get("ab") or {}
     rounds = ab.get("rounds")
-    if ab.get("name", "none") != "none" and not ab.get("side") and isinstance(rounds, int) and rounds < 2:
+    if ab.get("name", "none") != "none" and not ab.get("side") and isinstance(rounds, int) and rounds == 1:
+        # (below 1 the setting's own check refuses it, with its one fix)
         return (f"ab.rounds={rounds}: an A/B judges each row on a paired interval over its rounds, which needs "
                 "at least 2. Fix: ab.rounds=2 or more (default 10), or ab.side=off / ab.side=on to run one "
                 "side's pass.")
