@@ -51,6 +51,22 @@ def test_batch_summary_skips_malformed_log_lines_when_asked_and_counts_them(tmp_
     assert res.returncode == 0, res.stderr
     assert f"zlbench: skipped 3 malformed line(s) of {log}: 3, 4, 6\n" in res.stderr
     assert "| exp" in res.stdout and "| softmax" in res.stdout
+    # ... and the summary itself says so (summary.md is what gets shared, stderr is not)
+    assert (f"> **Note**: Skipped 3 malformed line(s) of {log}: 3, 4, 6 (--skip-bad-lines): their records are in no "
+            "table here.") in res.stdout.split("## Status")[0], res.stdout
+
+
+def test_batch_summary_of_tables_without_an_identity_says_what_it_cannot_know(tmp_path):
+    """A folder of a run's tables whose run_identity.json is gone: summarized, and said so."""
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"op": "exp", "dtype": "torch.float16", "shape": "[[64]]",
+                                                     "latency": 0.5, "latency_base": 1.0, "speedup": 2.0,
+                                                     "status": "ok", "side": "main", "node": "t.py::test_exp"}) + "\n")
+    (tmp_path / "ops_status.csv").write_text("op,test_node,side,status,rows,backend,device,timer,wall_s,reason,host,"
+                                             "job_id\nexp,t.py::test_exp,main,ok,1,cpu,0:cpu,host,0.5,,h,\n")
+    res = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert (f"> **Note**: {tmp_path} holds no run_identity.json: its backend, devices, timer and caliber are unknown "
+            "here") in res.stdout, res.stdout
 
 
 @pytest.mark.slow

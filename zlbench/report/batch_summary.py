@@ -28,8 +28,9 @@ from zlbench.results.identity_layout import hashed_fields, hashed_layout
 IDENTITY_FILE = "run_identity.json"
 
 
-def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dict], str]:
-    """(rows, status rows, label) of a run dir or a result log."""
+def load(path: Path, skip_bad_lines: bool = False, notes: Optional[List[str]] = None) -> Tuple[List[dict], List[dict], str]:
+    """(rows, status rows, label) of a run dir or a result log; notes: where given, what a report of
+    them should say besides (lines skipped, no identity)."""
     from zlbench.results.flaggems_log import rows_from_log
     from zlbench.results.rundir import PLAN_FILE
     from zlbench.results.tables import load_rows, load_status
@@ -38,21 +39,26 @@ def load(path: Path, skip_bad_lines: bool = False) -> Tuple[List[dict], List[dic
         if not (path / PLAN_FILE).exists() and not (path / "rows.jsonl").exists():
             logs = sorted(path.glob("result_*.log")) + sorted(path.glob("run.log"))
             if logs:
-                return load(logs[0], skip_bad_lines)
+                return load(logs[0], skip_bad_lines, notes)
             inside = sorted(p.parent.name for p in path.glob("*/run_identity.json"))[:3]
             fix = "pass a run dir (it holds run_identity.json) or a result_*.log"
             if inside:
                 fix = f"pass one of the run dirs in it, e.g. {path / inside[0]}"
                 fix += f" (also {', '.join(inside[1:])})" if inside[1:] else ""
             raise UsageError(f"{path} is neither a zlbench run dir nor holds a FlagGems result log. Fix: {fix}.")
+        if notes is not None and not (path / IDENTITY_FILE).is_file():
+            notes.append(f"{path} holds no {IDENTITY_FILE}: its backend, devices, timer and caliber are unknown "
+                         "here; this reads its tables alone.")
         return load_rows(path), load_status(path), path.name
     if not path.exists():
         raise UsageError(f"{path} does not exist. Fix: pass a run dir or a result log.")
     skipped: Optional[List[int]] = [] if skip_bad_lines else None
     rows = rows_from_log(path, skipped)
     if skipped:
-        print(f"zlbench: skipped {len(skipped)} malformed line(s) of {path}: "
-              f"{', '.join(map(str, skipped))}", file=sys.stderr)
+        said = f"skipped {len(skipped)} malformed line(s) of {path}: {', '.join(map(str, skipped))}"
+        print(f"zlbench: {said}", file=sys.stderr)
+        if notes is not None:
+            notes.append(f"{said[0].upper()}{said[1:]} (--skip-bad-lines): their records are in no table here.")
     status = {}
     for r in rows:  # a log of zlbench's names each record's node; FlagGems' own, none (one per op)
         s = status.setdefault((r["op"], r.get("node")), {"op": r["op"], "test_node": r.get("node") or "",
@@ -440,8 +446,13 @@ def main(argv=None) -> int:
             # Its events are read first: tables a run dir lacks, load() would write (collect).
             summarized = run_dir_summary(args.path, args.allow_dead)
             if summarized is None:
-                rows_a, status_a, label_a = load(args.path, args.skip_bad_lines)  # a damaged table is named
-                summarized = render_summary(rows_a, status_a, f"summary of {label_a}"), table_exit(args.path, status_a)
+                notes: List[str] = []
+                rows_a, status_a, label_a = load(args.path, args.skip_bad_lines, notes)  # a damaged table is named
+                text = render_summary(rows_a, status_a, f"summary of {label_a}")
+                if notes:  # under the title
+                    title, rest = text.split("\n", 1)
+                    text = "\n".join([title, "", *(f"> **Note**: {n}" for n in notes), rest])
+                summarized = text, table_exit(args.path, status_a)
             text, code = summarized
             print(text)
             if args.out is not None:

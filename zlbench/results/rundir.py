@@ -67,7 +67,9 @@ def read_identity(run_dir: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{run_dir} is not a zlbench run dir (no {IDENTITY_FILE}).")
+        raise UsageError(f"{run_dir} is not a zlbench run dir (no {IDENTITY_FILE}: a run writes it as it starts). "
+                         "Fix: pass the folder a run names in its `results in ...` line (it holds "
+                         f"{IDENTITY_FILE} and plan.json).")
     except ValueError as e:
         raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged. Fix: start a new run.")
 
