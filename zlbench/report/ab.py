@@ -197,8 +197,9 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     # Machine drift moves every row's torch baseline alike: it is read over the rows the run's timer
     # timed (a shape the capture refused is timed directly, and its baseline can move 50% between
     # two processes) and as their median, which a few wild rows cannot move.
-    drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base))
-             for p in pairing.rows if p.a_base and not p.fallback]
+    drifting = [p for p in pairing.rows if p.a_base and not p.fallback]
+    drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base)) for p in drifting]
+    drift_tests = [base_node(p.node or "") or p.key[0] for p in drifting]  # its interval resamples tests
     return {
         "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(list(live) + [True] * unpaired_live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
@@ -210,7 +211,7 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": overall_line(considered, [t["node"] or t["op"] for t in considered], considered_rounds,
                                 round_period, run_offset_sd),
-        "baseline_drift": {**stats.overall(drift), "median": _median(drift),
+        "baseline_drift": {**stats.overall(drift, clusters=drift_tests), "median": _median(drift),
                            **dict(zip(("median_lo", "median_hi"), stats.median_interval(drift)))},
         "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
