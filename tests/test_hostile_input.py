@@ -324,3 +324,20 @@ def test_launcher_slurm_where_there_is_no_slurm_is_a_usage_error(tmp_path):
     assert res.returncode == 2, res.stderr[-2000:]
     assert "launcher=slurm: no Slurm here (sbatch is not on PATH)" in res.stderr and "Fix:" in res.stderr
     assert "Traceback" not in res.stderr and files_under(tmp_path) == ["bin"]  # no run dir, no zl_runs/
+
+
+def test_a_copy_of_the_package_without_its_configs_says_so(tmp_path):
+    """zlbench/ copied without conf/ (a copy of the package alone, as a GPU machine got one): Hydra
+    died with a FileNotFoundError traceback; it is one line naming what is missing and the fix."""
+    import shutil
+    from pathlib import Path
+
+    import zlbench
+
+    shutil.copytree(Path(zlbench.__file__).parent, tmp_path / "zlbench",
+                    ignore=shutil.ignore_patterns("conf", "__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "zlbench", "dry_run=true"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"zlbench: error: zlbench's configs are missing: no {tmp_path / 'conf'}" in res.stderr, res.stderr
