@@ -72,7 +72,8 @@ def _row(name, type_, doc, unit="", store=False, **kw) -> Column:
 _RETIRING = " (older runs; its producer is being retired: null in newer rows)"
 
 ROW_COLUMNS: Tuple[Column, ...] = (
-    _row("op", STR, "operator id (the test's first non-builtin mark)", store=True, required=True, length=255),
+    _row("op", STR, "operator name as the corpus records it (FlagGems' op_name; ops_status.csv's op is the test's "
+         "first non-builtin mark, what ops= selects)", store=True, required=True, length=255),
     _row("dtype", STR, "dtype as the corpus names it (torch.float16)", store=True, length=64),
     _row("shape", STR, "canonical JSON of the shape detail: the pairing key across runs (the n-th case "
          "of a record whose shapes read alike: `<shape> #n`)", store=True),
