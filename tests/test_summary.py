@@ -158,7 +158,7 @@ def test_the_processes_section_says_which_rows_have_no_interval():
     cut = process_lines([row("exp", False), row("abs", False)], identity)
     assert cut[0] == "## Processes" and "2 row(s) measured in fewer processes than the 3 planned" in cut[2], cut
     mixed = "\n".join(process_lines([row("exp", True), row("abs", False)], identity))
-    assert "; 1 row(s) have none (one process, and no row of its timer to borrow from)" in mixed, mixed
+    assert "; 1 row(s) have none (one process, and too few tests of its timer measured in several to borrow a spread from)" in mixed, mixed
     assert "have none" not in "\n".join(process_lines([row("exp", True)], identity))
 
 

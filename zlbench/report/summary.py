@@ -238,8 +238,8 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
              "(`latency_ci` in rows.jsonl, beside `processes`) is a 95% interval for the value "
              "another run with these settings would report, its spread moderated by the run's rows of its "
              "size and timer (a run of few tests: by all its rows)"
-             + (f"; {len(measured) - len(with_ci)} row(s) have none (one process, and no row of its timer to "
-                "borrow from)" if len(with_ci) < len(measured) else ""),
+             + (f"; {len(measured) - len(with_ci)} row(s) have none (one process, and too few tests of its "
+                "timer measured in several to borrow a spread from)" if len(with_ci) < len(measured) else ""),
              f"- interval width (hi - lo) / latency: median {_pct(statistics.median(w for w, _ in widths))}, "
              f"p90 {_pct(widths[math.ceil(0.9 * len(widths)) - 1][0])}, widest {_pct(widths[-1][0])} "
              f"({_row_name(widths[-1][1])})"]
