@@ -318,6 +318,8 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     assert {t["stop"] for s, t in by_shape.items() if s != "[[64]]"} == {"settled"}
     assert res["summary"]["stops"] == {"futile": 1, "settled": 4}
     assert "rows stopped: 1 futile, 4 settled" in res["markdown"]
+    assert ("its rounds column; settled: its interval decided its verdict (wholly beyond or within the threshold "
+            "band); futile: its interval was unlikely to decide it within ab.rounds)") in res["markdown"]
     assert "Rounds planned: " in res["markdown"]  # the plan, not what a row ran (its rounds column)
     assert "| 5 (futile at 4) " in res["markdown"]
     write(res, tmp_path)

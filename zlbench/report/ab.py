@@ -164,6 +164,11 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str], views: Col
             "stopped": sum(1 for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut)}
 
 
+# What ab.md says a row's stop means, where it has rows that stopped so.
+STOP_MEANINGS = {SETTLED: "its interval decided its verdict (wholly beyond or within the threshold band)",
+                 FUTILE: "its interval was unlikely to decide it within ab.rounds"}
+
+
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
                 cut: Collection[str], row_stop: Optional[str] = None, failed: Collection[str] = ()) -> str:
     """Why a row has the rounds it has: settled, futile (more rounds were unlikely to settle it; its
@@ -305,8 +310,9 @@ def headline(summary: Mapping) -> List[str]:
         why = ", ".join(f"{v} at {k}" if k == "max rounds" else f"{v} {k}" for k, v in sorted(summary["stops"].items()))
         span = f"{planned['min']} to {planned['max']}" if planned["min"] != planned["max"] else f"{planned['max']}"
         # Planned, not run: a row stops early once settled, futile or not live (the table's rounds column).
+        meanings = "; ".join(f"{w}: {m}" for w, m in STOP_MEANINGS.items() if w in summary["stops"])
         lines.append(f"Rounds planned: {span} per row; rows stopped: {why} "
-                     "(the rounds each row ran: its rounds column).")
+                     f"(the rounds each row ran: its rounds column{'; ' + meanings if meanings else ''}).")
     if summary.get("aa"):
         fpr = summary["false_positive_rate"]
         lines.append(f"A/A mode: {summary['flagged_rows']} row(s) flagged after BH "
