@@ -466,6 +466,27 @@ def test_a_cut_runs_first_line_says_what_the_cut_voided():
     assert "reached the minimum" not in text
 
 
+def test_an_ab_cut_after_its_first_round_gives_its_overall_no_interval():
+    """Every row one round (the run cut in round 2): a bootstrap over tests alone read the round's own
+    draws as a change of every row, in bold, beside rows all 'inconclusive (cut)'."""
+    a, b = [], []
+    for i in range(6):
+        node = f"t.py::test_op{i}"
+        a += [{**r, "node": node} for r in rows([1.0], op=f"op{i}")]
+        b += [{**r, "node": node} for r in rows([0.8 + 0.001 * i], op=f"op{i}")]
+    nodes = {f"t.py::test_op{i}" for i in range(6)}
+    res = compare(a, b, "off", "on", rounds={"min": 4, "max": 10}, cut=nodes)
+    assert {t["verdict"] for t in res["rows"]} == {"inconclusive (cut)"}, res["rows"]
+    line = next(x for x in res["markdown"].splitlines() if "Overall B/A latency" in x)
+    assert "**" not in line and "over 6 row(s) of one round each (no interval" in line, line
+    # The same rows over 2 rounds each: an interval, as before.
+    a2 = a + [{**r, "round": 1} for r in a]
+    b2 = b + [{**r, "round": 1, "latency": r["latency"] * 1.01} for r in b]
+    res = compare(a2, b2, "off", "on", rounds={"min": 4, "max": 10}, cut=nodes)
+    line = next(x for x in res["markdown"].splitlines() if "Overall B/A latency" in x)
+    assert "**" in line and "95% bootstrap CI" in line, line
+
+
 def test_a_cut_run_counts_as_cut_only_the_unpaired_rows_of_nodes_it_did_not_finish():
     """On the H200 a cut A/A said '12 got no round on both sides': its 12 unpaired rows were views of
     a finished node (no device work on either side), not rows the cut left without a round."""

@@ -160,6 +160,7 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str], views: Col
             "rounds_done": [min(cut_rounds), max(cut_rounds)],
             "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)"),
             "no_round": no_round, "tests": len(cut),
+            "rows_done_all": max((t["rounds"] for t in table), default=0),  # the most rounds any row got
             # rows of the unfinished tests that had settled or gone futile: their verdicts stand
             "stopped": sum(1 for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut)}
 
@@ -289,7 +290,15 @@ def headline(summary: Mapping) -> List[str]:
     lines = [cut_line(summary)] if summary.get("cut") else []
     lines.append(_liveness_line(summary))
     o = summary["overall"]
-    if o["geomean"] is not None:
+    cut = summary.get("cut") or {}
+    one_round = bool(cut.get("rows")) and cut.get("rows_done_all", 2) <= 1
+    if o["geomean"] is not None and one_round:
+        # A bootstrap over tests alone would read the round's own draws (its side processes, the
+        # machine then) as a change of every row: no interval, and nothing in bold.
+        lines.append(f"Overall B/A latency: {_fmt_pct(o['geomean'])} over {o['rows']} row(s) of one round each (no "
+                     "interval: the run was cut after its first round, whose draws, its side processes, are in "
+                     "every row at once; resume the run dir for more rounds).")
+    elif o["geomean"] is not None:
         ci = (f" (95% bootstrap CI {_fmt_pct(o['lo'])} .. {_fmt_pct(o['hi'])}, resampling "
               f"{o.get('resampled') or 'tests'}"
               + (f", widened by each run's offset over all its rows, sd {o['run_offset_sd'] * 100:.2g}% a run"
