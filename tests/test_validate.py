@@ -256,3 +256,16 @@ def test_a_near_miss_is_fixed_to_the_setting_and_choice_it_resembles():
     assert key_problem("ab.vr", "X").endswith("Fix: ab.var=X.")
     assert type_problem("ab.schedule", ["rounds"]).endswith("Fix: ab.schedule=round.")
     assert type_problem("ab.schedule", ["xyz"]).endswith("Fix: ab.schedule=node.")  # nothing close: the default
+
+
+@pytest.mark.parametrize("overrides,noted", [
+    (["ab=musa_rlc", "backend=cpu"], True),  # a FlagTree switch on a backend that runs no Triton kernel
+    (["ab=triton_fp_fusion", "backend=cpu"], True),
+    (["ab=musa_rlc", "backend=musa"], False),
+    (["ab=demo_fused_softmax", "backend=cpu"], False),  # the demo corpus reads its switch on the CPU
+])
+def test_a_compiler_switch_on_the_cpu_gets_a_note(overrides, noted):
+    from zlbench.config.validate import config_notes
+
+    notes = [n for n in config_notes(resolved(*overrides)) if "runs no Triton kernel" in n]
+    assert bool(notes) == noted, notes

@@ -191,6 +191,19 @@ def ab_rounds_problem(resolved: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+# A/B variables read by Triton's or FlagTree's compiler: a CPU run (no Triton kernel) never reads them.
+COMPILER_VAR_PREFIXES = ("FLAGTREE_", "TRITON_")
+
+
+def _runs_on_cpu(resolved: Mapping[str, Any]) -> bool:
+    name = (resolved.get("backend") or {}).get("name")
+    if name == "auto":
+        from zlbench.backends.registry import detect
+
+        name = detect()
+    return name == "cpu"
+
+
 def config_notes(resolved: Mapping[str, Any]) -> List[str]:
     """Settings that run but may not do what they seem to: said when the run starts."""
     ab = resolved.get("ab") or {}
@@ -202,6 +215,11 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
         notes.append(f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
                      f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
                      f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so.")
+    var = str(ab.get("var") or "")
+    if ab.get("name", "none") != "none" and var.startswith(COMPILER_VAR_PREFIXES) and _runs_on_cpu(resolved):
+        notes.append(f"ab={ab.get('name')} switches {var}, a Triton/FlagTree compiler setting, but backend=cpu runs "
+                     "no Triton kernel: both sides run the same code, so expect no difference (liveness cannot be "
+                     "checked on the CPU). Fix: run it on the backend the switch is for (backend=cuda, musa, ...).")
     from zlbench.results.process_stats import narrowest_width
 
     width = (resolved.get("timer") or {}).get("target_width")
