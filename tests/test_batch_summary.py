@@ -48,6 +48,8 @@ def test_multirun_sides_are_named_and_said_not_interleaved(sweep, tmp_path):
     line = next(l for l in md.splitlines() if l.startswith("- **Not interleaved**"))
     assert "A (ZL_FIXTURE_SWITCH=0 (side off)) ran " in line and "B (ZL_FIXTURE_SWITCH=1 (side on)) ran " in line
     assert "after A ended" in line  # the local launcher ran the sweep's jobs one after the other
+    # the switch its two sides set apart, by its name (not 'sides.off.X: 0 -> None; sides.on.X: None -> 1')
+    assert "set a switch apart: ZL_FIXTURE_SWITCH: 0 -> 1" in md and "sides.off" not in md, md[:3000]
     assert "`python -m zlbench ab=env ab.var=ZL_FIXTURE_SWITCH`" in line
     summary_json = json.loads((tmp_path / "cmp" / "ab.json").read_text())["summary"]
     runs = summary_json["runs"]
@@ -244,7 +246,7 @@ def test_two_plain_runs_a_variable_set_apart_name_it_and_its_interleaved_ab(unst
         (runs[name] / "run_identity.json").write_text(json.dumps(identity))
     out = summary(runs["fused0"], "--ab", runs["fused1"])
     assert out.returncode == 0, out.stderr
-    assert "the runs set a switch apart: switch_env.DEMO_GEMS_FUSED_SOFTMAX: 0 -> 1" in out.stdout, out.stdout
+    assert "the runs set a switch apart: DEMO_GEMS_FUSED_SOFTMAX: 0 -> 1" in out.stdout, out.stdout
     assert "`python -m zlbench ab=env ab.var=DEMO_GEMS_FUSED_SOFTMAX 'ab.values=[0,1]'`" in out.stdout
     out = summary(runs["fused0"], "--ab", runs["again"])
     assert "repeat runs" in out.stdout and "set a switch apart" not in out.stdout, out.stdout

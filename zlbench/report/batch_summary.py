@@ -280,8 +280,16 @@ def conditions_apart(a: Mapping, b: Mapping) -> List[str]:
 
 
 def switches_apart(a: Mapping, b: Mapping) -> List[str]:
-    """Where two runs set a switch apart: their A/B side's values, or a recorded switch variable."""
-    fa, fb = (_flat({"sides": i.get("sides"), "switch_env": i.get("switch_env")}) for i in (a, b))
+    """Where two runs set a switch apart: their A/B side's values, or a recorded switch variable. A
+    run of one side (ab.side=off, a sweep's job) reads as the variables that side set ('VAR: 0 -> 1',
+    not 'sides.off.VAR: 0 -> None; sides.on.VAR: None -> 1')."""
+    def switches(i: Mapping) -> dict:
+        sides = i.get("sides") or {}
+        if len(sides) == 1 and isinstance(next(iter(sides.values())), Mapping):
+            return _flat({**(i.get("switch_env") or {}), **next(iter(sides.values()))})
+        return _flat({"sides": sides, "switch_env": i.get("switch_env")})
+
+    fa, fb = switches(a), switches(b)
     return _changes(fa, fb, fa.keys() | fb.keys())
 
 
