@@ -161,3 +161,14 @@ def test_sqlite_file_reads_the_database_path_of_a_url_and_nothing_else():
     assert sqlite_file("sqlite:////tmp/runs/zlbench.db?timeout=5") == Path("/tmp/runs/zlbench.db")
     for url in ("sqlite:///:memory:", "sqlite://", "postgresql://u:p@host/db", "not a url"):
         assert sqlite_file(url) is None, url
+
+
+def test_a_run_of_a_corpus_without_a_commit_says_so_in_compare_headers():
+    """The demo corpus (no git checkout) read "corpus -"."""
+    from datetime import datetime
+
+    from zlbench.history.compare import describe
+
+    run = {"run_id": 3, "created": datetime(2026, 12, 5, 21, 0), "backend": "cpu", "corpus_commit": None}
+    assert describe(run) == "run 3 (2026-12-05 21:00, cpu, corpus commit unknown)"
+    assert describe({**run, "corpus_commit": "0123456789abcdef"}) == "run 3 (2026-12-05 21:00, cpu, corpus 0123456789)"

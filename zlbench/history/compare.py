@@ -112,9 +112,10 @@ def current_level(history: List[float]) -> List[float]:
 
 def describe(run: Mapping, by_path: bool = False) -> str:
     """by_path: the run named by its run dir (its id is that of a store not kept)."""
-    commit = short_version(run.get("corpus_commit"), 10)
+    commit = short_version(run.get("corpus_commit"), 10) if run.get("corpus_commit") else None
     name = run["path"] if by_path and run.get("path") else f"run {run['run_id']}"
-    return f"{name} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend') or '-'}, corpus {commit})"
+    corpus = f"corpus {commit}" if commit else "corpus commit unknown"  # not a git checkout (the demo corpus)
+    return f"{name} ({run['created']:%Y-%m-%d %H:%M}, {run.get('backend') or '-'}, {corpus})"
 
 
 def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float = 0.02,
