@@ -27,6 +27,7 @@ def files_under(path):
     (["+ab.foo=1"], "zlbench: error: ab.foo is not a zlbench setting."),
     (["node_timeout_s=0"], "Fix: launcher.node_timeout_s=0."),
     (["ops=[nope]"], "zlbench: error: op 'nope' matches no test"),  # refused once Hydra made the run dir
+    (["ops=[nope]"], "Fix: ops=[<op mark>]: its op marks are add, amax, exp,"),  # what to choose from
     # A value of the wrong type, or null where the setting takes none: Hydra's refusal was several
     # lines without the fix.
     (["timer.repeat=1.5"], "zlbench: error: timer.repeat=1.5 is not valid: it must be an integer >= 1 "

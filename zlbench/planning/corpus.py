@@ -171,7 +171,10 @@ class Corpus:
         if not hits:
             raise UsageError(
                 f"op '{op}' matches no test in {self.root / self.test_dir}."
-                f"{_close(op, self.ops())} Fix: ops=[<op mark>], see the op marks of the corpus."
+                f"{_close(op, self.ops())} Fix: ops=[<op mark>]: "
+                + (f"its op marks are {', '.join(self.ops())}." if len(self.ops()) <= 30 else
+                   f"{len(self.ops())} op marks; `python -m zlbench dry_run=true` (every op) lists each test and "
+                   "its op, op_file=<file> narrows to one file's.")
             )
         return hits
 
