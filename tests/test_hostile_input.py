@@ -342,3 +342,14 @@ def test_a_copy_of_the_package_without_its_configs_says_so(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert f"zlbench: error: zlbench's configs are missing: no {tmp_path / 'conf'}" in res.stderr, res.stderr
+
+
+def test_an_ab_made_with_a_plain_runs_process_setting_still_resumes(tmp_path):
+    """An A/B run dir made before such settings were refused holds timer.processes= in its overrides,
+    which its resume command repeats: the refusal leaves a resume to the run dir's identity check."""
+    from zlbench.config.command_line import _check_overrides
+
+    with pytest.raises(Exception, match="sets a plain run's processes"):
+        _check_overrides(["ab=demo_fused_softmax", "timer.processes=1"], {"ab", "timer.processes"})
+    _check_overrides(["ab=demo_fused_softmax", "timer.processes=1", f"resume={tmp_path}"],
+                     {"ab", "timer.processes", "resume"})

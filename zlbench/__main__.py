@@ -186,15 +186,15 @@ def main() -> None:
     if (problem := _bare_word_problem(sys.argv[1:])):
         _error(problem)
         sys.exit(Exit.USAGE)
+    if "--version" in sys.argv[1:] or "-V" in sys.argv[1:]:
+        print(f"zlbench {__version__}")
+        sys.exit(0)
     if not conf_dir().is_dir():  # a copy of the package without its configs (Hydra: a traceback)
         _error(f"zlbench's configs are missing: no {conf_dir()} (nor zlbench/conf in the package). Fix: install "
                "zlbench from its checkout or wheel (pip install -e . in the checkout that holds conf/), or run from "
                "that checkout.")
         sys.exit(Exit.USAGE)
     register_schemas()
-    if "--version" in sys.argv[1:] or "-V" in sys.argv[1:]:
-        print(f"zlbench {__version__}")
-        sys.exit(0)
     if "--hydra-help" in sys.argv[1:]:
         print(HYDRA_HELP)
         sys.exit(0)

@@ -272,7 +272,8 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
                         "lists them; ab=env ab.var=NAME for any variable), or drop it (a plain run's processes: "
                         "timer.processes=N).")
     plain_keys = sorted(k for k in cli_keys if k in PLAIN_RUN_KEYS)
-    if plain_keys and axis != "none":
+    # (a resume repeats the run's own overrides: an A/B made before this refusal may hold them)
+    if plain_keys and axis != "none" and "resume" not in cli_keys:
         which = ", ".join(f"{k}=" for k in plain_keys)
         problems.append(f"{which} {'sets' if len(plain_keys) == 1 else 'set'} a plain run's processes, but an A/B axis "
                         f"is chosen (ab={axis}): its rounds are its processes (ab.rounds, ab.min_rounds, "
