@@ -242,3 +242,15 @@ def test_the_widest_rows_whose_processes_read_apart_are_judged_on_the_side_that_
     line = _unstable_line([torch_apart, wide_op_only, op_apart])
     names = [part.split(" float16")[0] for part in line.split("widest: ")[1].split("; ")]
     assert names == ["pick", "base", "noisy"], line
+
+
+def test_a_one_side_table_of_rounds_says_its_rows_are_rounds():
+    """One side's rows over two rounds (a side of an `ab.side=off,on` sweep): the legend of rounds,
+    though the side column is dropped (it was chosen after the columns moved, reading the torch cell)."""
+    from zlbench.report.summary import _results_lines
+
+    rs = [row("exp", "t.py::test_exp", 1.0, 0.5, round=r) for r in (0, 1)]
+    text = "\n".join(_results_lines(rs))
+    assert "1 x 2 rounds" in text and "the median over shapes and rounds of each row's latency" in text, text
+    text = "\n".join(_results_lines([row("exp", "t.py::test_exp", 1.0, 0.5)]))
+    assert "a row's latency: the median over its processes" in text, text

@@ -127,8 +127,9 @@ def _process(record: logging.LogRecord) -> bool:
     for res, tinfo in zip(results, timing):
         res.update({k: v for k, v in tinfo.items() if k in ("timer_used", "markers")})
     _runtime.emit("record", node=_runtime.current_node, op=_runtime.current_op, payload=payload, timing=timing)
-    _recorded.add(_runtime.current_node)
     timed = [(res, tinfo) for res, tinfo in zip(results, timing) if not tinfo.get("untimed")]
+    if timed:
+        _recorded.add(_runtime.current_node)
     if results and not timed:
         record.zlbench_line = None  # a more pass that timed none of these shapes: nothing to log
         return False

@@ -353,27 +353,31 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
 
 
 def _status_lines(status_rows: List[dict]) -> List[str]:
-    """## Status: test nodes by their worst status; ## Not ok: each node that was not."""
+    """## Status: test nodes by their worst status; ## Not ok: each node that was not; ## Measured in
+    part: the ok ones that skipped some of their cases (the reason says which)."""
     counts = Counter(_worst_per_node(status_rows).values())
     lines = ["## Status", "", tabulate([[s, counts.get(s, 0)] for s in STATUSES if counts.get(s, 0)] or [["(none)", 0]],
                                        headers=["status", "test nodes"], tablefmt="github"), ""]
-    bad = [s for s in status_rows if s["status"] != "ok" or s.get("reason")]  # an ok one with a reason: in part
-    if bad:
-        lines += ["## Not ok" if any(s["status"] != "ok" for s in bad) else "## Measured in part", "", tabulate(
-            [[s["op"], s["test_node"], s.get("side", ""), s["status"], (s.get("reason") or "")[:160]]
-             for s in bad],
-            headers=["op", "test node", "side", "status", "reason"], tablefmt="github"), ""]
+    for title, nodes in (("## Not ok", [s for s in status_rows if s["status"] != "ok"]),
+                         # ok, with a reason: some cases skipped (not applicable to the run's dtypes)
+                         ("## Measured in part", [s for s in status_rows if s["status"] == "ok" and s.get("reason")])):
+        if nodes:
+            lines += [title, "", tabulate(
+                [[s["op"], s["test_node"], s.get("side", ""), s["status"], (s.get("reason") or "")[:160]]
+                 for s in nodes],
+                headers=["op", "test node", "side", "status", "reason"], tablefmt="github"), ""]
     return lines
 
 
 def _results_lines(rows: List[dict]) -> List[str]:
     table = per_op_table(rows)
+    rounds = any(" x " in line[3] for line in table)  # rows of rounds: an A/B's (or a log's records)
     headers = ["op", "side", "dtype", "shapes", "torch ms (median)", "gems ms (median)",
                "speedup (geomean)", "range", "timer"]
     if len({line[1] for line in table}) <= 1:  # one side (a plain run's "main"): the column says nothing
         headers.pop(1)
         table = [line[:1] + line[2:] for line in table]
-    if any(" x " in line[3] for line in table):  # rows of rounds: an A/B's (or a log's records)
+    if rounds:
         legend = ("torch ms and gems ms: the median over shapes and rounds of each row's latency (a row: one round's "
                   "value); speedup: the geometric mean of each row's torch / gems over the rows that timed torch (an "
                   "A/B times it where it serves: its first round and the drift checks), so it need not equal the "
