@@ -479,6 +479,7 @@ def test_an_ab_cut_after_its_first_round_gives_its_overall_no_interval():
     assert {t["verdict"] for t in res["rows"]} == {"inconclusive (cut)"}, res["rows"]
     line = next(x for x in res["markdown"].splitlines() if "Overall B/A latency" in x)
     assert "**" not in line and "over 6 row(s) of one round each (no interval" in line, line
+    assert res["summary"]["overall"]["lo"] is None and res["summary"]["overall"]["hi"] is None  # ab.json too
     # The same rows over 2 rounds each: an interval, as before.
     a2 = a + [{**r, "round": 1} for r in a]
     b2 = b + [{**r, "round": 1, "latency": r["latency"] * 1.01} for r in b]

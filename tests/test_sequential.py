@@ -334,8 +334,12 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     cut = compare(side(False), side(True), "off", "on", rounds={"min": 3, "max": 10}, cut={node})
     assert cut["summary"]["stops"] == {"futile": 1, "settled": 4}, cut["summary"]["stops"]
     assert "| 5 (settled at 3) " in cut["markdown"] and "(cut" not in cut["markdown"], cut["markdown"]
-    assert ("**Run cut short**: 1 test(s) not finished before the run ended; each of their 5 row(s) had settled or "
-            "gone futile, so its verdict stands.") in cut["markdown"], cut["markdown"]
+    assert ("**Run cut short**: 1 test(s) not finished before the run ended; the 5 row(s) of 1 of them had settled "
+            "or gone futile, so their verdicts stand. Resume") in cut["markdown"], cut["markdown"]
+    # ... and a cut test that left no row compared is said apart
+    two = compare(side(False), side(True), "off", "on", rounds={"min": 3, "max": 10}, cut={node, "t.py::test_none"})
+    assert "the 5 row(s) of 1 of them had settled or gone futile, so their verdicts stand; the other 1 had no row " \
+        "compared" in two["markdown"], two["markdown"]
     assert stop_reason(node, 1, {node: {"why": "not live"}}, {"min": 3, "max": 10}, (), "futile") == "not live"
 
 

@@ -98,6 +98,11 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut, pairing.views))
+    c = summary["cut"] or {}
+    if c.get("rows") and c.get("rows_done_all", 2) <= 1:
+        # Cut after its first round: a bootstrap over tests alone would read the round's own draws
+        # (its side processes, the machine then) as a change of every row. No interval.
+        summary["overall"].update(lo=None, hi=None, one_round=True)
     unpaired_rows = [{"op": k[0], "dtype": short_dtype(k[1]), "shape": k[2], "node": k[3] or None, "why": why}
                      for k, why in unpaired]
     name_shared_keys(table + unpaired_rows)  # a paired and an unpaired row of one key read apart too
@@ -162,7 +167,9 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str], views: Col
             "no_round": no_round, "tests": len(cut),
             "rows_done_all": max((t["rounds"] for t in table), default=0),  # the most rounds any row got
             # rows of the unfinished tests that had settled or gone futile: their verdicts stand
-            "stopped": sum(1 for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut)}
+            "stopped": sum(1 for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut),
+            "stopped_tests": len({base_node(t.get("node") or "") for t in table
+                                  if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut})}
 
 
 # What ab.md says a row's stop means, where it has rows that stopped so.
@@ -290,11 +297,7 @@ def headline(summary: Mapping) -> List[str]:
     lines = [cut_line(summary)] if summary.get("cut") else []
     lines.append(_liveness_line(summary))
     o = summary["overall"]
-    cut = summary.get("cut") or {}
-    one_round = bool(cut.get("rows")) and cut.get("rows_done_all", 2) <= 1
-    if o["geomean"] is not None and one_round:
-        # A bootstrap over tests alone would read the round's own draws (its side processes, the
-        # machine then) as a change of every row: no interval, and nothing in bold.
+    if o["geomean"] is not None and o.get("one_round"):  # no interval, and nothing in bold
         lines.append(f"Overall B/A latency: {_fmt_pct(o['geomean'])} over {o['rows']} row(s) of one round each (no "
                      "interval: the run was cut after its first round, whose draws, its side processes, are in "
                      "every row at once; resume the run dir for more rounds).")
@@ -398,10 +401,13 @@ def cut_line(summary: Mapping) -> str:
         f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
         f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
     ])) or "each reached the minimum, so its verdict stands on the rounds it got"
-    if not c["rows"] and c.get("stopped"):  # every row of the unfinished tests had stopped on its own
-        return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended; each of their "
-                f"{c['stopped']} row(s) had settled or gone futile, so its verdict stands. Resuming the run dir "
-                "finishes the tests.")
+    if not c["rows"] and c.get("stopped"):  # the unfinished tests' rows had all stopped on their own
+        tests, with_rows = c.get("tests", 0), c.get("stopped_tests", c.get("tests", 0))
+        others = (f"; the other {tests - with_rows} had no row compared (measured on both sides)"
+                  if tests > with_rows else "")
+        return (f"**Run cut short**: {tests} test(s) not finished before the run ended; the {c['stopped']} row(s) "
+                f"of {with_rows} of them had settled or gone futile, so their verdicts stand{others}. Resume the "
+                "run dir to finish them.")
     if not c["rows"]:  # cut between tests: the unfinished ones left no row measured on both sides
         return (f"**Run cut short**: {c.get('tests', 0)} test(s) not finished before the run ended, none with a row "
                 "compared (measured on both sides). Resume the run dir to finish them.")
