@@ -263,6 +263,7 @@ def test_a_near_miss_is_fixed_to_the_setting_and_choice_it_resembles():
     (["ab=triton_fp_fusion", "backend=cpu"], True),
     (["ab=musa_rlc", "backend=musa"], False),
     (["ab=demo_fused_softmax", "backend=cpu"], False),  # the demo corpus reads its switch on the CPU
+    (["ab=env", "ab.var=TRITON_INTERPRET", "backend=cpu"], False),  # Triton's interpreter runs kernels on the CPU
 ])
 def test_a_compiler_switch_on_the_cpu_gets_a_note(overrides, noted):
     from zlbench.config.validate import config_notes

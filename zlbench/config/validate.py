@@ -191,8 +191,9 @@ def ab_rounds_problem(resolved: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-# A/B variables read by Triton's or FlagTree's compiler: a CPU run (no Triton kernel) never reads them.
-COMPILER_VAR_PREFIXES = ("FLAGTREE_", "TRITON_")
+# A/B variables read by Triton's or FlagTree's GPU compiler (and FLAGTREE_*): a CPU run, which runs no
+# Triton kernel, never reads them. (Not TRITON_INTERPRET: it runs Triton kernels on the CPU.)
+TRITON_COMPILER_VARS = ("TRITON_DEFAULT_FP_FUSION",)
 
 
 def _runs_on_cpu(resolved: Mapping[str, Any]) -> bool:
@@ -216,8 +217,11 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
                      f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
                      f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so.")
     var = str(ab.get("var") or "")
-    if ab.get("name", "none") != "none" and var.startswith(COMPILER_VAR_PREFIXES) and _runs_on_cpu(resolved):
-        notes.append(f"ab={ab.get('name')} switches {var}, a Triton/FlagTree compiler setting, but backend=cpu runs "
+    compiler_var = var.startswith("FLAGTREE_") or var in TRITON_COMPILER_VARS
+    if ab.get("name", "none") != "none" and compiler_var and _runs_on_cpu(resolved):
+        cpu = "backend=cpu" if (resolved.get("backend") or {}).get("name") == "cpu" else \
+            "backend=auto found no accelerator here, so the run is on the CPU, which"
+        notes.append(f"ab={ab.get('name')} switches {var}, a Triton/FlagTree compiler setting, but {cpu} runs "
                      "no Triton kernel: both sides run the same code, so expect no difference (liveness cannot be "
                      "checked on the CPU). Fix: run it on the backend the switch is for (backend=cuda, musa, ...).")
     from zlbench.results.process_stats import narrowest_width

@@ -185,6 +185,7 @@ class UnitRunner:
         self.on_measuring: Optional[Callable[[], None]] = None
 
     def run(self) -> Dict[str, int]:
+        stopped_running = set()  # nodes this call's run limit stopped while they ran (their end is recorded)
         while True:
             history = ev.read_events(self.events)
             done = _done(history)
@@ -194,10 +195,8 @@ class UnitRunner:
             if self.deadline is not None and time.time() >= self.deadline:
                 # A node the limit stopped while it ran has its end already ("... while it ran"):
                 # resumable, so not done, but not one that never ran either.
-                said = {ev.base_node(e["node"]) for e in history if e.get("event") == "end" and e.get("node")
-                        and e.get("resumable") and ev.DEADLINE_REASON in str(e.get("reason"))}
                 for n in remaining:
-                    if ev.base_node(n) not in said:
+                    if ev.base_node(n) not in stopped_running:
                         self._record(_end(n, "timeout", f"{ev.DEADLINE_REASON} before it ran", resumable=True))
                 break
             if self.ahead is not None and remaining and set(remaining) <= set(self.ahead.collected):
@@ -209,6 +208,8 @@ class UnitRunner:
                              crash_retries=int(self.unit.get("crash_retries", 0)))
             for e in result.ends:
                 self._record(e)
+                if e.get("event") == "end" and e.get("resumable") and attempt.killed_for == "deadline":
+                    stopped_running.add(ev.base_node(e["node"]))
             if result.terminated:
                 raise Terminated(f"unit {self.unit['unit_id']}: the benchmark process got SIGTERM")
             if result.stop:

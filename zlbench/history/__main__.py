@@ -5,7 +5,8 @@
   compare A B | --latest  rows that changed beyond their own noise (their process-level intervals,
                           rounds or history); exit 1 when a row got slower (--fail-on)
   regressions             persistent steps over a caliber's runs, with the first commit after each;
-                          exit 1 when it finds a regression (--fail-on)
+                          exit 1 when it finds a regression (--fail-on), 2 when too few runs
+                          to look for one
   vendors                 each backend's speedup and latency per op, dtype and shape
   html --out DIR          a static site (runs, trends, regressions, vendors, A/B results)
 
@@ -173,8 +174,8 @@ def _check_run_dir_ref(ref: str) -> None:
                          "(`python -m zlbench history list` shows them).")
     if path.is_dir() and not (path / "run_identity.json").is_file():
         raise UsageError(f"{ref} is not a run dir: it holds no run_identity.json (a run writes it as it starts). "
-                         "Fix: pass the folder a run names in its `results in ...` line, a run id or a run key "
-                         "prefix (`python -m zlbench history list` shows them).")
+                         "Fix: pass the folder a run names in its `results in ...` line, a result log, a run id or "
+                         "a run key prefix (`python -m zlbench history list` shows them).")
 
 
 def _run_dir_pair(args) -> Optional[List[Path]]:
@@ -318,8 +319,9 @@ def cmd_regressions(args) -> int:
     runs, k = result["summary"]["runs"], result["summary"]["k"]
     if runs < 2 * k and R.FAIL_ON[args.fail_on]:  # a gate that judged nothing does not pass (as compare's)
         print(f"[zlbench] regressions: {runs} run(s) of caliber {result['summary']['caliber'][:12]}, and a step needs "
-              f"{k} before it and {k} after it: nothing was judged: exit 2. Fix: record more runs of it, lower -k "
-              "(1 at least), or --fail-on none to accept it.", file=sys.stderr)
+              f"{k} before it and {k} after it: nothing was judged: exit 2. Fix: record more runs of it"
+              + (f", or -k {runs // 2} to look with {runs // 2} on each side" if runs >= 2 else "")
+              + ", or --fail-on none to accept it.", file=sys.stderr)
         return 2
     if failing:
         print(f"[zlbench] regressions: {failing} step(s) of kind {args.fail_on}: exit 1 (--fail-on chooses what "
@@ -408,7 +410,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--z", type=_at_least(0, float), default=3.0, help="a step must exceed z x the runs' robust spread (default 3; "
                     "runs with process-level intervals: the intervals instead)")
     sp.add_argument("--fail-on", choices=("regression", "improvement", "any", "none"), default="regression",
-                    help="exit 1 when a step of this kind is found (default regression)")
+                    help="exit 1 when a step of this kind is found (default regression); any but none "
+                         "also exits 2 where the caliber has too few runs to look for a step")
     sp.add_argument("--format", choices=("md", "csv", "json"), default="md")
     sp.add_argument("--out", type=_folder, help="write regressions.<format> here instead of stdout")
 

@@ -178,8 +178,9 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
             """The run that did not select u's test, or its dtype ('A', 'B'), else None."""
             other = {"only on side A": "B", "only on side B": "A"}.get(u["why"])
             node = (u["node"] or "").split("[")[0]
-            if other and dtypes[other] and short_dtype(str(u.get("dtype"))) not in dtypes[other]:
-                return other  # a dtype the other run's dtypes= left out
+            mine, dtype = dtypes["A" if other == "B" else "B"], short_dtype(str(u.get("dtype")))
+            if other and dtypes[other] and dtype not in dtypes[other] and (not mine or dtype in mine):
+                return other  # a dtype its run asked for and the other run's dtypes= left out
             return other if other and node and node not in statuses[other == "B"].get(u["side"], {}) else None
 
         whose = [not_selected(u) for u in unpaired]
