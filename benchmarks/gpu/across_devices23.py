@@ -128,7 +128,7 @@ def main():
     a = p.parse_args()
     groups = discover(a.roots)
     tally = collections.defaultdict(list)  # (kind, size) -> [(covered, d, row was unstable)]
-    by_group = []
+    by_group, judged = [], []
     d2 = collections.defaultdict(lambda: collections.defaultdict(list))  # size -> kind -> d^2 (groups with both)
     widen = {s: collections.defaultdict(list) for s in a.device_sd}
     for key, runs in groups.items():
@@ -137,6 +137,7 @@ def main():
         made = [(run, dev, commit, rows) for run, dev, commit in runs if (rows := planned_rows(run))]
         if len({m[1] for m in made}) < 2:
             continue
+        judged.append([(run, dev, commit) for run, dev, commit, _ in made])  # the gate's runs: the same
         kinds_here = collections.defaultdict(list)
         for (ra, da, ca, rows_a), (rb, db, cb, rows_b) in itertools.permutations(made, 2):
             if a.same_commit and _commit(ca) != _commit(cb):
@@ -203,21 +204,19 @@ def main():
             f"{kind} coverage {_pct(v['coverage'])} over {v['pairs_rows']}" for kind, v in g.items()
             if isinstance(v, dict)))
     if a.gate:
-        out["gate"] = gate(groups)
+        out["gate"] = gate(judged)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
 
 
 def gate(groups):
-    """history compare over each unordered pair of runs in a group with several devices: the rows
-    it flags (slower or faster) by pair kind, the flagged rows listed."""
+    """history compare over each unordered pair of runs in a group (the runs the coverage table judged:
+    cut runs left out), the rows it flags (slower or faster) by pair kind, the flagged rows listed."""
     import subprocess
 
     tally = collections.defaultdict(lambda: {"pairs": 0, "rows": 0, "flagged": 0, "pairs_flagging": 0})
     flagged = []
-    for runs in groups.values():
-        if len({dev for _, dev, _ in runs}) < 2:
-            continue
+    for runs in groups:
         for (ra, da, _), (rb, db, _) in itertools.combinations(runs, 2):
             done = subprocess.run([sys.executable, "-m", "zlbench.history", "compare", str(ra), str(rb),
                                    "--format", "json", "--fail-on", "none"], capture_output=True, text=True)

@@ -480,9 +480,10 @@ def _caliber_lines(s: Mapping) -> List[str]:
         short = {k: ", ".join(u[:8] for u in v) for k, v in s["devices_apart"].items()}
         out.append(f"- **Different devices**: A ran on {short['a']}, B on {short['b']} (device UUIDs): a device's "
                    "own offset is in neither run's intervals (over archived repeat runs on 2-4 GPUs of a kind, 86% of "
-                   "rows' intervals held another GPU's value against 95% on one GPU, and this comparison flagged 10 "
-                   "times as many rows: RESULTS.md, fortieth session), and a recheck runs where B did. A row judged "
-                   "moved may be the device's; runs of one device judge the code.")
+                   "rows' intervals held another GPU's value against 95% on one GPU; in those pairs compare flagged "
+                   "0.9% of rows between GPUs, most against one GPU, and 0.05% on one: RESULTS.md, fortieth "
+                   "session), and a recheck runs where B did. A row judged moved may be the device's; runs of one "
+                   "device judge the code.")
     if s["changed_versions"]:
         out.append("- Changed between A and B: " + "; ".join(
             f"{k} {short_version(a)} -> {short_version(b)}" for k, (a, b) in s["changed_versions"].items()) + ".")
