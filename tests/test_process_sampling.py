@@ -702,11 +702,13 @@ def test_an_even_count_of_processes_that_agree_keeps_the_mean_of_the_middle_two(
     assert lo < 0.05015 < hi
 
 
-def _write_process_events(path, t0, nodes, seconds, ahead=0.0, exited=True, bad_t=False):
-    """A benchmark process' events: launch, gate, its nodes one after another, exit."""
+def _write_process_events(path, t0, nodes, seconds, ahead=0.0, exited=True, bad_t=False, late=0.0):
+    """A benchmark process' events: launch, gate, its nodes one after another, exit. late: seconds of
+    device preload its gate waited for once opened."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    evs = [{"event": "launch", "t": t0}, {"event": "gate", "t": t0 + 2 + ahead, "reached": t0 + 2}]
-    t = t0 + 2 + ahead
+    evs = [{"event": "launch", "t": t0}, {"event": "gate", "t": t0 + 2 + ahead + late, "reached": t0 + 2,
+                                           **({"preload_late_s": late} if late else {})}]
+    t = t0 + 2 + ahead + late
     for n in nodes:
         evs += [{"event": "start", "t": t, "node": n}, {"event": "end", "t": t + seconds, "node": n, "status": "ok"}]
         t += seconds
@@ -733,11 +735,16 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     assert lines[0] == "## Time"
     assert ("3 planned pass(es) (a process each, timing every selected test once) spent 4.0, 4.0, 4.0 s in their "
             "tests, 1 more pass(es) (for tests whose processes read apart) 2.0 s") in lines[2], lines
-    assert "start-up (torch import, pytest collection) 2.0 s for the first process; the later ones started" in lines[2]
+    assert "start-up (torch import, pytest collection, the device preload) 2.0 s for the first process; the later " \
+        "ones started" in lines[2]
     # what the run was set to, not the defaults; share_tuning already on is not offered again
     assert "now 0.3)" in lines[3] and "share_tuning" not in lines[3], lines
     # An A/B's rounds are not passes: ab.md speaks for them.
     assert time_lines(plan, {**identity, "config": {"ab": {"name": "demo_fused_softmax"}}}, unit_events(tmp_path, plan)) == []
+    # The first process' device preload still loading when its gate opened is start-up too.
+    _write_process_events(tmp_path / "units" / units[0]["unit_id"] / "events.jsonl", 0.0, nodes, 2.0, late=1.5)
+    lines = time_lines(plan, identity, unit_events(tmp_path, plan))
+    assert "the device preload) 3.5 s for the first process" in lines[2], lines
     # A run cut before its third pass measured: 2 of the 3 planned passes, not "2 planned".
     (tmp_path / "units" / units[2]["unit_id"] / "events.jsonl").write_text("")
     lines = time_lines(plan, identity, unit_events(tmp_path, plan))

@@ -275,7 +275,7 @@ def time_lines(plan: Mapping[str, Any], identity: Mapping[str, Any], events_of: 
     devices = len(plan.get("devices") or [])
     ahead = any(u.get("prestart") for u in plan.get("units", []))
     startups.sort()
-    what = "start-up (torch import, pytest collection)"
+    what = "start-up (torch import, pytest collection, the device preload)"
     if not startups:
         started = ""
     elif len(startups) == 1:

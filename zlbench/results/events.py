@@ -180,14 +180,18 @@ def node_seconds(events: Iterable[dict]) -> Dict[str, float]:
 
 
 def startup_seconds(events: Iterable[dict]) -> Optional[float]:
-    """Seconds from a process' launch to its gate (imports, collection); None if it got no gate."""
+    """Seconds from a process' launch to its gate (imports, collection), plus what of the device
+    preload (plugins/device_setup.py) was still loading when the gate opened: its first node waited
+    for it. None if it got no gate."""
     launch = gate = None
+    late = 0.0
     for e in events:
         if e.get("event") == "launch" and launch is None:
             launch = e["t"]
         elif e.get("event") == "gate" and gate is None:
             gate = e.get("reached") or e["t"]
-    return gate - launch if launch is not None and gate is not None else None
+            late = float(e.get("preload_late_s") or 0.0)
+    return gate - launch + late if launch is not None and gate is not None else None
 
 
 def process_spans(events: Iterable[dict]) -> List[Tuple[float, float]]:
