@@ -735,14 +735,19 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     assert lines[0] == "## Time"
     assert ("3 planned pass(es) (a process each, timing every selected test once) spent 4.0, 4.0, 4.0 s in their "
             "tests, 1 more pass(es) (for tests whose processes read apart) 2.0 s") in lines[2], lines
-    assert "start-up (torch import, pytest collection, the device preload) 2.0 s for the first process; the later " \
-        "ones started" in lines[2]
+    assert "start-up (torch import, pytest collection) 2.0 s for the first process; the later " \
+        "ones started" in lines[2]  # no device preload here (the CPU's processes have none)
     # what the run was set to, not the defaults; share_tuning already on is not offered again
     assert "now 0.3)" in lines[3] and "share_tuning" not in lines[3], lines
     # An A/B's rounds are not passes: ab.md speaks for them.
     assert time_lines(plan, {**identity, "config": {"ab": {"name": "demo_fused_softmax"}}}, unit_events(tmp_path, plan)) == []
     # The first process' device preload still loading when its gate opened is start-up too.
     _write_process_events(tmp_path / "units" / units[0]["unit_id"] / "events.jsonl", 0.0, nodes, 2.0, late=1.5)
+    for u in units[:1]:  # a device's processes preload (their gate says how long)
+        path = tmp_path / "units" / u["unit_id"] / "events.jsonl"
+        evs = [json.loads(x) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**e, "preload_s": 2.0} if e["event"] == "gate" else e) + "\n"
+                                for e in evs))
     lines = time_lines(plan, identity, unit_events(tmp_path, plan))
     assert "the device preload) 3.5 s for the first process" in lines[2], lines
     # A run cut before its third pass measured: 2 of the 3 planned passes, not "2 planned".

@@ -275,7 +275,8 @@ def time_lines(plan: Mapping[str, Any], identity: Mapping[str, Any], events_of: 
     devices = len(plan.get("devices") or [])
     ahead = any(u.get("prestart") for u in plan.get("units", []))
     startups.sort()
-    what = "start-up (torch import, pytest collection, the device preload)"
+    preloaded = any(e.get("event") == "gate" and "preload_s" in e for evs in events_of.values() for e in evs)
+    what = "start-up (torch import, pytest collection" + (", the device preload)" if preloaded else ")")
     if not startups:
         started = ""
     elif len(startups) == 1:
