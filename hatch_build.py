@@ -5,6 +5,7 @@ identity and the history (an editable install reads the checkout itself)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -28,7 +29,13 @@ class CommitHook(BuildHookInterface):
             return  # not a git checkout (an sdist): the identity says null, as before
         if _git(self.root, "status", "--porcelain", "--untracked-files=no"):
             commit += "+dirty"
-        path = os.path.join(tempfile.mkdtemp(prefix="zlbench_build_"), "_build_commit.txt")
+        self._made = tempfile.mkdtemp(prefix="zlbench_build_")  # removed in finalize, once the wheel holds it
+        path = os.path.join(self._made, "_build_commit.txt")
         with open(path, "w") as f:
             f.write(commit + "\n")
         build_data["force_include"][path] = "zlbench/_build_commit.txt"
+
+    def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
+        made = getattr(self, "_made", None)
+        if made:
+            shutil.rmtree(made, ignore_errors=True)

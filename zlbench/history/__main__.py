@@ -320,7 +320,8 @@ def cmd_regressions(args) -> int:
     if runs < 2 * k and R.FAIL_ON[args.fail_on]:  # a gate that judged nothing does not pass (as compare's)
         print(f"[zlbench] regressions: {runs} run(s) of caliber {result['summary']['caliber'][:12]}, and a step needs "
               f"{k} before it and {k} after it: nothing was judged: exit 2. Fix: record more runs of it"
-              + (f", or -k {runs // 2} to look with {runs // 2} on each side" if runs >= 2 else "")
+              # (not -k 1: one run a side has no spread, so any 5% move would read as a step)
+              + (f", or -k {runs // 2} to look with {runs // 2} on each side" if runs >= 4 else "")
               + ", or --fail-on none to accept it.", file=sys.stderr)
         return 2
     if failing:
