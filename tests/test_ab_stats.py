@@ -229,6 +229,13 @@ def test_resident_side_processes_say_process_effects_are_not_sampled():
     assert any(c.startswith("process effects not sampled") for c in shared_state_caveats(resident))
     fresh = {"switch_env": {}, "config": {"ab": {"schedule": "node", "respawn_every": 1}}}
     assert not shared_state_caveats(fresh)
+    # Every other round: a row's rounds pair up in processes, and the baseline is its first period's.
+    two = {"switch_env": {}, "rounds": 8, "config": {"ab": {"name": "demo_fused_softmax", "schedule": "node",
+                                                             "respawn_every": 2},
+                                                      "corpus": {"baseline_off_args": ["--x"]}}}
+    said = shared_state_caveats(two)
+    assert any(c.startswith("ab.respawn_every=2: each side's processes ran 2 rounds in a row") for c in said), said
+    assert any("the torch baseline was timed in the first 2 rounds (one process a side) only" in c for c in said), said
 
 
 def test_aa_measures_every_row_although_its_kernels_are_identical():

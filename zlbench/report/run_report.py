@@ -68,11 +68,16 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
                    "whole run, so what each drew at start (autotune picks, input placement) is a constant "
                    "offset between the sides that no interval over rounds can see; ab.respawn_every=1 "
                    "(the default) samples it")
-    fresh_rounds = ab.get("schedule", "node") == "round" or ab.get("respawn_every", 1) != 0
+    period = 1 if ab.get("schedule", "node") == "round" else int(ab.get("respawn_every", 1))
+    if ab.get("name", "none") != "none" and period > 1:
+        out.append(f"ab.respawn_every={period}: each side's processes ran {period} rounds in a row, so a row's "
+                   f"rounds are not all independent draws of a process (its interval counts rounds; the overall "
+                   "one resamples whole periods); ab.respawn_every=1 (the default) makes every round one")
     if (identity["config"].get("corpus") or {}).get("baseline_off_args") and int(identity.get("rounds") or 1) > 1 \
-            and fresh_rounds:  # resident processes keep round 1's command line, baseline and all
-        out.append("the torch baseline was timed in round 1 only (corpus.baseline_off_args): an A/B compares "
-                   "the alternative, and the baseline drift check reads round 1")
+            and period:  # resident processes keep their first round's command line, baseline and all
+        first = "round 1" if period == 1 else f"the first {period} rounds (one process a side)"
+        out.append(f"the torch baseline was timed in {first} only (corpus.baseline_off_args): an A/B compares "
+                   f"the alternative, and the baseline drift check reads {first}")
     if not identity["config"].get("isolate_caches", True):
         out.append("isolate_caches=false: both sides shared Triton and FlagGems caches, so liveness "
                    "and compile-time effects are not separated")
