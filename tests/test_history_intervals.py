@@ -773,3 +773,21 @@ def test_runs_on_different_devices_say_so(tmp_path, url, capsys):
     imported(capsys, url, dirs[1:])  # recorded again: the store keeps the identity it reads now
     code, out = history(capsys, "compare", "1", "2", "--url", url)
     assert "Different devices" not in out.out, out.out
+
+
+def test_compare_shows_a_and_b_as_geometric_means_over_rounds(tmp_path, url, capsys):
+    """Two runs of 3 rounds: A ms and B ms are the rounds' geometric means, so B/A is the change shown
+    (arithmetic means read -4.31% beside a change of -4.44%)."""
+    import statistics
+
+    a_vals, b_vals = [1.0, 1.5, 1.2], [0.9, 1.5, 1.1]
+    dirs = []
+    for i, vals in enumerate((a_vals, b_vals)):
+        rs = [H.row("exp", "[[64]]", v, 2.0, rnd=r) for r, v in enumerate(vals)]
+        dirs.append(H.write_run(tmp_path / f"r{i}", H.identity(created=f"2026-11-0{i + 1}T00:00:00+0000"), rs))
+    imported(capsys, url, dirs)
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")
+    row = json.loads(out.out)["rows"][0]
+    assert row["a_ms"] == pytest.approx(statistics.geometric_mean(a_vals))
+    assert row["b_ms"] == pytest.approx(statistics.geometric_mean(b_vals))
+    assert row["b_ms"] / row["a_ms"] - 1 == pytest.approx(row["change_pct"] / 100, abs=1e-4), row

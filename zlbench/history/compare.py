@@ -219,7 +219,8 @@ class _RowFacts:
         return {"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None, "side": side,
                 "rounds": len(p.a), "a_processes": self.processes.get((key, self.runs[0]["run_id"])),
                 "b_processes": self.processes.get((key, self.runs[1]["run_id"])),
-                "a_ms": sum(p.a) / len(p.a), "b_ms": sum(p.b) / len(p.b),
+                # geometric means over the rounds: their ratio is the change (a mean log ratio)
+                "a_ms": statistics.geometric_mean(p.a), "b_ms": statistics.geometric_mean(p.b),
                 "a_lo": ci_a and ci_a[0], "a_hi": ci_a and ci_a[1], "b_lo": ci_b and ci_b[0],
                 "b_hi": ci_b and ci_b[1], "fallback": p.fallback,
                 "process_unstable": p.process_unstable}, (ci_a, ci_b)
@@ -417,7 +418,7 @@ def render_markdown(result: Mapping, all_rows: bool = False, limit: int = GITHUB
     changed = [_row_cells(t) for t in result["rows"] if t["verdict"] in CHANGED]  # rows come largest change first
     unstable = [_row_cells(t) for t in result["rows"] if t["verdict"] == UNSTABLE]
     rest = [_row_cells(t) for t in result["rows"] if t["verdict"] not in listed] if all_rows else []
-    headers = ["Operator", "dtype", "shape", "side", "A ms", "B ms", "change", "95% CI", "q", "noise", "verdict"]
+    headers = ["Operator", "dtype", "shape", "side", "A ms (geo)", "B ms (geo)", "change", "95% CI", "q", "noise", "verdict"]
     # Under a pull-request comment's limit at corpus scale: the rest goes inside <details>, cut if need be.
     text = fit_markdown("\n".join(out), f"## Changed rows ({len(changed)})", changed, [] if unstable else rest,
                         headers, limit, "compare.csv")
