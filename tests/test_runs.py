@@ -78,8 +78,11 @@ def test_exit_codes_follow_fail_on(tmp_path, faulty_corpus):
     base = ["backend=cpu", "corpus=flaggems", f"corpus.root={faulty_corpus}", "ops=[good,fails]", "progress=none"]
     res = zlbench(f"hydra.run.dir={tmp_path / 'a'}", *base, cwd=tmp_path)
     assert res.returncode == 1, res.stderr[-2000:]  # a failed node: not ok by default
+    # ... and it says which of fail_on's kinds made it so (an A/B's verdicts print nothing else)
+    assert "[zlbench] exit 1: fail_on=['failed', 'crashed', 'timeout', 'poisoned', 'fatal'] found 1 failed" \
+        in res.stderr, res.stderr[-2000:]
     res = zlbench(f"hydra.run.dir={tmp_path / 'b'}", *base, "fail_on=[]", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 0 and "[zlbench] exit 1" not in res.stderr, res.stderr[-2000:]
     res = zlbench(f"hydra.run.dir={tmp_path / 'c'}", *base, "fail_on=[oops]", cwd=tmp_path)
     assert res.returncode == 2 and "fail_on" in res.stderr and not (tmp_path / "c").exists()
 

@@ -4,7 +4,8 @@ events, summary.md and speedup.png, and for an interleaved A/B the ab.* report; 
 from __future__ import annotations
 
 import logging
-
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -233,8 +234,15 @@ def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Map
     code to what else the run found."""
     fail_on = identity.get("fail_on", DEFAULT_FAIL_ON) if fail_on is None else fail_on
     verdicts = [t["verdict"] for t in ab_result["rows"]] if ab_result is not None else []
-    return run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)),
+    code = run_exit(status_rows, verdicts, fail_on, cut=bool(cut_nodes(status_rows)),
                     dead_axis=is_dead(ab_result, identity, allow_dead))
+    if code == Exit.NOT_OK:  # say what fail_on found: an A/B's verdicts print no failure of their own
+        found = Counter(s["status"] for s in status_rows if s["status"] in fail_on)
+        found.update(v for v in verdicts if v in fail_on)
+        print(f"[zlbench] exit {int(code)}: fail_on={list(fail_on)} found "
+              + ", ".join(f"{n} {what}" for what, n in sorted(found.items()))
+              + " (test nodes by status, A/B rows by verdict; fail_on= chooses what fails)", file=sys.stderr)
+    return code
 
 
 def unit_events(run_dir: Path, plan: Mapping[str, Any]) -> Dict[str, List[dict]]:
