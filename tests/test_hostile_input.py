@@ -76,6 +76,9 @@ def files_under(path):
     # A plain run's process settings in an A/B: ignored, yet in its identity (a resume without them refused).
     (["ab=demo_fused_softmax", "timer.processes=5"], "zlbench: error: timer.processes= sets a plain run's processes, "
      "but an A/B axis is chosen (ab=demo_fused_softmax): its rounds are its processes"),
+    # The axis' own variable in ab.fixed: the sides' values won and the entry was ignored, silently.
+    (["ab=demo_fused_softmax", "+ab.fixed.DEMO_GEMS_FUSED_SOFTMAX=1"], "zlbench: error: "
+     "ab.fixed.DEMO_GEMS_FUSED_SOFTMAX=1: DEMO_GEMS_FUSED_SOFTMAX is the axis' own variable"),
     # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
     (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
      "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "

@@ -178,6 +178,18 @@ def devices_problem(resolved: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+def ab_fixed_problem(resolved: Mapping[str, Any]) -> Optional[str]:
+    """ab.fixed (what both sides set alike) naming the axis' own variable: the sides' values win, so
+    the entry was silently ignored."""
+    ab = resolved.get("ab") or {}
+    var = ab.get("var")
+    if ab.get("name", "none") != "none" and var and var in (ab.get("fixed") or {}):
+        return (f"ab.fixed.{var}={ab['fixed'][var]}: {var} is the axis' own variable, which each side sets "
+                f"(ab.values), so both sides would ignore this. Fix: drop ab.fixed.{var} (~ab.fixed.{var}); "
+                f"ab.values=[A,B] sets what each side gives {var}.")
+    return None
+
+
 def ab_rounds_problem(resolved: Mapping[str, Any]) -> Optional[str]:
     """An interleaved A/B (both sides, one run) judges each row on a paired interval over its rounds,
     which needs two of them; one side's pass (ab.side) may run one."""
@@ -239,7 +251,7 @@ def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
-    problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved), ab_rounds_problem(resolved))
-                 if p]
+    problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved), ab_rounds_problem(resolved),
+                             ab_fixed_problem(resolved)) if p]
     if problems:
         raise UsageError("\n".join(problems))
