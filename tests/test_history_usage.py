@@ -172,3 +172,17 @@ def test_a_run_of_a_corpus_without_a_commit_says_so_in_compare_headers():
     run = {"run_id": 3, "created": datetime(2026, 12, 5, 21, 0), "backend": "cpu", "corpus_commit": None}
     assert describe(run) == "run 3 (2026-12-05 21:00, cpu, corpus commit unknown)"
     assert describe({**run, "corpus_commit": "0123456789abcdef"}) == "run 3 (2026-12-05 21:00, cpu, corpus 0123456789)"
+
+
+def test_two_ab_runs_too_short_to_judge_are_told_about_rounds_not_processes(tmp_path, url, capsys):
+    """Two A/B runs, B cut after one round: the Fix was 'rerun with timer.processes>=2', which an A/B
+    has no use for; it is rounds (resume the cut run)."""
+    runs = []
+    for i, rounds in enumerate((3, 1)):
+        rs = [H.row("exp", "[[64]]", 1.0 + 0.01 * r, 2.0, side="on", rnd=r) for r in range(rounds)]
+        runs.append(H.write_run(tmp_path / f"ab{i}", H.identity(ab="DEMO_GEMS_FUSED_SOFTMAX",
+                                                                created=f"2026-11-0{i + 1}T00:00:00+0000"), rs))
+    assert history(capsys, "import", *runs, "--url", url)[0] == 0
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
+    assert "**Too few rounds** to judge 1 row(s): A and B are A/B runs" in out.out, out.out
+    assert "timer.processes>=2" not in out.out, out.out

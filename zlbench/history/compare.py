@@ -201,6 +201,9 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
                                          f"{shlex.quote(str(a))} {shlex.quote(summary['recheck']['run_dir'])}")
     summary["not_selected"] = {"A": unselected["A"], "B": unselected["B"]}
     summary["devices_apart"] = devices_apart(id_a, id_b)
+    # which of A and B are A/B runs (their rows are rounds, judged on rounds, not processes)
+    summary["ab_runs"] = [side for side, ident in (("A", id_a), ("B", id_b))
+                          if (((ident.get("config") or {}).get("ab") or {}).get("name") or "none") != "none"]
     summary["sides"] = {"a": sorted(k for k, (ra, _) in by_side.items() if ra),
                         "b": sorted(k for k, (_, rb) in by_side.items() if rb)}
     return {"summary": summary, "rows": table, "unpaired": unpaired}
@@ -556,7 +559,13 @@ def _noise_lines(s: Mapping) -> List[str]:
     out = [f"- Noise from: {', '.join(f'{k}: {v}' for k, v in sources) or '-'}"
            + (f" ({'; '.join(f'{k}: {legend[k]}' for k, _ in sources if k in legend)})." if sources else ".")]
     missing = s.get("without_intervals") or {}
-    if s["noise_sources"].get("none"):
+    if s["noise_sources"].get("none") and s.get("ab_runs"):
+        out.append(f"- **Too few rounds** to judge {s['noise_sources']['none']} row(s): {' and '.join(s['ab_runs'])} "
+                   f"{'is an A/B run' if len(s['ab_runs']) == 1 else 'are A/B runs'}, whose rows are rounds, and "
+                   "a row is judged on its rounds where both runs have 2 or more of it (else on earlier runs of "
+                   "its caliber). Fix: resume a run cut before its second round (its overrides and "
+                   "resume=RUN_DIR); its own ab.md judges each A/B.")
+    elif s["noise_sources"].get("none"):
         which = " and ".join(f"{k} ({v} row(s))" for k, v in sorted(missing.items()) if v) or "A or B"
         out.append(f"- **No process-level intervals** in {which}: measured in one process (timer.processes=1, "
                    "a zlbench before intervals, or a run cut before its other processes, with too few rows of "
