@@ -466,6 +466,10 @@ def test_a_cut_runs_first_line_says_what_the_cut_voided():
     line = lambda **c: cut_line({"cut": {"rows": 3, "rounds_done": [5, 6], "below_min": 0, **c},  # noqa: E731
                                  "rounds_planned": planned})
     assert "each reached the minimum, so its verdict stands" in line()
+    # A fixed plan (ab.schedule=round: 10 rounds every row, no minimum of its own) cut at 4
+    fixed = cut_line({"cut": {"rows": 3, "rounds_done": [4, 4], "below_min": 0}, "rounds_planned": {"min": 10, "max": 10}})
+    assert "got 4 of the 10 rounds" in fixed and "reached the minimum" not in fixed, fixed
+    assert "each verdict rests on the rounds it got" in fixed, fixed
     assert "2 of them, below the minimum, read 'inconclusive (cut)'" in line(below_min=2)
     # Interrupted in round 1: no row got a round; they are unpaired, not 'inconclusive (cut)'.
     text = line(rounds_done=[0, 0], no_round=3)

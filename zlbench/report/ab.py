@@ -400,7 +400,9 @@ def cut_line(summary: Mapping) -> str:
     below = "; ".join(filter(None, [
         f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
         f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
-    ])) or "each reached the minimum, so its verdict stands on the rounds it got"
+    ])) or ("each verdict rests on the rounds it got (rounds planned alike for every row: where a time limit "
+            "cut them says nothing of the data)" if planned.get("min") == planned.get("max") else
+            "each reached the minimum, so its verdict stands on the rounds it got")
     if not c["rows"] and c.get("stopped"):  # the unfinished tests' rows had all stopped on their own
         tests, with_rows = c.get("tests", 0), c.get("stopped_tests", c.get("tests", 0))
         others = (f"; the other {tests - with_rows} had no row compared (measured on both sides)"
