@@ -473,7 +473,7 @@ def test_a_cut_runs_first_line_says_what_the_cut_voided():
     assert "2 of them, below the minimum, read 'inconclusive (cut)'" in line(below_min=2)
     # Interrupted in round 1: no row got a round; they are unpaired, not 'inconclusive (cut)'.
     text = line(rounds_done=[0, 0], no_round=3)
-    assert "got 0 of the 4 to 10 rounds" in text and "3 got no round on both sides" in text
+    assert "got 0 of the 4 to 10 rounds" in text and "3 got no round measured on both sides" in text
     assert "reached the minimum" not in text
 
 
@@ -516,7 +516,7 @@ def test_a_cut_run_counts_as_cut_only_the_unpaired_rows_of_nodes_it_did_not_fini
                   cut=["t.py::test_late"])
     assert {u["op"] for u in res["unpaired"]} == {"view", "late"}
     assert res["summary"]["cut"]["no_round"] == 1, res["summary"]["cut"]
-    assert "1 got no round on both sides" in res["markdown"]
+    assert "1 got no round measured on both sides" in res["markdown"]
     # A view of a node the cut left unfinished did get its rounds: not counted either.
     res = compare(side("timeout"), side("timeout"), "A", "B", aa=True, rounds={"min": 4, "max": 10},
                   cut=["t.py::test_late", "t.py::test_view"])

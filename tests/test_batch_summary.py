@@ -322,4 +322,4 @@ def test_two_runs_conditions_name_their_devices_and_whole_values_where_a_cut_hid
     changes = _changes(a, b, a.keys() | b.keys())
     assert "processes.device_uuid: a6501279 -> 5ffe901a" in changes, changes
     assert f"versions.zlbench_commit: {'9' * 40} -> {'9' * 40}+dirty" in changes, changes
-    assert _changes({"k": "x" * 50}, {"k": "y" * 50}, ["k"]) == [f"k: {'x' * 40} -> {'y' * 40}"]
+    assert _changes({"k": "x" * 50}, {"k": "y" * 50}, ["k"]) == [f"k: {'x' * 40}... -> {'y' * 40}..."]  # said cut

@@ -186,3 +186,14 @@ def test_two_ab_runs_too_short_to_judge_are_told_about_rounds_not_processes(tmp_
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
     assert "**Too few rounds** to judge 1 row(s): A and B are A/B runs" in out.out, out.out
     assert "timer.processes>=2" not in out.out, out.out
+
+
+def test_regressions_says_when_it_lists_only_some_other_calibers():
+    from zlbench.history.regressions import render_markdown
+
+    others = [{"caliber": f"{i:02d}" * 8, "runs": 1} for i in range(10)]
+    summary = {"caliber": "c" * 16, "backend": "cpu", "device_name": "cpu", "runs": 6, "first": "2026-11-01T00:00",
+               "last": "2026-11-06T00:00", "k": 3, "threshold": 0.05, "z": 3.0, "regressions": 0, "improvements": 0,
+               "other_calibers": others}
+    text = render_markdown({"summary": summary, "steps": []})
+    assert "10 other(s): " in text and f"{'07' * 6} (1 run), ..." in text, text

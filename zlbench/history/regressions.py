@@ -184,7 +184,7 @@ def _one_caliber(runs: List[dict]) -> Tuple[List[dict], List[dict]]:
         return runs, []
     counts = {c: sum(1 for r in runs if r["caliber"] == c) for c in calibers}
     chosen = max(sorted(counts), key=lambda c: counts[c])
-    others = [{"caliber": c, "runs": n} for c, n in sorted(counts.items(), key=lambda x: -x[1]) if c != chosen]
+    others = [{"caliber": c, "runs": n} for c, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])) if c != chosen]
     return [r for r in runs if r["caliber"] == chosen], others
 
 
@@ -245,6 +245,7 @@ def render_markdown(result: Mapping) -> str:
     if s.get("other_calibers"):
         out.append(f"- The caliber with the most runs of those matching; {len(s['other_calibers'])} other(s): "
                    + ", ".join(f"{o['caliber'][:12]} ({o['runs']} run{'s' if o['runs'] != 1 else ''})" for o in s["other_calibers"][:8])
+                   + (", ..." if len(s["other_calibers"]) > 8 else "")
                    + " (choose one with --caliber).")
     out.append("")
     if result["steps"]:

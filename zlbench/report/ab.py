@@ -399,7 +399,7 @@ def cut_line(summary: Mapping) -> str:
             else str(planned.get("max", "?")))
     below = "; ".join(filter(None, [
         f"{c['below_min']} of them, below the minimum, read 'inconclusive (cut)'" if c["below_min"] else "",
-        f"{c['no_round']} got no round on both sides (listed as unpaired)" if c.get("no_round") else "",
+        f"{c['no_round']} got no round measured on both sides (listed as unpaired)" if c.get("no_round") else "",
     ])) or ("each verdict rests on the rounds it got (rounds planned alike for every row: where a time limit "
             "cut them says nothing of the data)" if planned.get("min") == planned.get("max") else
             "each reached the minimum, so its verdict stands on the rounds it got")

@@ -263,8 +263,11 @@ def _conditions(identity: Mapping) -> Dict[str, object]:
 def _changes(fa: Mapping, fb: Mapping, keys) -> List[str]:
     """'key: A's value -> B's value' for the keys whose values differ, each value cut to 40 characters
     where the cut ones still differ (a commit and the same commit '+dirty' are shown whole)."""
+    def cut(v: str) -> str:
+        return v if len(v) <= 40 else v[:40] + "..."
+
     def pair(a: str, b: str) -> str:
-        return f"{a[:40]} -> {b[:40]}" if a[:40] != b[:40] else f"{a} -> {b}"
+        return f"{cut(a)} -> {cut(b)}" if a[:40] != b[:40] else f"{a} -> {b}"
     return [f"{k}: {pair(str(fa.get(k)), str(fb.get(k)))}" for k in sorted(keys) if fa.get(k) != fb.get(k)]
 
 
