@@ -194,6 +194,6 @@ def test_regressions_says_when_it_lists_only_some_other_calibers():
     others = [{"caliber": f"{i:02d}" * 8, "runs": 1} for i in range(10)]
     summary = {"caliber": "c" * 16, "backend": "cpu", "device_name": "cpu", "runs": 6, "first": "2026-11-01T00:00",
                "last": "2026-11-06T00:00", "k": 3, "threshold": 0.05, "z": 3.0, "regressions": 0, "improvements": 0,
-               "other_calibers": others}
+               "other_calibers": others, "too_few_runs": False}
     text = render_markdown({"summary": summary, "steps": []})
     assert "10 other(s): " in text and f"{'07' * 6} (1 run), ..." in text, text

@@ -163,19 +163,17 @@ def cmd_list(args) -> int:
 
 
 def _check_run_dir_ref(ref: str) -> None:
-    """A run named by a path that does not exist, or a folder that is no run dir: a UsageError that
-    names it (a run id or key prefix, or a result log, is left to the store)."""
+    """A run named by a path that does not exist, or a folder that is no run dir: the UsageError
+    resolve_run would give once a store is found (a run id or key prefix, or a result log, is left to it)."""
+    from zlbench.history.query import no_such_path, not_a_run_dir
+
     path = Path(ref)
     if ref.isdigit() or not ("/" in ref or os.sep in ref or path.exists()):
         return
     if not path.exists():
-        raise UsageError(f"{ref}: no such run dir or file. Fix: pass an existing run dir (the folder a run names "
-                         "in its `results in ...` line), a result log, a run id or a run key prefix "
-                         "(`python -m zlbench history list` shows them).")
+        raise no_such_path(ref)
     if path.is_dir() and not (path / "run_identity.json").is_file():
-        raise UsageError(f"{ref} is not a run dir: it holds no run_identity.json (a run writes it as it starts). "
-                         "Fix: pass the folder a run names in its `results in ...` line, a result log, a run id or "
-                         "a run key prefix (`python -m zlbench history list` shows them).")
+        raise not_a_run_dir(ref)
 
 
 def _run_dir_pair(args) -> Optional[List[Path]]:
@@ -317,7 +315,7 @@ def cmd_regressions(args) -> int:
     _emit(render(result), args.out, f"regressions.{args.format}")
     failing = sum(1 for f in result["steps"] if f["kind"] in R.FAIL_ON[args.fail_on])
     runs, k = result["summary"]["runs"], result["summary"]["k"]
-    if runs < 2 * k and R.FAIL_ON[args.fail_on]:  # a gate that judged nothing does not pass (as compare's)
+    if result["summary"]["too_few_runs"] and R.FAIL_ON[args.fail_on]:  # a gate that judged nothing does not pass (as compare's)
         print(f"[zlbench] regressions: {runs} run(s) of caliber {result['summary']['caliber'][:12]}, and a step needs "
               f"{k} before it and {k} after it: nothing was judged: exit 2. Fix: record more runs of it"
               # (not -k 1: one run a side has no spread, so any 5% move would read as a step)

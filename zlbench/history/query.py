@@ -68,13 +68,26 @@ def url_option(store: Store) -> str:
     return "" if has_password(store.url) else f"--url {shlex.quote(store.shown)} "
 
 
+def no_such_path(ref: str, url_opt: str = "") -> UsageError:
+    """A run named by a path that is not there."""
+    return UsageError(f"{ref}: no such run dir or file. Fix: pass an existing run dir (the folder a run names in its "
+                      "`results in ...` line), a result log, a run id or a run key prefix (`python -m zlbench "
+                      f"history {url_opt}list` shows them).")
+
+
+def not_a_run_dir(ref: str, url_opt: str = "") -> UsageError:
+    """A run named by a folder that holds no run_identity.json (/tmp, a folder of runs, a damaged one)."""
+    return UsageError(f"{ref} is not a run dir: it holds no run_identity.json (a run writes it as it starts). Fix: "
+                      "pass the folder a run names in its `results in ...` line, a result log, a run id or a run key "
+                      f"prefix (`python -m zlbench history {url_opt}list` shows them).")
+
+
 def resolve_run(store: Store, ref: str) -> dict:
     """A run by id (`12`), run dir path, or a prefix of its key (identity hash)."""
     ref = str(ref)
     is_path = not ref.isdigit() and Path(ref).exists()
     if not is_path and ("/" in ref or os.sep in ref):  # a run key holds no '/': a path that is not there
-        raise UsageError(f"{ref}: no such run dir or file. Fix: pass an existing run dir (or a result log imported "
-                         "before), a run id or run key prefix (`python -m zlbench history list` shows them).")
+        raise no_such_path(ref, url_option(store))
     with store.begin("finding a run") as conn:
         if ref.isdigit():
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_id == int(ref))).all()
@@ -86,9 +99,7 @@ def resolve_run(store: Store, ref: str) -> dict:
         rows = _same_run(store, Path(ref))
     if not rows and is_path and Path(ref).is_dir() and not (Path(ref) / "run_identity.json").is_file():
         # a folder (/tmp, a folder of runs) is no one run: importing it would scan all below it
-        raise UsageError(f"{ref} is not a run dir: it holds no run_identity.json. "
-                         "Fix: pass a run dir (the folder a run names in its `results in ...` line), a run id or "
-                         f"a run key prefix (`python -m zlbench history {url_option(store)}list` shows them).")
+        raise not_a_run_dir(ref, url_option(store))
     if not rows and is_path:
         raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench history "
                          f"{url_option(store)}import {shlex.quote(str(ref))}`.")

@@ -223,6 +223,7 @@ def _step_record(key: tuple, st: Mapping, values: Sequence[float], ids: Sequence
 def _result(series_runs: List[dict], found: List[Dict], others: List[dict], k: int, threshold: float,
             z: float) -> Dict:
     return {"summary": {"caliber": series_runs[0]["caliber"], "runs": len(series_runs), "k": k,
+                        "too_few_runs": len(series_runs) < 2 * k,  # no split has k runs on each side
                         "threshold": threshold, "z": z,
                         "backend": series_runs[0].get("backend"), "device_name": series_runs[0].get("device_name"),
                         "first": series_runs[0]["created"].isoformat(), "last": series_runs[-1]["created"].isoformat(),
@@ -256,7 +257,7 @@ def render_markdown(result: Mapping) -> str:
                               f["changed"]] for f in result["steps"]],
                             headers=["Operator", "dtype", "shape", "side", "step", "change", "before ms", "after ms",
                                      "torch change", "noise", "first after", "what changed"], tablefmt="github"))
-    elif s["runs"] < 2 * s["k"]:
+    elif s["too_few_runs"]:
         out.append(f"Too few runs to look for a step: {s['runs']} run(s) of this caliber, and a step needs {s['k']} "
                    f"before it and {s['k']} after it ({2 * s['k']}; -k sets how many). Nothing was judged.")
     else:

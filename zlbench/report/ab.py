@@ -161,15 +161,14 @@ def _cut(table: List[Dict], unpaired: Sequence, cut: Collection[str], views: Col
     if not cut_rounds:
         return None
     no_round = sum(1 for k, _ in unpaired if k not in views and (not k[3] or base_node(k[3]) in cut)) if cut else 0
+    # rows of the unfinished tests that had settled or gone futile: their verdicts stand
+    stopped = [t for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut]
     return {"rows": sum(1 for t in table if t["stop"] == "cut") + no_round,
             "rounds_done": [min(cut_rounds), max(cut_rounds)],
             "below_min": sum(1 for t in table if t["verdict"] == "inconclusive (cut)"),
             "no_round": no_round, "tests": len(cut),
             "rows_done_all": max((t["rounds"] for t in table), default=0),  # the most rounds any row got
-            # rows of the unfinished tests that had settled or gone futile: their verdicts stand
-            "stopped": sum(1 for t in table if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut),
-            "stopped_tests": len({base_node(t.get("node") or "") for t in table
-                                  if t["stop"] in (SETTLED, FUTILE) and base_node(t.get("node") or "") in cut})}
+            "stopped": len(stopped), "stopped_tests": len({base_node(t.get("node") or "") for t in stopped})}
 
 
 # What ab.md says a row's stop means, where it has rows that stopped so.
