@@ -212,7 +212,7 @@ def test_unaligned_timing_calls_over_mark_rather_than_lose_a_fallback():
     assert all(p["markers"] == ["BENCHMARK_DIRECT_NO_CUDAGRAPH"] for p in per_shape)
 
 
-def _fake_run(tmp_path, processes, result_fields=None):
+def _fake_run(tmp_path, processes, result_fields=None, timing=({"timer_used": "graph"},)):
     """A run dir of two devices whose units each report one process and one record."""
     units = [{"unit_id": f"u{d}", "device": d, "side": "main", "round": 0} for d in (0, 1)]
     plan = {"backend": "cuda", "timer": "graph", "nodes": [], "units": units, "devices": [
@@ -226,7 +226,7 @@ def _fake_run(tmp_path, processes, result_fields=None):
         payload = {"op_name": "exp", "dtype": "torch.float16",
                    "result": [{"shape_detail": [[64]], "latency": 0.01, "latency_base": 0.01, **(result_fields or {})}]}
         events = [{"event": "process", "pid": 7, "facts": {"device_name": "NVIDIA H200 (torch)", "device_bus_id": bus}},
-                  {"event": "record", "node": "t.py::test_exp", "payload": payload, "timing": [{"timer_used": "graph"}]},
+                  {"event": "record", "node": "t.py::test_exp", "payload": payload, "timing": list(timing)},
                   {"event": "end", "node": "t.py::test_exp", "status": "ok", "wall_s": 1}]
         (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     return tmp_path
@@ -249,6 +249,21 @@ def test_rows_carry_the_measuring_process_gpu_and_pinning_is_checked(tmp_path):
         line for line in log.splitlines() if line.startswith(PIN_WARNING)]
     # No bus id (CPU, an older run): nothing to check, nothing claimed.
     assert pinning_problems({"u0:1": {"device": 0}, "u1:1": {"device": 1}}, {}) == []
+
+
+def test_ops_status_names_the_timer_that_timed_a_node(tmp_path):
+    """A node whose every shape fell back to direct timing says direct in ops_status.csv, not the
+    run's graph timer (its rows say so; the status table must not claim otherwise)."""
+    from zlbench.results.tables import collect
+
+    def timer_of(run):
+        collect(run)
+        with open(run / "ops_status.csv") as f:
+            return {r["timer"] for r in csv.DictReader(f)}
+
+    assert timer_of(_fake_run(tmp_path / "graph", ["", ""])) == {"graph"}
+    fell_back = ({"timer_used": "direct", "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"], "reason": "capture refused"},)
+    assert timer_of(_fake_run(tmp_path / "direct", ["", ""], timing=fell_back)) == {"direct"}
 
 
 HARNESS_FIELDS = {"tflops": 12.5, "utilization": 0.41, "accuracy": 1e-3, "compared_speedup": 0.97}

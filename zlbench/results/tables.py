@@ -155,9 +155,14 @@ class _Collector:
              None if per_process else r.get("round"), None if per_process else id(r)) for r in self.rows})
         # node -> the processes (a plain run) or A/B rounds with rows of it
         measured_in: Dict[Tuple[str, str], set] = {}
+        # node -> the timers its rows were timed with (a node whose every shape fell back to direct
+        # timing says so, not the run's timer)
+        timed_with: Dict[Tuple[str, str], set] = {}
         for r in self.rows:
             if r.get("latency"):
-                measured_in.setdefault((ev.base_node(r["node"] or ""), r["side"]), set()).add(r.get("round"))
+                key = (ev.base_node(r["node"] or ""), r["side"])
+                measured_in.setdefault(key, set()).add(r.get("round"))
+                timed_with.setdefault(key, set()).update(t for t in (r.get("timer_used") or "").split("+") if t)
         # a plain run's node -> the processes planned for it (a node whose processes disagreed got more)
         planned_in: Dict[Tuple[str, str], set] = {}
         for u in self.plan.get("units", []) if per_process else ():
@@ -166,7 +171,7 @@ class _Collector:
         node_ops = {n["nodeid"]: n["op"] for n in self.plan.get("nodes", [])}
         for key, st in self.nodes.items():
             st.update(op=st["op"] or node_ops.get(key[0], key[0]), rows=rows_per.get(key, 0),
-                      backend=self.plan["backend"], timer=self.plan["timer"])
+                      backend=self.plan["backend"], timer="+".join(sorted(timed_with.get(key) or ())) or self.plan["timer"])
             got = len(measured_in.get(key, ()))
             planned = max(processes, len(planned_in.get(key, ())))
             if st["status"] != "ok" and 0 < got < planned:  # its status and reason are the others'
