@@ -813,3 +813,20 @@ def test_the_site_shows_a_dirty_checkouts_commit_as_list_does(tmp_path, store_ur
     record_run(H.write_run(tmp_path / "run", ident, [H.row("exp", "[[64,64]]", 1.0, 1.0)]), store_url)
     assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
     assert "3dafff35cf+dirty" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_the_sites_ab_section_says_what_ab_md_says(real_runs, tmp_path, store_url, capsys):
+    """The site's A/B part showed liveness, a bare overall change and verdict counts: no interval, no
+    stops and no caveats. It now shows ab.md's head, caveats included."""
+    run = tmp_path / "zl_runs" / "ab"
+    shutil.copytree(real_runs["ab"], run)
+    ab = json.loads((run / "ab.json").read_text())
+    ab["summary"]["fallback_rows"] = 2  # a caveat ab.md would print
+    (run / "ab.json").write_text(json.dumps(ab))
+    record_run(run, store_url)
+    assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "2 row(s) timed by the direct fallback on a side" in page
+    assert "Rounds planned: 2 per row" in page and "Liveness: <b>unknown</b>" in page
+    overall = ab["summary"]["overall"]
+    assert f"{(overall['geomean'] - 1) * 100:+.2f}%" in page and "**" not in page

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from sqlalchemy import select
 
 from zlbench.ab.pairing import name_shared_keys, op_with_test
+from zlbench.report.ab import headline
 from zlbench.results.schema import short_dtype
 from zlbench.errors import UsageError
 from zlbench.store import schema as S
@@ -305,7 +307,18 @@ def _ab_part(sm: Mapping, run: Mapping, rows: List[dict]) -> str:
          _cell(t["b_ms"], ".5g"), _cell(t["change_pct"], "+.2f"), _cell(t["ci_lo_pct"], "+.2f"),
          _cell(t["ci_hi_pct"], "+.2f"), _cell(t["q"], ".3g"), _cell(t["live"]), _cell(t["verdict"])]
         for t in name_shared_keys(rows)])
+    try:  # ab.md's own head: liveness, the overall line with its interval, verdicts, stops, caveats
+        head = "".join(f"<p>{markdown_line(line)}</p>" for line in headline(sm["summary"]))
+    except (KeyError, TypeError):  # a summary recorded by an older zlbench, without every field
+        head = (f"<p>Liveness: <b>{esc(sm['liveness'])}</b>; overall B/A latency {gm}; "
+                f"verdicts: {esc(verdicts) or '-'}.</p>")
     return (f"<h3>Run {sm['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {esc(run['backend'])}): "
-            f"{esc(sm['label_a'])} vs {esc(sm['label_b'])}</h3><p>Liveness: <b>{esc(sm['liveness'])}</b>; "
-            f"overall B/A latency {gm}; verdicts: {esc(verdicts) or '-'}.</p>"
+            f"{esc(sm['label_a'])} vs {esc(sm['label_b'])}</h3>{head}"
             f"<details><summary>rows</summary>{rows_html}</details>")
+
+
+def markdown_line(line: str) -> str:
+    """One line of ab.md as HTML: escaped, its **bold** and `code` kept."""
+    text = esc(line)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
