@@ -96,8 +96,8 @@ def test_rows_b_lost_to_a_crash_fail_the_gate(tmp_path, url, capsys):
     lost = sorted((u["op"], u["shape"]) for u in result["unpaired"] if u["lost_in"] == "B")
     assert lost == sorted([("add", s) for s in H.SHAPES] + [("mul", s) for s in H.SHAPES[1:]] + [("neg", H.SHAPES[1])])
     assert {u["op"] for u in result["unpaired"] if not u["lost_in"]} == {"abs"}
-    assert all("side B's test crashed: exit -11 (SIGSEGV)" in u["why"] for u in result["unpaired"] if u["op"] == "add")
-    assert all("side B's test crashed" in u["why"] for u in result["unpaired"] if u["op"] == "mul"), result["unpaired"]
+    assert all("run B's test crashed: exit -11 (SIGSEGV)" in u["why"] for u in result["unpaired"] if u["op"] == "add")
+    assert all("run B's test crashed" in u["why"] for u in result["unpaired"] if u["op"] == "mul"), result["unpaired"]
     code, out = history(capsys, "compare", "1", "2", "--url", url)
     assert "Gate (--fail-on slower): 0 row(s) slower, 6 row(s) lost in B" in out.out
     # They fail the gate, so the recheck measures their ops again (a crash may be a flake too).
@@ -676,7 +676,7 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     code, out = history(capsys, "compare", "1", "4", "--url", url, "--fail-on", "none", "--format", "json")
     result = json.loads(out.out)
     assert result["summary"]["not_selected"] == {"A": 0, "B": len(H.SHAPES)}, result["summary"]
-    assert [(u["op"], u["shape"], u["why"]) for u in result["unpaired"]] == [("exp", H.SHAPES[0], "only on side A")]
+    assert [(u["op"], u["shape"], u["why"]) for u in result["unpaired"]] == [("exp", H.SHAPES[0], "only in run A")]
     code, out = history(capsys, "compare", "1", "3", "--url", url, "--fail-on", "none")
     assert "**Different calibers**: A and B differ in more than versions and commits (config.timer.repeat: 1 -> 2)" \
         in out.out, out.out

@@ -245,9 +245,10 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
 
 
 def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "latency",
-         statuses: Sequence[Optional[Mapping[str, Tuple[str, str]]]] = (None, None)) -> Pairing:
+         statuses: Sequence[Optional[Mapping[str, Tuple[str, str]]]] = (None, None), where: str = "on side") -> Pairing:
     """statuses: each side's tests that did not end ok (test node -> (status, reason)), where its
-    ops_status is known: rows a test lost after measuring others are then said lost too."""
+    ops_status is known: rows a test lost after measuring others are then said lost too. where: how
+    an unpaired row names A and B ("in run" for two runs whose rows have A/B sides of their own)."""
     # A side that names no test (a FlagGems result log) against one that does: its rows adopt the
     # other side's tests where nothing else could be theirs; the other keys are left unpaired.
     log = reconcile_sides(rows_a, rows_b)
@@ -267,8 +268,8 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
         if not ra or not rb:
             # where the other side ran the test and it ended with no rows (crashed, timed out), say so
             ended = (status_b if ra else status_a).get(base_node(key[3])) if key[3] else None
-            unpaired.append((key, "only on side " + ("A" if ra else "B")
-                             + (f" (side {'B' if ra else 'A'}'s test {f'{ended[0]}: {ended[1]}'[:160]})"
+            unpaired.append((key, f"only {where} " + ("A" if ra else "B")
+                             + (f" ({where.split()[-1]} {'B' if ra else 'A'}'s test {f'{ended[0]}: {ended[1]}'[:160]})"
                                 if ended else "")))
             if ended and ended[0] in LOST_STATUSES:
                 lost[key] = "B" if ra else "A"

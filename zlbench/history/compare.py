@@ -142,7 +142,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     failed = [{side: {n: e for n, e in nodes.items() if e[0] != "ok"} for side, nodes in run.items()} for run in statuses]
     paired = []  # (table entry, paired row, its intervals)
     for side in sorted(by_side):
-        pairing = pair(*by_side[side], "latency", statuses=(failed[0].get(side), failed[1].get(side)))
+        pairing = pair(*by_side[side], "latency", statuses=(failed[0].get(side), failed[1].get(side)), where="in run")
         for p in pairing.rows:
             t, cis = facts.row(p, side)
             paired.append((t, p, cis))
@@ -176,7 +176,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
 
         def not_selected(u: Mapping) -> Optional[str]:
             """The run that did not select u's test, or its dtype ('A', 'B'), else None."""
-            other = {"only on side A": "B", "only on side B": "A"}.get(u["why"])
+            other = {"only in run A": "B", "only in run B": "A"}.get(u["why"])
             node = (u["node"] or "").split("[")[0]
             mine, dtype = dtypes["A" if other == "B" else "B"], short_dtype(str(u.get("dtype")))
             if other and dtypes[other] and dtype not in dtypes[other] and (not mine or dtype in mine):
