@@ -183,7 +183,7 @@ def test_a_gate_that_paired_nothing_does_not_pass(tmp_path, url, capsys):
     imported(capsys, url, dirs)
     code, out = history(capsys, "compare", "3", "4", "--url", url, "--format", "json")
     assert code == 1 and "3 row(s) measured in A lost in B" in out.err, out.err
-    assert {(u["why"], u["lost_in"]) for u in json.loads(out.out)["unpaired"]} == {("round 0: side B failed", "B")}
+    assert {(u["why"], u["lost_in"]) for u in json.loads(out.out)["unpaired"]} == {("round 0: run B failed", "B")}
     # ... and the other way round (A's rows failed, B measured them) nothing was judged: exit 2
     code, out = history(capsys, "compare", "4", "3", "--url", url, "--format", "json")
     assert code == 2 and "ops_status.csv says why" in out.err

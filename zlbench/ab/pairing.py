@@ -206,18 +206,21 @@ def _lost_side(ra: Mapping[int, dict], rb: Mapping[int, dict], field_name: str) 
     return None
 
 
-def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str) -> PairedRow:
-    """The rounds both sides measured usably, and why the others were left out (p.dropped)."""
+def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name: str,
+                 where: str = "on side") -> PairedRow:
+    """The rounds both sides measured usably, and why the others were left out (p.dropped); where:
+    as pair()'s."""
     p = PairedRow(key)
+    who = where.split()[-1]  # "side", or "run" for two runs
     reasons, no_work = p.dropped, []
     for rnd in sorted(set(ra) | set(rb)):
         x, y = ra.get(rnd), rb.get(rnd)
         if x is None or y is None:
-            reasons.append(f"round {rnd}: missing on side {'A' if x is None else 'B'}")
+            reasons.append(f"round {rnd}: missing {where} {'A' if x is None else 'B'}")
             continue
         if not (_usable(x, field_name) and _usable(y, field_name)):
             side, bad = ("A", x) if not _usable(x, field_name) else ("B", y)
-            reasons.append(f"round {rnd}: side {side} {bad.get('status')} {bad.get('reason') or ''}".strip())
+            reasons.append(f"round {rnd}: {who} {side} {bad.get('status')} {bad.get('reason') or ''}".strip())
             continue
         if did_no_device_work(x, field_name) and did_no_device_work(y, field_name):
             # nanoseconds of empty replay on both sides: no kernel to compare, noise a test could misread
@@ -274,7 +277,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             if ended and ended[0] in LOST_STATUSES:
                 lost[key] = "B" if ra else "A"
             continue
-        p = _pair_rounds(key, ra, rb, field_name)
+        p = _pair_rounds(key, ra, rb, field_name, where)
         if p.a:
             paired.append(p)
         else:

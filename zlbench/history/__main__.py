@@ -285,10 +285,10 @@ def cmd_compare(args) -> int:
         left = s.get("not_selected") or {}
         why = (f"they select different tests, and none in common ({left.get('B', 0)} row(s) only in A, "
                f"{left.get('A', 0)} only in B)" if not s["unpaired_rows"] else
-               f"{s['unpaired_rows']} unpaired, listed above with why: on one side only, or not measured on a side")
+               f"{s['unpaired_rows']} unpaired, listed above with why: in one run only, or not measured in a run")
         print(f"[zlbench] compare: {name(run_a)} and {name(run_b)} share no row both measured "
               f"({why}): the gate checked nothing: exit {int(Exit.USAGE)}. Fix: compare runs of the same ops, dtypes "
-              "and tests (`zlbench history list`); where a side's rows failed, its ops_status.csv says why; "
+              "and tests (`zlbench history list`); where a run's rows failed, its ops_status.csv says why; "
               "--fail-on none accepts an empty comparison.", file=sys.stderr)
     elif s["gate_exit"] == 2:
         print(f"[zlbench] compare: none of the {s['paired_rows']} paired row(s) had a noise estimate (no "
