@@ -264,6 +264,11 @@ def test_ops_status_names_the_timer_that_timed_a_node(tmp_path):
     assert timer_of(_fake_run(tmp_path / "graph", ["", ""])) == {"graph"}
     fell_back = ({"timer_used": "direct", "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"], "reason": "capture refused"},)
     assert timer_of(_fake_run(tmp_path / "direct", ["", ""], timing=fell_back)) == {"direct"}
+    # the baseline's fallback counts too, and the corpus' own timer is named as summary.md names it
+    base_fell_back = ({"timer_used": "graph", "timer_used_base": "direct", "markers": ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]},)
+    assert timer_of(_fake_run(tmp_path / "base", ["", ""], timing=base_fell_back)) == {"direct+graph"}
+    corpus = ({"timer_used": None, "markers": ["BENCHMARK_NOT_ZLBENCH_TIMER"], "reason": "its own timer"},)
+    assert timer_of(_fake_run(tmp_path / "corpus", ["", ""], timing=corpus)) == {"corpus"}
 
 
 HARNESS_FIELDS = {"tflops": 12.5, "utilization": 0.41, "accuracy": 1e-3, "compared_speedup": 0.97}

@@ -24,7 +24,7 @@ from zlbench.results.process_stats import aggregate
 from zlbench.results.records import ROW_FIELDS, Row
 from zlbench.results.rundir import (PROCESS_ROWS_FILE, atomic_write, load_plan, measured_nodes,
                                     unfinished_nodes)
-from zlbench.results.schema import OPS_STATUS_FIELDS, SEVERITY, base_shape
+from zlbench.results.schema import MARKER_NOT_ZLBENCH_TIMER, OPS_STATUS_FIELDS, SEVERITY, base_shape
 
 # Prefix of run.log lines saying a worker was not pinned to its own device.
 PIN_WARNING = "[WARNING] zlbench: "
@@ -155,14 +155,16 @@ class _Collector:
              None if per_process else r.get("round"), None if per_process else id(r)) for r in self.rows})
         # node -> the processes (a plain run) or A/B rounds with rows of it
         measured_in: Dict[Tuple[str, str], set] = {}
-        # node -> the timers its rows were timed with (a node whose every shape fell back to direct
-        # timing says so, not the run's timer)
+        # node -> the timers its rows were timed with, the op's and the baseline's (a node whose every
+        # shape fell back to direct timing says so, not the run's timer; "corpus": the corpus' own)
         timed_with: Dict[Tuple[str, str], set] = {}
         for r in self.rows:
             if r.get("latency"):
                 key = (ev.base_node(r["node"] or ""), r["side"])
                 measured_in.setdefault(key, set()).add(r.get("round"))
-                timed_with.setdefault(key, set()).update(t for t in (r.get("timer_used") or "").split("+") if t)
+                timed_with.setdefault(key, set()).update(
+                    {"corpus"} if MARKER_NOT_ZLBENCH_TIMER in (r.get("markers") or []) else
+                    {t for k in ("timer_used", "timer_used_base") for t in (r.get(k) or "").split("+") if t})
         # a plain run's node -> the processes planned for it (a node whose processes disagreed got more)
         planned_in: Dict[Tuple[str, str], set] = {}
         for u in self.plan.get("units", []) if per_process else ():
