@@ -821,13 +821,21 @@ def test_the_sites_ab_section_says_what_ab_md_says(real_runs, tmp_path, store_ur
     run = tmp_path / "zl_runs" / "ab"
     shutil.copytree(real_runs["ab"], run)
     ab = json.loads((run / "ab.json").read_text())
-    ab["summary"]["fallback_rows"] = 2  # a caveat ab.md would print
+    ab["summary"].update(fallback_rows=2, unpaired_rows=1)  # caveats ab.md would print
     (run / "ab.json").write_text(json.dumps(ab))
     record_run(run, store_url)
     assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
     page = (tmp_path / "site" / "index.html").read_text()
     assert "2 row(s) timed by the direct fallback on a side" in page
+    # the unpaired rows ab.md lists below its head are not in the store: the page says where they are
+    assert "1 row(s) unpaired (listed in its ab.md)" in page and "listed below" not in page
     assert "Rounds planned: 2 per row" in page and "Liveness: <b>unknown</b>" in page
     overall = ab["summary"]["overall"]
     ab_part = page.split('<h2 id="ab">')[1]  # (a PostgreSQL URL's password reads *** above it)
     assert f"<b>{(overall['geomean'] - 1) * 100:+.2f}%</b>" in ab_part and "**" not in ab_part
+    # a summary the head cannot read (hand-edited, or of another zlbench) keeps the page, one line for it
+    ab["summary"]["verdicts"] = None
+    (run / "ab.json").write_text(json.dumps(ab))
+    record_run(run, store_url)
+    assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
+    assert "Liveness: <b>unknown</b>; overall B/A latency" in (tmp_path / "site" / "index.html").read_text()

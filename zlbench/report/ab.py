@@ -292,6 +292,10 @@ def no_interval(o: Mapping) -> str:
             if tests is not None and tests < stats.MIN_TESTS else "")
 
 
+# Where ab.md lists rows a line counts (a page that shows the head alone says where they are instead).
+LISTED_BELOW = "listed below"
+
+
 def headline(summary: Mapping) -> List[str]:
     lines = [cut_line(summary)] if summary.get("cut") else []
     lines.append(_liveness_line(summary))
@@ -353,7 +357,7 @@ def _liveness_line(summary: Mapping) -> str:
                 "caches). A 'no difference' here cannot tell a dead switch from a neutral one." + plain)
     if not summary["live_rows"]:
         return (f"Liveness: **live**, on no paired row: an unpaired op compiled other kernels on each side (its "
-                f"rows are listed below); {summary['not_live_rows']} row(s) compiled identical kernels (excluded).")
+                f"rows are {LISTED_BELOW}); {summary['not_live_rows']} row(s) compiled identical kernels (excluded).")
     return (f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
             "row(s) compiled identical kernels (excluded; they are a free A/A check).")
 
@@ -370,7 +374,7 @@ def _caveats(summary: Mapping) -> List[str]:
                        "one process, one value): their change is shown, not judged (inconclusive). To judge them, "
                        "pair two plain zlbench runs (rows with latency_ci), or read an A/B run's own ab.md")
     if summary["unpaired_rows"]:
-        caveats.append(f"{summary['unpaired_rows']} row(s) unpaired (listed below): the comparison is incomplete")
+        caveats.append(f"{summary['unpaired_rows']} row(s) unpaired ({LISTED_BELOW}): the comparison is incomplete")
     if summary["fallback_rows"]:
         caveats.append(f"{summary['fallback_rows']} row(s) timed by the direct fallback on a side "
                        f"({MARKER_FALLBACK}): another timing regime")

@@ -326,7 +326,7 @@ def one_side(rows: Sequence[dict], path: Path) -> None:
 
 
 def compare_two(args) -> int:
-    from zlbench.report.ab import compare, render_markdown, write
+    from zlbench.report.ab import LISTED_BELOW, compare, render_markdown, write
     from zlbench.results.process_stats import RUN_OFFSET_SD
 
     if args.out is not None:
@@ -349,7 +349,7 @@ def compare_two(args) -> int:
     if mixed:
         caveats.append(mixed)
     elif dropped:
-        caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side (listed below): their statistics rest "
+        caveats.append(f"{len(dropped)} paired row(s) lost rounds on a side ({LISTED_BELOW}): their statistics rest "
                        "on fewer rounds")
     artifacts_a, artifacts_b = a.artifacts(), b.artifacts()
     both = not one_run and bool(a.identity) and bool(b.identity)
