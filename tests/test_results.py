@@ -305,6 +305,16 @@ def test_a_side_log_keeps_tests_of_one_op_and_shape_apart_when_read_back(tmp_pat
         ("test_einsum_trace", 0, 0.0025), ("test_einsum_transpose", 0, 0.004)]
 
 
+def test_a_side_logs_speedup_is_its_rounds_that_timed_the_baseline():
+    """An A/B times the torch baseline in round 1 only: the side log's speedup divided round 1's
+    baseline by the mean over every round (1.6 here), where summary.md reads round 1's own ratio."""
+    rows = [{"op": "exp", "dtype": "torch.float16", "shape": "[[64]]", "status": "ok", "latency": lat,
+             "latency_base": base, "node": "benchmark/test_exp.py::test_exp", "round": rnd}
+            for rnd, lat, base in ((0, 0.002, 0.004), (1, 0.001, None), (2, 0.001, None))]
+    (record,) = [json.loads(line[len("[INFO] "):]) for line in side_log(rows).splitlines()[1:]]
+    assert record["result"][0]["speedup"] == pytest.approx(2.0)  # round 1: 0.004 / 0.002
+
+
 def fallback_warning(op, dtype, shape_detail, reason):
     """The line zlbench's record plugin writes beside a record whose shape fell back to direct
     timing (zlbench/plugins/record.py), the only trace of it in a log whose records lack markers."""

@@ -361,9 +361,12 @@ def side_log(rows: List[dict], level: Optional[str] = None) -> str:
         for shape, rs in shapes.items():
             latency = _geomean([r["latency"] for r in rs])
             base = _geomean([r["latency_base"] for r in rs if r.get("latency_base")]) or None
+            # The speedup of the rounds that timed the baseline (an A/B times it in its first round and
+            # the drift checks), each over its own round's latency, as summary.md reckons a row's.
+            timed = [r["latency_base"] / r["latency"] for r in rs if r.get("latency_base") and r.get("latency")]
             result.append({"legacy_shape": rs[0].get("legacy_shape"), "shape_detail": json.loads(base_shape(shape)),
                            "latency_base": base, "latency": latency,
-                           "speedup": base / latency if base else None, "rounds": len(rs),
+                           "speedup": _geomean(timed) or None, "rounds": len(rs),
                            # read back (zlbench summary LOG --ab LOG), a row keeps how it was timed
                            "markers": sorted({m for r in rs for m in (r.get("markers") or [])}),
                            # ... what timed it (else the record's mode is read as its timer) and why it is marked
