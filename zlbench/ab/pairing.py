@@ -255,6 +255,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
     # A side that names no test (a FlagGems result log) against one that does: its rows adopt the
     # other side's tests where nothing else could be theirs; the other keys are left unpaired.
     log = reconcile_sides(rows_a, rows_b)
+    who = where.split()[-1]  # "side", or "run" for two runs
     rows_a, rows_b = ([adopt_node(r, log.nodes) for r in rows] for rows in (rows_a, rows_b))
     by_a, by_b = _by_key(rows_a), _by_key(rows_b)
     status_a, status_b = _node_statuses(rows_a, statuses[0]), _node_statuses(rows_b, statuses[1])
@@ -272,7 +273,7 @@ def pair(rows_a: Sequence[dict], rows_b: Sequence[dict], field_name: str = "late
             # where the other side ran the test and it ended with no rows (crashed, timed out), say so
             ended = (status_b if ra else status_a).get(base_node(key[3])) if key[3] else None
             unpaired.append((key, f"only {where} " + ("A" if ra else "B")
-                             + (f" ({where.split()[-1]} {'B' if ra else 'A'}'s test {f'{ended[0]}: {ended[1]}'[:160]})"
+                             + (f" ({who} {'B' if ra else 'A'}'s test {f'{ended[0]}: {ended[1]}'[:160]})"
                                 if ended else "")))
             if ended and ended[0] in LOST_STATUSES:
                 lost[key] = "B" if ra else "A"

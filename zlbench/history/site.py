@@ -298,9 +298,6 @@ def _ab_section(store: Store, runs: List[dict]) -> str:
 
 
 def _ab_part(sm: Mapping, run: Mapping, rows: List[dict]) -> str:
-    o = (sm["summary"] or {}).get("overall") or {}
-    verdicts = ", ".join(f"{k2}: {v}" for k2, v in sorted(((sm["summary"] or {}).get("verdicts") or {}).items()))
-    gm = "-" if o.get("geomean") is None else f"{(o['geomean'] - 1) * 100:+.2f}%"
     rows_html = table(f"ab-{sm['run_id']}", ["op", "dtype", "shape", "rounds", "A ms", "B ms", "change %",
                                              "CI lo %", "CI hi %", "q", "live", "verdict"], [
         [_cell(op_with_test(t)), _cell(t["dtype"]), _cell(t["shape"]), _cell(t["rounds"]), _cell(t["a_ms"], ".5g"),
@@ -312,6 +309,9 @@ def _ab_part(sm: Mapping, run: Mapping, rows: List[dict]) -> str:
         head = "".join(f"<p>{markdown_line(line.replace(LISTED_BELOW, 'listed in its ab.md'))}</p>"
                        for line in headline(sm["summary"] or {}))
     except Exception:  # noqa: BLE001 - a summary of an older zlbench (or hand-edited) must not lose the page
+        o = (sm["summary"] or {}).get("overall") or {}
+        verdicts = ", ".join(f"{k2}: {v}" for k2, v in sorted(((sm["summary"] or {}).get("verdicts") or {}).items()))
+        gm = "-" if o.get("geomean") is None else f"{(o['geomean'] - 1) * 100:+.2f}%"
         head = (f"<p>Liveness: <b>{esc(sm['liveness'])}</b>; overall B/A latency {gm}; "
                 f"verdicts: {esc(verdicts) or '-'}.</p>")
     return (f"<h3>Run {sm['run_id']} ({run['created']:%Y-%m-%d %H:%M}, {esc(run['backend'])}): "
