@@ -754,3 +754,15 @@ def test_the_time_section_reads_the_runs_own_settings_and_leaves_damaged_times_o
     (tmp_path / "units" / units[2]["unit_id"] / "events.jsonl").write_text("")
     lines = time_lines(plan, identity, unit_events(tmp_path, plan))
     assert "2 of the 3 planned pass(es) (a process each" in lines[2], lines
+
+
+def test_two_processes_that_read_apart_give_the_first_ones_value_not_their_mean():
+    # A run of timer.processes=2 (or a 3-process run cut after two): the mean of 0.01396 and 0.05349
+    # (a review's flaky_sum) is halfway between two picks, a value neither process drew.
+    rows = aggregate(quiet_run(random.Random(5)) + proc_rows([0.01396, 0.05349], op="picky", base=[0.02] * 2), 2)
+    row = next(r for r in rows if r["op"] == "picky")
+    assert MARKER_PROCESS_UNSTABLE in row["markers"]
+    assert row["latency"] == 0.01396 and row["speedup"] == pytest.approx(0.02 / 0.01396)
+    assert "(an even count: the row reads 0.01396," in row["marker_reason"]
+    lo, hi = row["latency_ci"]
+    assert lo < 0.01396 and hi > 0.05349  # another run may read the other pick

@@ -250,14 +250,15 @@ def middle(values: Sequence[float], apart: bool = False) -> float:
     planned processes and 1 more at 19.1, 12.2, 12.3, 19.3 us, read 15.7 us and a speedup none of
     its kernels gives; RESULTS.md, thirty-ninth session): there it is the median of all but the
     latest process, an odd count, so one of the two middle values (for 3 planned and 1 more: the
-    planned processes' median)."""
+    planned processes' median; for two: the first, not their mean)."""
     return statistics.median(values[:-1] if _drops_latest(len(values), apart) else values)
 
 
 def _drops_latest(n: int, apart: bool) -> bool:
     """Whether middle() leaves the latest process out (the median of an odd count is one of the
-    two middle values of the even one)."""
-    return apart and n >= 4 and n % 2 == 0
+    two middle values of the even one; of two, the first: a value one of them drew, where their
+    mean is halfway between two picks)."""
+    return apart and n >= 2 and n % 2 == 0
 
 
 def relative_width(row: Mapping) -> Optional[float]:
