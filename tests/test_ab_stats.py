@@ -236,6 +236,13 @@ def test_resident_side_processes_say_process_effects_are_not_sampled():
     said = shared_state_caveats(two)
     assert any(c.startswith("ab.respawn_every=2: each side's processes ran 2 rounds in a row") for c in said), said
     assert any("the torch baseline was timed in the first 2 rounds (one process a side) only" in c for c in said), said
+    # A period no shorter than the run (a review: respawn_every=5 over 4 rounds) is one process a
+    # side throughout, as 0: not "5 rounds in a row", nor a baseline timed in rounds that never ran.
+    long = {**two, "rounds": 4, "config": {**two["config"], "ab": {**two["config"]["ab"], "respawn_every": 5}}}
+    said = shared_state_caveats(long)
+    assert said[0].startswith("process effects not sampled: ab.respawn_every=5 (no fewer than the run's 4 rounds) "
+                              "kept one process per side"), said
+    assert not any("rounds in a row" in c or "torch baseline" in c for c in said), said
 
 
 def test_aa_measures_every_row_although_its_kernels_are_identical():

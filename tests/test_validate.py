@@ -198,6 +198,18 @@ def test_ab_rounds_below_min_rounds_gets_a_note_with_the_fix(overrides, noted):
                          "or ab.min_rounds=3 to plan it so."]
 
 
+@pytest.mark.parametrize("every,noted", [(4, True), (9, True), (3, False), (0, False), (1, False)])
+def test_a_respawn_period_no_shorter_than_the_run_gets_a_note(every, noted):
+    from zlbench.config.validate import config_notes
+
+    notes = config_notes(resolved("ab=demo_fused_softmax", "ab.rounds=4", f"ab.respawn_every={every}"))
+    assert bool(notes) == noted, notes
+    if noted:
+        assert notes == [f"ab.respawn_every={every} is no fewer than ab.rounds=4: each side keeps one process for the "
+                         "whole run, as ab.respawn_every=0 does, so process effects are not sampled (ab.md says so). "
+                         "Fix: ab.respawn_every=1 (the default) or a period below ab.rounds."]
+
+
 def test_a_target_width_below_the_narrowest_interval_is_run_with_a_note():
     from zlbench.config.validate import config_notes
 

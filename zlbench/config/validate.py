@@ -228,6 +228,11 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
         notes.append(f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
                      f"stops early on a settled verdict) and each verdict rests on {rounds} rounds. Fix: "
                      f"ab.rounds={least} or more, or ab.min_rounds={max(2, rounds)} to plan it so.")
+    every = ab.get("respawn_every")
+    if interleaved and isinstance(rounds, int) and isinstance(every, int) and rounds >= 2 and every >= rounds:
+        notes.append(f"ab.respawn_every={every} is no fewer than ab.rounds={rounds}: each side keeps one process for "
+                     "the whole run, as ab.respawn_every=0 does, so process effects are not sampled (ab.md says so). "
+                     "Fix: ab.respawn_every=1 (the default) or a period below ab.rounds.")
     var = str(ab.get("var") or "")
     compiler_var = var.startswith("FLAGTREE_") or var in TRITON_COMPILER_VARS
     if ab.get("name", "none") != "none" and compiler_var and _runs_on_cpu(resolved):

@@ -64,12 +64,17 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
         out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
                    "ignores compiler switches): unset it to give each side its own")
     ab = identity["config"].get("ab") or {}
-    if ab.get("schedule", "node") == "node" and ab.get("respawn_every", 1) == 0:
-        out.append("process effects not sampled: ab.respawn_every=0 kept one process per side for the "
+    rounds = int(identity.get("rounds") or 1)
+    period = 1 if ab.get("schedule", "node") == "round" else int(ab.get("respawn_every", 1))
+    if period >= rounds > 1:  # a period no shorter than the run: one process a side throughout, as 0
+        setting, period = f"ab.respawn_every={period} (no fewer than the run's {rounds} rounds)", 0
+    else:
+        setting = "ab.respawn_every=0"
+    if period == 0:
+        out.append(f"process effects not sampled: {setting} kept one process per side for the "
                    "whole run, so what each drew at start (autotune picks, input placement) is a constant "
                    "offset between the sides that no interval over rounds can see; ab.respawn_every=1 "
                    "(the default) samples it")
-    period = 1 if ab.get("schedule", "node") == "round" else int(ab.get("respawn_every", 1))
     if ab.get("name", "none") != "none" and period > 1:
         out.append(f"ab.respawn_every={period}: each side's processes ran {period} rounds in a row, so a row's "
                    f"rounds are not all independent draws of a process (its interval counts rounds; the overall "
