@@ -412,6 +412,9 @@ def test_a_one_process_run_log_names_its_tests_and_reads_back_by_them(run_zlbenc
                       "store.url=none", "timer.processes=1")
     assert res.returncode == 0, res.stderr[-3000:]
     d = res.run_dir
+    rows = [json.loads(line) for line in (d / "rows.jsonl").read_text().splitlines()]
+    # each row says it is one process' (null is an A/B row's), with no interval of its own
+    assert rows and all(r["processes"] == 1 and r["latency_ci"] is None for r in rows), rows
     back = rows_from_log(d / "run.log")
     assert sorted((r["node"].rpartition("::")[2], r["shape"], r["round"]) for r in back) == [
         ("test_perf_shared_trace", "[[128,128]]", 0), ("test_perf_shared_trace", "[[64,64]]", 0),
@@ -565,7 +568,7 @@ def test_one_process_per_node_says_its_rows_carry_no_process_level_interval(run_
     res = run_zlbench("backend=cpu", "ops=[exp]", "dtypes=[float32]", "store.url=none", "timer.processes=1")
     assert res.returncode == 0, res.stderr[-3000:]
     rows = [json.loads(x) for x in (res.run_dir / "rows.jsonl").read_text().splitlines()]
-    assert rows and all(r["processes"] is None and r["latency_ci"] is None for r in rows)
+    assert rows and all(r["processes"] == 1 and r["latency_ci"] is None for r in rows)
     assert not (res.run_dir / "process_rows.jsonl").exists()
     summary = (res.run_dir / "summary.md").read_text()
     assert "no process-level interval" in summary

@@ -309,6 +309,11 @@ def _timers(measured: Mapping[tuple, List[dict]], field: str) -> Dict[tuple, str
     return {k: "+".join(sorted({str(r.get(field)) for r in rs})) for k, rs in measured.items()}
 
 
+def was_measured(row: Mapping) -> bool:
+    """Whether a process' row holds a latency (not a status row, nor one the node's failure left)."""
+    return row.get("status") == "ok" and bool(row.get("latency")) and math.isfinite(row["latency"])
+
+
 def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
     """One row per (node, op, dtype, shape, side) from the rows of every process of a plain run
     (each a `round`), in the order rows first appear. Status rows and rows no process measured are
@@ -320,7 +325,7 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
         k = row_key(r)
         if k not in measured and k not in others:
             order.append(k)
-        if r.get("status") == "ok" and r.get("latency") and math.isfinite(r["latency"]):
+        if was_measured(r):
             measured[k].append(r)
         else:
             others.setdefault(k, r)

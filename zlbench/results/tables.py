@@ -20,7 +20,7 @@ from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.results import events as ev
-from zlbench.results.process_stats import aggregate
+from zlbench.results.process_stats import aggregate, was_measured
 from zlbench.results.records import ROW_FIELDS, Row
 from zlbench.results.rundir import (PROCESS_ROWS_FILE, atomic_write, load_plan, measured_nodes,
                                     unfinished_nodes)
@@ -242,6 +242,8 @@ def derive(run_dir: Path) -> Derived:
         process_rows = c.rows
         rows = aggregate(c.rows, int(plan["processes"]))
         log_lines = side_log(rows, _corpus_level(plan)).splitlines()[1:]
+    elif plan.get("processes") == 1:  # a plain run of one process: its rows say so (null is an A/B's)
+        rows = [{**r, "processes": 1 if was_measured(r) else 0} for r in rows]
     log_lines = log_lines + [f"{PIN_WARNING}{w}" for w in pinning_problems(c.processes, c.devices)]
     sides = [s["name"] for s in plan.get("sides", [])]
     side_logs = {side: side_log([r for r in c.rows if r.get("side") == side], _corpus_level(plan))
