@@ -250,6 +250,17 @@ def test_two_plain_runs_a_variable_set_apart_name_it_and_its_interleaved_ab(unst
     assert "`python -m zlbench ab=env ab.var=DEMO_GEMS_FUSED_SOFTMAX 'ab.values=[0,1]'`" in out.stdout
     out = summary(runs["fused0"], "--ab", runs["again"])
     assert "repeat runs" in out.stdout and "set a switch apart" not in out.stdout, out.stdout
+    # The same variable set through corpus.env (+corpus.env.VAR=1): in every process, so switch_env
+    # leaves it out; the report named nothing (a review), or only a setting that differed beside it.
+    for name, value in (("env0", "0"), ("env1", "1")):
+        runs[name] = tmp_path / name
+        shutil.copytree(unstable_run, runs[name])
+        identity = json.loads((runs[name] / "run_identity.json").read_text())
+        identity["config"]["corpus"]["env"] = {**identity["config"]["corpus"].get("env", {}),
+                                               "DEMO_GEMS_FUSED_SOFTMAX": value}
+        (runs[name] / "run_identity.json").write_text(json.dumps(identity))
+    out = summary(runs["env0"], "--ab", runs["env1"])
+    assert "the runs set a switch apart: DEMO_GEMS_FUSED_SOFTMAX: 0 -> 1" in out.stdout, out.stdout
 
     # Values as the shell and Hydra read them back (a comma, a space, true; a masked password left out).
     import shlex

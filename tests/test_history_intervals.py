@@ -98,8 +98,13 @@ def test_rows_b_lost_to_a_crash_fail_the_gate(tmp_path, url, capsys):
     assert {u["op"] for u in result["unpaired"] if not u["lost_in"]} == {"abs"}
     assert all("run B's test crashed: exit -11 (SIGSEGV)" in u["why"] for u in result["unpaired"] if u["op"] == "add")
     assert all("run B's test crashed" in u["why"] for u in result["unpaired"] if u["op"] == "mul"), result["unpaired"]
+    # mul's first shape was measured before the crash and is judged: the crash is still said
+    assert [e[:2] for e in result["summary"]["ended_badly"]["B"]] == [["benchmark/test_mul.py::test_perf_mul", "crashed"]]
+    assert result["summary"]["ended_badly"]["A"] == []
     code, out = history(capsys, "compare", "1", "2", "--url", url)
     assert "Gate (--fail-on slower): 0 row(s) slower, 6 row(s) lost in B" in out.out
+    assert "- 1 test(s) of run B did not end ok (benchmark/test_mul.py::test_perf_mul: crashed), though their " \
+        "rows were compared" in out.out, out.out
     # They fail the gate, so the recheck measures their ops again (a crash may be a flake too).
     (b / "plan.json").write_text(json.dumps({"nodes": [{"nodeid": f"benchmark/test_{op}.py::test_perf_{op}", "op": op}
                                                        for op in ("exp", "add", "mul", "neg")]}))
@@ -791,3 +796,19 @@ def test_compare_shows_a_and_b_as_geometric_means_over_rounds(tmp_path, url, cap
     assert row["a_ms"] == pytest.approx(statistics.geometric_mean(a_vals))
     assert row["b_ms"] == pytest.approx(statistics.geometric_mean(b_vals))
     assert row["b_ms"] / row["a_ms"] - 1 == pytest.approx(row["change_pct"] / 100, abs=1e-4), row
+
+
+def test_a_caliber_change_is_named_once_not_under_each_key_that_holds_it():
+    # A review: 3 processes against 1 read "config.timer.processes: 3 -> 1; rounds: 3 -> 1;
+    # timer.processes: 3 -> 1" (the layout copies the timer into config; rounds is the process count).
+    from zlbench.history.compare import calibers_apart
+
+    def ident(processes, repeat=1):
+        return {"config": {"ops": ["exp"], "ab": {"name": "none", "rounds": 10}},
+                "timer": {"name": "host", "processes": processes, "repeat": repeat}, "rounds": processes}
+
+    apart = calibers_apart({"caliber": "a"}, {"caliber": "b"}, ident(3), ident(1, repeat=2))
+    assert apart == ["timer.processes: 3 -> 1", "timer.repeat: 1 -> 2"], apart
+    # an A/B's rounds are ab.rounds: said there
+    ab = [{**ident(1), "config": {"ops": ["exp"], "ab": {"name": "env", "rounds": n}}, "rounds": n} for n in (10, 6)]
+    assert calibers_apart({"caliber": "a"}, {"caliber": "b"}, *ab) == ["config.ab.rounds: 10 -> 6"]

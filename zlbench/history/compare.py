@@ -190,6 +190,13 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart,
                        lasting)
     summary["b_is_recheck"] = is_recheck(run_b)
+    # Tests that ended badly in some of a run's processes but left rows judged from the others (a
+    # crash in one of three): the verdicts hold, and the crash would go unsaid.
+    summary["ended_badly"] = {run: sorted({(node, *end) for t in table if not t.get("lost_in")
+                                           for node in [(t["node"] or "").split("[")[0]]
+                                           for end in [failed[i].get(t["side"], {}).get(node)]
+                                           if end and end[0] in LOST_STATUSES})
+                              for i, run in enumerate("AB")}
     # The recheck records into this store (B's own store.url may be relative to where B ran), so the
     # follow-up compare finds it; a URL with a password is left to the environment.
     summary["recheck"] = recheck(run_b, table, unpaired, fail_on, _not_b_switches(id_a, id_b, run_b),
@@ -448,7 +455,15 @@ def calibers_apart(run_a: Mapping, run_b: Mapping, ia: Mapping, ib: Mapping) -> 
         return None
     # lists kept whole: 'config.ops: [exp, add] -> [exp]'
     fa, fb = (_flat(caliber_fields(i), lists=False) for i in (ia, ib))
-    return _changes(fa, fb, fa.keys() | fb.keys())
+    keys = fa.keys() | fb.keys()
+
+    def said_as(key: str, other: str) -> bool:
+        return other in keys and (fa.get(key), fb.get(key)) == (fa.get(other), fb.get(other))
+    # Each setting once: the caliber's layout copies the timer into config (identity_layout), and
+    # `rounds` is timer.processes (a plain run) or ab.rounds (an A/B) again.
+    return _changes(fa, fb, [k for k in keys if not (
+        k.startswith("config.timer.") and said_as(k, k[len("config."):])
+        or k == "rounds" and (said_as(k, "timer.processes") or said_as(k, "config.ab.rounds")))])
 
 
 def devices_apart(ia: Mapping, ib: Mapping) -> Optional[Dict[str, List[str]]]:
@@ -511,6 +526,13 @@ def _result_lines(s: Mapping) -> List[str]:
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
     out.append(f"- Verdicts: {counts}.")
     out += _noise_lines(s)
+    for run, ended in (s.get("ended_badly") or {}).items():
+        if ended:
+            listed = "; ".join(f"{node}: {status}" for node, status, _ in ended[:3]) + \
+                (f"; {len(ended) - 3} more" if len(ended) > 3 else "")
+            out.append(f"- {len(ended)} test(s) of run {run} did not end ok ({listed}), though their rows "
+                       "were compared, from the processes that measured them: no verdict here says it, and "
+                       "the gate does not count it; see that run's ops_status.csv.")
     if s.get("process_unstable_rows"):
         out.append(f"- {s['process_unstable_rows']} row(s) whose op's processes read apart in A or B "
                    "(BENCHMARK_PROCESS_UNSTABLE, e.g. an autotune pick): their intervals rest on their own spread.")

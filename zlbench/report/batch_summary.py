@@ -287,10 +287,14 @@ def switches_apart(a: Mapping, b: Mapping) -> List[str]:
     run of one side (ab.side=off, a sweep's job) reads as the variables that side set ('VAR: 0 -> 1',
     not 'sides.off.VAR: 0 -> None; sides.on.VAR: None -> 1')."""
     def switches(i: Mapping) -> dict:
+        # corpus.env is set in every process, so switch_env leaves it out (planning/identity.py): a
+        # variable there is a switch the run set all the same (+corpus.env.VAR=1 against =0).
+        corpus = ((i.get("config") or {}).get("corpus") or {}) if isinstance(i.get("config"), Mapping) else {}
+        env = {**(corpus.get("env") or {}), **(i.get("switch_env") or {})}
         sides = i.get("sides") or {}
         if len(sides) == 1 and isinstance(next(iter(sides.values())), Mapping):
-            return _flat({**(i.get("switch_env") or {}), **next(iter(sides.values()))})
-        return _flat({"sides": sides, "switch_env": i.get("switch_env")})
+            return _flat({**env, **next(iter(sides.values()))})
+        return _flat({"sides": sides, "switch_env": env})
 
     fa, fb = switches(a), switches(b)
     return _changes(fa, fb, fa.keys() | fb.keys())
