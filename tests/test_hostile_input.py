@@ -356,3 +356,23 @@ def test_an_ab_made_with_a_plain_runs_process_setting_still_resumes(tmp_path):
         _check_overrides(["ab=demo_fused_softmax", "timer.processes=1"], {"ab", "timer.processes"})
     _check_overrides(["ab=demo_fused_softmax", "timer.processes=1", f"resume={tmp_path}"],
                      {"ab", "timer.processes", "resume"})
+
+
+def test_a_run_dir_with_measurements_but_no_identity_is_refused_and_a_damaged_one_named(shared_run, tmp_path):
+    """A review: a copy of a run dir without run_identity.json, run into with other dtypes, measured
+    nothing and wrote the new identity over the old rows (float32 rows labelled bfloat16); a damaged
+    identity crashed resume with exit 70."""
+    from .conftest import copied_run
+
+    mix = copied_run(shared_run(*EXP_RUN), tmp_path / "mix")
+    (mix / "run_identity.json").unlink()
+    res = zlbench(f"hydra.run.dir={mix}", "progress=plain", "ops=[exp]", "dtypes=[bfloat16]", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "holds an earlier run's plan.json and units but no run_identity.json" in res.stderr
+    assert "Fix: choose another run dir (hydra.run.dir=...)" in res.stderr
+    assert not (mix / "run_identity.json").exists()  # nothing written over the old rows
+    damaged = copied_run(shared_run(*EXP_RUN), tmp_path / "damaged")
+    (damaged / "run_identity.json").write_text('{"broken')
+    res = zlbench(*EXP_RUN, f"resume={damaged}", "progress=plain", cwd=tmp_path)
+    assert res.returncode == 2 and "run_identity.json is not valid JSON" in res.stderr, res.stderr[-2000:]
+    assert "measurements in units/ are untouched" in res.stderr

@@ -126,8 +126,16 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     (other settings, or another selection of tests: not the caliber, which leaves the tests out)."""
     path = run_dir / IDENTITY_FILE
     if not path.exists():
+        # A run writes its identity before its plan and units: these without it are an earlier run's
+        # measurements of unknown settings, which this run would otherwise read as its own.
+        held = [p.name for p in (run_dir / "plan.json", run_dir / "units") if p.exists()]
+        if held:
+            raise UsageError(f"{run_dir} holds an earlier run's {' and '.join(held)} but no {IDENTITY_FILE}: the "
+                             "settings its measurements were made with are unknown, and this run would report them "
+                             f"as its own. Fix: choose another run dir (hydra.run.dir=...), or restore its "
+                             f"{IDENTITY_FILE} and resume it.")
         return False
-    old = json.loads(path.read_text(encoding="utf-8"))
+    old = read_identity(run_dir)  # damaged: named, with its fix
     # Hashed again as this zlbench hashes (results/identity_layout.py): the hash an earlier
     # zlbench wrote beside it may read another layout of the same settings.
     if identity_hash(old) != identity["identity_hash"]:

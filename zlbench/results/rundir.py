@@ -71,7 +71,8 @@ def read_identity(run_dir: Path) -> dict:
                          "Fix: pass the folder a run names in its `results in ...` line (it holds "
                          f"{IDENTITY_FILE} and plan.json).")
     except ValueError as e:
-        raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged. Fix: start a new run.")
+        raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged (its measurements in units/ "
+                         "are untouched). Fix: restore that file from a copy of the run dir, or start a new run.")
 
 
 def add_process_facts(run_dir: Path) -> None:
@@ -247,7 +248,8 @@ def load_plan(run_dir: Path) -> dict:
     try:
         plan = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged. Fix: start a new run.")
+        raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged (its measurements in units/ "
+                         "are untouched). Fix: restore that file from a copy of the run dir, or start a new run.")
     version = plan.get("format", 1)
     if version != ev.FORMAT_VERSION:
         raise UsageError(f"{run_dir} was written in run-dir format {version}; this zlbench reads format "
