@@ -839,3 +839,22 @@ def test_the_sites_ab_section_says_what_ab_md_says(real_runs, tmp_path, store_ur
     record_run(run, store_url)
     assert history("html", "--out", str(tmp_path / "site"), "--url", store_url, capsys=capsys)[0] == 0
     assert "Liveness: <b>unknown</b>; overall B/A latency" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_a_trend_charts_axis_is_logarithmic_and_never_reads_below_zero():
+    """A review: a flaky row at 8.36x beside rows near 1.0 padded a linear axis to -0.48x, and
+    squashed every other point near 1.0."""
+    import re
+    from datetime import datetime
+
+    from zlbench.history.site import trend_svg
+
+    runs = [{"run_id": i, "created": datetime(2026, 12, 1, i), "corpus_commit": "abc"} for i in range(1, 5)]
+    svg = trend_svg("flaky_sum", runs, {"float32": {1: 1.0, 2: 0.2, 3: 8.36, 4: 1.01}})
+    labels = [float(v) for v in re.findall(r">(-?[\d.]+)x</text>", svg)]
+    assert len(labels) == 2 and 0 < min(labels) < 0.2 and max(labels) > 8.36, labels
+    top, bottom = 18, 170 - 22
+    ys = [float(cy) for cy in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)]
+    assert all(top <= y <= bottom for y in ys)
+    # 1.0 lies as far above 0.2x as 5x would: well clear of the bottom (linear: its lowest 15%)
+    assert (bottom - ys[0]) / (bottom - top) > 0.3, ys

@@ -95,10 +95,13 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
     bars = bars or {}
     values = [v for line in lines.values() for v in line.values()]
     values += [v for per in bars.values() for ci in per.values() for v in ci]
+    # A ratio's axis is logarithmic: 2x and 0.5x lie as far from 1, and padding never reads below
+    # zero (a linear one padded an 8x point's axis down to -0.48x and squashed the rest near 1).
     # At least +-5% shown: run-to-run noise of 1-2% must not fill the chart and look like a change.
-    lo, hi = min(values + [0.95]), max(values + [1.05])
-    span = (hi - lo) or 0.1
-    lo, hi = lo - 0.08 * span, hi + 0.08 * span
+    logs = [math.log(v) for v in values if v > 0]
+    lo, hi = min(logs + [math.log(0.95)]), max(logs + [math.log(1.05)])
+    span = hi - lo
+    lo, hi = math.exp(lo - 0.08 * span), math.exp(hi + 0.08 * span)
     n = len(runs)
     pos = {r["run_id"]: i for i, r in enumerate(runs)}
 
@@ -106,7 +109,8 @@ def trend_svg(title: str, runs: Sequence[Mapping], lines: Mapping[str, Mapping[i
         return pad_l + (width - pad_l - pad_r) * (i / max(n - 1, 1))
 
     def y(v):
-        return pad_t + (height - pad_t - pad_b) * (1 - (v - lo) / (hi - lo))
+        v = max(v, lo)  # a value <= 0 (none is a ratio) sits at the bottom
+        return pad_t + (height - pad_t - pad_b) * (1 - math.log(v / lo) / math.log(hi / lo))
 
     parts = [f'<svg class="trend" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">',
