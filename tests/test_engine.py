@@ -345,3 +345,10 @@ def test_a_crash_log_tail_reads_a_fault_handlers_dump_of_its_own_launch(tmp_path
     log.write_text("\n".join(["==== zlbench: launching pytest over 8 node(s)", "E   AssertionError: rows differ"]
                              + ["."] * 20 + ["Exception: cuda graph replay failed"]) + "\n")
     assert log_tail(log).startswith("Exception: cuda graph replay failed | ") and "AssertionError" not in log_tail(log)
+    # pytest's usage error (a corpus option's invalid choice) ends under its banner: the error first
+    # (a review: the Not ok table, cut at 160 characters, showed the banner only).
+    log.write_text("\n".join(["==== zlbench: launching pytest over 1 node(s)",
+                              "ERROR: usage: __main__.py [options] [file_or_dir] [file_or_dir] [...]",
+                              "__main__.py: error: argument --dtypes: invalid choice: 'int8' (choose from float16, "
+                              "float32)", "  inifile: /fg/pytest.ini", "  rootdir: /fg"]) + "\n")
+    assert log_tail(log).startswith("__main__.py: error: argument --dtypes: invalid choice: 'int8'"), log_tail(log)

@@ -166,7 +166,8 @@ def log_tail(path: Path, n: int = 6) -> str:
         # Near the end only: an earlier test's failure (E   AssertionError) is not what ended it.
         error = next((i for i in range(len(lines) - 1, max(-1, len(lines) - 12), -1) if _ERROR.match(lines[i])), None)
         tail = [l.strip() for i, l in enumerate(lines[-n:], len(lines) - len(lines[-n:])) if l.strip() and i != error]
-        head = [_ERROR.match(lines[error])["error"].strip()] if error is not None else []
+        head = [next(filter(None, _ERROR.match(lines[error]).group("error", "usage"))).strip()] \
+            if error is not None else []
         return (" | ".join(head + tail)[:600] if head else " | ".join(tail)[-600:])
     before = [l.strip() for l in lines[max(0, fatal - 3):fatal]
               if l.strip() and not l.startswith("====") and l.strip(".") and "most recent call" not in l]
@@ -184,7 +185,9 @@ def log_tail(path: Path, n: int = 6) -> str:
 
 
 # A line that names the exception a process died of: `ValueError: ...`, pytest's `E   ImportError: ...`.
-_ERROR = re.compile(r"^(?:E\s+)?(?P<error>(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b:?.*)$")
+_ERROR = re.compile(r"^(?:E\s+)?(?P<error>(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b:?.*)$"
+                    # argparse's usage error (pytest's, or a corpus conftest's option), after its banner
+                    r"|^(?P<usage>[\w. -]*: error: .*)$")
 
 
 def _frame(line: str) -> str:
