@@ -769,3 +769,24 @@ def test_two_processes_that_read_apart_give_the_first_ones_value_not_their_mean(
     assert "(an even count: the row reads 0.01396," in row["marker_reason"]
     lo, hi = row["latency_ci"]
     assert lo < 0.01396 and hi > 0.05349  # another run may read the other pick
+
+
+def test_the_time_section_counts_the_start_up_of_every_launch_of_a_unit(tmp_path):
+    """A review: a unit whose process timed out started again, and the Time line counted the first
+    launch's start-up only (5.1 s 'in all' of 9.8 s)."""
+    from zlbench.report.run_report import time_lines, unit_events
+
+    units = [{"unit_id": f"main.r{r}.d0.s0", "round": r} for r in range(2)]
+    for r, u in enumerate(units):
+        path = tmp_path / "units" / u["unit_id"] / "events.jsonl"
+        _write_process_events(path, 10.0 * r, ["t.py::test_a"], 1.0)
+        # the first process timed out in test_b and was launched again for it: a second start-up
+        again = [{"event": "launch", "t": 10.0 * r + 5}, {"event": "gate", "t": 10.0 * r + 8, "reached": 10.0 * r + 8},
+                 {"event": "start", "t": 10.0 * r + 8, "node": "t.py::test_b"},
+                 {"event": "end", "t": 10.0 * r + 9, "node": "t.py::test_b", "status": "ok"},
+                 {"event": "exited", "t": 10.0 * r + 9.5}]
+        path.write_text(path.read_text() + "".join(json.dumps(e) + "\n" for e in again))
+    plan = {"processes": 2, "devices": [0], "units": units}
+    identity = {"config": {"ab": {"name": "none"}}, "backend": {"name": "cpu"}, "timer": {"processes": 2}}
+    lines = time_lines(plan, identity, unit_events(tmp_path, plan))
+    assert "start-up (torch import, pytest collection) 10.0 s in all" in lines[2], lines  # 2 + 3 s a unit

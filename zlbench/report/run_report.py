@@ -279,9 +279,7 @@ def time_lines(plan: Mapping[str, Any], identity: Mapping[str, Any], events_of: 
         measured[u["round"]] = measured.get(u["round"], 0.0) + sum(took.values())
         if u.get("more_pass"):
             more.add(u["round"])
-        startup = ev.startup_seconds(events)
-        if launched and startup is not None:
-            startups.append((launched[0], startup))
+        startups += ev.launch_startups(events)  # every launch: a crashed or timed-out process starts again
 
     def listed(rounds: List[int]) -> str:
         return ", ".join(f"{measured[r]:.1f}" for r in rounds) + " s"

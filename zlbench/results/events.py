@@ -180,18 +180,23 @@ def node_seconds(events: Iterable[dict]) -> Dict[str, float]:
 
 
 def startup_seconds(events: Iterable[dict]) -> Optional[float]:
-    """Seconds from a process' launch to its gate (imports, collection), plus what of the device
+    """Seconds from a unit's first launch to its gate (imports, collection), plus what of the device
     preload (plugins/device_setup.py) was still loading when the gate opened: its first node waited
     for it. None if it got no gate."""
-    launch = gate = None
-    late = 0.0
+    return next((seconds for _, seconds in launch_startups(events)), None)
+
+
+def launch_startups(events: Iterable[dict]) -> List[Tuple[float, float]]:
+    """(launch time, start-up seconds) of each launch of a unit that reached its gate: a unit whose
+    process crashed or timed out is launched again, and each launch starts up anew."""
+    out, launch = [], None
     for e in events:
-        if e.get("event") == "launch" and launch is None:
+        if e.get("event") == "launch":
             launch = e["t"]
-        elif e.get("event") == "gate" and gate is None:
-            gate = e.get("reached") or e["t"]
-            late = float(e.get("preload_late_s") or 0.0)
-    return gate - launch + late if launch is not None and gate is not None else None
+        elif e.get("event") == "gate" and launch is not None:
+            out.append((launch, (e.get("reached") or e["t"]) - launch + float(e.get("preload_late_s") or 0.0)))
+            launch = None
+    return out
 
 
 def process_spans(events: Iterable[dict]) -> List[Tuple[float, float]]:
