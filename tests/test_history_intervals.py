@@ -596,6 +596,10 @@ def test_an_aa_run_as_two_plain_runs_is_read_as_an_aa(tmp_path):
     res = zlbench("history", "--url", url, "compare", "1", "2", cwd=tmp_path, defaults=True)
     assert res.returncode == 2 and "run 1 holds rows of side off and run 2 of side on" in res.stderr, res.stderr[-2000:]
     assert "`zlbench summary A_DIR --ab B_DIR`" in res.stderr
+    # the report says so too, not that the runs select different tests (a review: a plain run of
+    # exp and softmax against an A/B of softmax read "no row is in both", every row unselected)
+    assert "- A holds rows of side off and B of side on: rows pair within one side" in res.stdout, res.stdout
+    assert "select different tests" not in res.stdout
 
 
 def test_the_run_offset_is_read_from_the_calibers_history_where_it_has_one(tmp_path, url, capsys):

@@ -480,7 +480,15 @@ def _caliber_lines(s: Mapping) -> List[str]:
     apart = s.get("calibers_apart") or []
     chosen = [c for c in apart if c.split(":")[0].startswith(SELECTION_FIELDS)]
     others = [c for c in apart if c not in chosen]
-    if chosen:
+    sides = s.get("sides") or {}
+    if sides.get("a") and sides.get("b") and not set(sides["a"]) & set(sides["b"]):
+        # A plain run against an A/B (or two sides of a sweep): no row could pair, whatever each selected.
+        out.append(f"- A holds rows of side {', '.join(sides['a'])} and B of side {', '.join(sides['b'])}: rows pair "
+                   "within one side (the same A/B side, or plain runs' main), so none paired. Two sides of an A/B "
+                   "pair with `zlbench summary A_DIR --ab B_DIR`; an A/B run's own ab.md judges it.")
+        if chosen:
+            out.append(f"- A and B select different tests as well ({'; '.join(chosen)}).")
+    elif chosen:
         left = s.get("not_selected") or {}
         left_out = " and ".join(f"{n} row(s) of {side}'s that {other} did not select" for side, other in (("A", "B"), ("B", "A"))
                                 if (n := left.get(other)))
