@@ -76,6 +76,13 @@ def test_missing_benchmark_folder_is_a_clear_error(tmp_path):
         Corpus(tmp_path)
 
 
+def test_an_empty_benchmark_folder_is_named_as_such(tmp_path):
+    # it read "its op marks are ." (a review)
+    (tmp_path / "benchmark").mkdir()
+    with pytest.raises(UsageError, match=r"matches no test in .*: it holds no test at all .*Fix: corpus.root="):
+        Corpus(tmp_path).select(ops=["exp"])
+
+
 def test_shape_file_validation(tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text("exp:\n  shapes: [[64, 64], [128, 128]]\n")

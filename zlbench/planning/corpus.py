@@ -168,6 +168,11 @@ class Corpus:
                 f"op '{op}' has no test in {pool[0].file}; its ops: {', '.join(file_ops)}. "
                 f"Fix: ops=[<one of them>], or drop op_file={op_file} to find '{op}' in every file."
             )
+        if not hits and not self.ops():
+            raise UsageError(
+                f"op '{op}' matches no test in {self.root / self.test_dir}: it holds no test at all (no "
+                "test_*.py that pytest collects). Fix: corpus.root=<the corpus checkout> (corpus.test_dir="
+                "<its benchmark folder> where it is not `benchmark`).")
         if not hits:
             raise UsageError(
                 f"op '{op}' matches no test in {self.root / self.test_dir}."
