@@ -210,6 +210,15 @@ def test_a_respawn_period_no_shorter_than_the_run_gets_a_note(every, noted):
                          "Fix: ab.respawn_every=1 (the default) or a period below ab.rounds."]
 
 
+def test_a_max_processes_below_processes_gets_a_note():
+    from zlbench.config.validate import config_notes
+
+    (note,) = config_notes(resolved("timer.processes=4", "timer.max_processes=2"))
+    assert note.startswith("timer.max_processes=2 is below timer.processes=4: every node is still measured in 4")
+    assert config_notes(resolved("timer.processes=4", "timer.max_processes=4")) == []
+    assert config_notes(resolved("timer.processes=4")) == []
+
+
 def test_a_target_width_below_the_narrowest_interval_is_run_with_a_note():
     from zlbench.config.validate import config_notes
 

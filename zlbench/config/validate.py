@@ -233,6 +233,12 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
         notes.append(f"ab.respawn_every={every} is no fewer than ab.rounds={rounds}: each side keeps one process for "
                      "the whole run, as ab.respawn_every=0 does, so process effects are not sampled (ab.md says so). "
                      "Fix: ab.respawn_every=1 (the default) or a period below ab.rounds.")
+    timer = resolved.get("timer") or {}
+    most, planned = timer.get("max_processes"), timer.get("processes")
+    if ab.get("name", "none") == "none" and isinstance(most, int) and isinstance(planned, int) and most < planned:
+        notes.append(f"timer.max_processes={most} is below timer.processes={planned}: every node is still measured in "
+                     f"{planned} processes, and none gets more. Fix: timer.max_processes={planned} (none more) or "
+                     "above it, or timer.processes to the count you want.")
     var = str(ab.get("var") or "")
     compiler_var = var.startswith("FLAGTREE_") or var in TRITON_COMPILER_VARS
     if ab.get("name", "none") != "none" and compiler_var and _runs_on_cpu(resolved):
