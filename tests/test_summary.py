@@ -253,4 +253,14 @@ def test_a_one_side_table_of_rounds_says_its_rows_are_rounds():
     text = "\n".join(_results_lines(rs))
     assert "1 x 2 rounds" in text and "the median over shapes and rounds of each row's latency" in text, text
     text = "\n".join(_results_lines([row("exp", "t.py::test_exp", 1.0, 0.5)]))
-    assert "a row's latency: the median over its processes" in text, text
+    assert "a row's latency: a plain run's median over its processes; in an A/B side's run.<side>.log, the " \
+        "geometric mean over its rounds" in text, text
+
+
+def test_a_logs_rows_with_no_identity_say_nothing_of_planned_processes():
+    # a side's run.off.log read alone said "measured in fewer processes than the None planned" (a review)
+    from zlbench.report.summary import process_lines
+
+    assert process_lines([row("exp", "t.py::test_exp", 1.0, 0.5)], None) == []
+    cut = process_lines([row("exp", "t.py::test_exp", 1.0, 0.5)], {"timer": {"processes": 3}})
+    assert "fewer processes than the 3 planned" in cut[2], cut

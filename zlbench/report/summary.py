@@ -223,7 +223,7 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
             return ["## Processes", "", "- one benchmark process per row (timer.processes=1): rows carry no "
                     "process-level interval, so their precision is that of one process only; what a process "
                     "draws at start (autotune picks, input placement) is not sampled", ""]
-        if measured:  # a run cut before its second process, with no row of several to borrow from
+        if measured and planned:  # a run cut before its second process, with no row of several to borrow from
             return ["## Processes", "", f"- {len(measured)} row(s) measured in fewer processes than the {planned} "
                     "planned, and none with an interval to borrow: no row carries a process-level interval "
                     "(resume the run to measure the others)", ""]
@@ -383,8 +383,9 @@ def _results_lines(rows: List[dict]) -> List[str]:
                   "A/B times it where it serves: its first round and the drift checks), so it need not equal the "
                   "ratio of the two medians; range: the lowest and highest row speedup.")
     else:
-        legend = ("torch ms and gems ms: the median over shapes of each row's latency (a row's latency: the median "
-                  "over its processes); speedup: the geometric mean over shapes of each row's torch / gems, so it "
+        legend = ("torch ms and gems ms: the median over shapes of each row's latency (a row's latency: a plain "
+                  "run's median over its processes; in an A/B side's run.<side>.log, the geometric mean over its "
+                  "rounds); speedup: the geometric mean over shapes of each row's torch / gems, so it "
                   "need not equal the ratio of the two medians; range: the lowest and highest row speedup.")
     if any(MARKER_NO_DEVICE_WORK in (r.get("markers") or []) for r in rows):
         legend += (" Rows that launched no device work on a side (a view) are left out of the speedup and its range "
