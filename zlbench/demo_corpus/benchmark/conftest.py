@@ -45,7 +45,8 @@ def pytest_addoption(parser):
     parser.addoption("--metrics", action="append", default=None, choices=consts.ALL_AVAILABLE_METRICS)
     parser.addoption(
         "--dtypes", action="append", default=None,
-        choices=[str(d).split(".")[-1] for d in consts.FLOAT_DTYPES],
+        choices=[str(d).split(".")[-1]
+                 for d in consts.FLOAT_DTYPES + consts.INT_DTYPES + consts.BOOL_DTYPES + [torch.cfloat]],
     )
     parser.addoption(
         "--shape_file", default=os.path.join(os.path.dirname(__file__), "core_shapes.yaml")
