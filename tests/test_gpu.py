@@ -104,3 +104,28 @@ def test_untimed_tuning_compiles_and_launches_every_config_once_and_caches_no_pi
     assert got["timings"] == [[1.0, 1.0, 1.0]] * 4  # four configs, none timed
     assert got["launches"] == 5.0  # once per config, then the pick's own call
     assert got["autotune_files"] == []
+
+
+def test_launches_of_a_kernel_compiled_earlier_are_recorded_by_name():
+    """Liveness evidence (ab/fingerprints.py recording_launches): a kernel compiled before the
+    recording (by an earlier test of the process) is still named when launched inside it, through
+    this Triton's own launch hook; none is left installed after."""
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    from zlbench.ab.fingerprints import recording_launches
+
+    @triton.jit
+    def zl_add_one_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+    x = torch.zeros(1000, device="cuda")
+    zl_add_one_kernel[(4,)](x, 1000, BLOCK=256)  # compiled here, before the recording
+    names = set()
+    with recording_launches(names):
+        zl_add_one_kernel[(4,)](x, 1000, BLOCK=256)
+    zl_add_one_kernel[(4,)](x, 1000, BLOCK=256)
+    torch.cuda.synchronize()
+    assert names == {"zl_add_one_kernel"}
+    assert float(x[0]) == 3.0

@@ -1,6 +1,8 @@
 """Liveness evidence: the kernels a node compiled, hashed so that equal code hashes equal on both
 A/B sides and each distinct kernel counts once."""
 
+import pytest
+
 from zlbench.ab import fingerprints as liveness  # the module once named plugins/liveness.py
 from zlbench.ab.fingerprints import _mask_side_paths, normalize_ir
 from zlbench.report.ab import liveness_of
@@ -76,3 +78,93 @@ def test_identical_code_in_two_cache_entries_is_one_kernel(tmp_path, monkeypatch
     side_b = {"exp": liveness._artifact_hashes(["k0", "k1", "k2", "k3"])}
     assert side_a == side_b
     assert liveness_of("exp", side_a, side_b) is False
+
+
+K0 = {"off": "special_modified_bessel_k0_kernel.ptx:26807e", "on": "special_modified_bessel_k0_kernel.ptx:96adbb"}
+FILL = "fill_scalar_kernel.ptx:47177d"
+
+
+def test_a_kernel_an_earlier_test_of_the_process_compiled_is_evidence_for_the_test_that_launches_it():
+    """FlagGems' special_modified_bessel_k0_out runs after special_modified_bessel_k0 in one side
+    process: the k0 kernel is compiled once, by the first. The _out test compiled a fill kernel only,
+    identical on both sides, and read "not live" while it moved 16% (RESULTS.md, forty-second
+    session). The kernels it launched, recorded by name, bring the k0 kernel into its evidence."""
+    from zlbench.ab.kernels import compare_kernels, completed
+    from zlbench.engine.device_ab import node_kernels
+
+    def side_events(side, launched=True):
+        k0 = {"event": "artifacts", "node": "b/test_special.py::test_k0", "op": "k0", "kernels": [K0[side]]}
+        out = {"event": "artifacts", "node": "b/test_special.py::test_k0_out", "op": "k0_out", "kernels": [FILL],
+               **({"launched": ["fill_scalar_kernel", "special_modified_bessel_k0_kernel"]} if launched else {})}
+        return [k0, out]
+
+    off, on = side_events("off"), side_events("on")
+    assert compare_kernels([FILL], [FILL]) is False  # what its own compiles said
+    mine, theirs = (node_kernels(e, "b/test_special.py::test_k0_out") for e in (off, on))
+    assert mine == {FILL, K0["off"]} and compare_kernels(mine, theirs) is True
+    # without launch records (a Triton without a launch hook; earlier runs) it stays as it was
+    old = [node_kernels(side_events(s, launched=False), "b/test_special.py::test_k0_out") for s in ("off", "on")]
+    assert old == [{FILL}, {FILL}]
+    # a kernel it compiled itself is not replaced by another test's variants of that name
+    assert completed({K0["off"]}, ["special_modified_bessel_k0_kernel"], {"special_modified_bessel_k0_kernel.ptx:x"}) \
+        == {K0["off"]}
+
+
+@pytest.mark.parametrize("layout", ["chain", "knob", "class"])
+def test_launches_are_recorded_through_each_triton_hook_layout_and_the_hook_removed(monkeypatch, layout):
+    """Triton's launch-enter hook is a HookChain (3.5 on), a plain knob (3.2-3.4) or a class
+    attribute of CompiledKernel (earlier; vendors' forks): simulated here at that boundary (no
+    Triton on the CPU), each launch handing the hook a LazyDict-like object with the kernel's name."""
+    import sys
+    import types
+
+    from zlbench.ab.fingerprints import recording_launches
+
+    class Chain:
+        def __init__(self):
+            self.calls = []
+
+        def add(self, f):
+            self.calls.append(f)
+
+        def remove(self, f):
+            self.calls.remove(f)
+
+        def __call__(self, md):
+            for f in self.calls:
+                f(md)
+
+    seen_by_proton = []
+    triton = types.ModuleType("triton")
+    compiler_pkg, compiler = types.ModuleType("triton.compiler"), types.ModuleType("triton.compiler.compiler")
+
+    class CompiledKernel:
+        launch_enter_hook = None
+
+    compiler.CompiledKernel = CompiledKernel
+    if layout == "chain":
+        triton.knobs = types.SimpleNamespace(runtime=types.SimpleNamespace(launch_enter_hook=Chain()))
+        triton.knobs.runtime.launch_enter_hook.add(seen_by_proton.append)
+    elif layout == "knob":
+        triton.knobs = types.SimpleNamespace(runtime=types.SimpleNamespace(launch_enter_hook=seen_by_proton.append))
+    else:
+        CompiledKernel.launch_enter_hook = seen_by_proton.append
+    for name, mod in (("triton", triton), ("triton.compiler", compiler_pkg), ("triton.compiler.compiler", compiler)):
+        monkeypatch.setitem(sys.modules, name, mod)
+
+    def hook_now():
+        return triton.knobs.runtime.launch_enter_hook if layout != "class" else CompiledKernel.launch_enter_hook
+
+    def launch(name):
+        hook = hook_now()
+        if hook is not None:
+            hook(types.SimpleNamespace(data={"name": name, "stream": 0}))
+
+    names = set()
+    with recording_launches(names):
+        launch("special_modified_bessel_k0_kernel")
+        launch("fill_scalar_kernel")
+    launch("timed_launch_kernel")  # after: no hook of ours
+    assert names == {"special_modified_bessel_k0_kernel", "fill_scalar_kernel"}
+    assert len(seen_by_proton) == 3  # a hook already there still sees every launch
+    assert hook_now() == seen_by_proton.append or (layout == "chain" and hook_now().calls == [seen_by_proton.append])

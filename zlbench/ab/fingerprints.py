@@ -5,10 +5,11 @@ both sides mean the switch did not reach the compiler."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
-from typing import Iterable, List, Optional, Set
+from typing import Callable, Iterable, List, Optional, Set
 
 # What identifies a compiled kernel, best first: text IR with debug locations stripped (the paths
 # of generated sources differ per A/B side and end up in debug info), then binaries, masked.
@@ -83,3 +84,57 @@ def _artifact_hashes(entries: Iterable[str]) -> List[str]:
 def new_kernels(before: Set[str]) -> List[str]:
     """The distinct kernels compiled since `before`: only new cache entries, i.e. first compiles."""
     return _artifact_hashes(cache_entries() - before)
+
+
+@contextlib.contextmanager
+def recording_launches(names: Set[str]):
+    """Add to `names` the Triton kernels launched inside: a test launches kernels an earlier test of
+    its process compiled, which new_kernels cannot see (zlbench/ab/kernels.py completed). Through
+    Triton's launch-enter hook: a chain (Triton 3.5 on), a plain knob (3.2-3.4) or CompiledKernel's
+    class attribute (earlier, and vendors' forks of those); without one, nothing is recorded. Entered
+    around one untimed call only: a hook costs every launch it sees."""
+    def hook(metadata) -> None:
+        data = getattr(metadata, "data", metadata)  # a LazyDict (Triton 3), or the metadata itself
+        try:
+            names.add(str(data["name"]))
+        except (KeyError, TypeError):
+            pass
+
+    undo = _install_launch_hook(hook)
+    try:
+        yield
+    finally:
+        if undo:
+            undo()
+
+
+def _install_launch_hook(hook) -> Optional[Callable[[], None]]:
+    """Install `hook` before every Triton launch (after any hook there: proton's); returns its undo."""
+    try:
+        from triton import knobs
+        runtime = knobs.runtime
+        chain = runtime.launch_enter_hook
+    except (ImportError, AttributeError):
+        runtime = chain = None
+    if chain is not None and hasattr(chain, "add") and hasattr(chain, "remove"):
+        chain.add(hook)
+        return lambda: chain.remove(hook)
+    if runtime is not None:  # a plain knob: None or one callable
+        return _chained(runtime, "launch_enter_hook", hook)
+    try:
+        from triton.compiler.compiler import CompiledKernel
+    except ImportError:
+        return None
+    return _chained(CompiledKernel, "launch_enter_hook", hook) if hasattr(CompiledKernel, "launch_enter_hook") else None
+
+
+def _chained(owner, attr: str, hook) -> Callable[[], None]:
+    before = getattr(owner, attr, None)
+
+    def both(metadata):
+        if before is not None:
+            before(metadata)
+        hook(metadata)
+
+    setattr(owner, attr, both)
+    return lambda: setattr(owner, attr, before)

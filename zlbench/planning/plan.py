@@ -398,7 +398,7 @@ class _UnitFactory:
                 timer_modules=list(cfg["corpus"].get("timer_modules") or []),
                 capture_deny_ops=list(cfg["backend"].get("capture_deny_ops") or []),
                 fast_exit=bool(cfg["corpus"].get("fast_exit", True)), only_marks=self.only_marks,
-                shapes_file=shapes_file,
+                shapes_file=shapes_file, record_launches=not is_plain(cfg),
             ).to_dict(),
             node_timeout_s=float(launcher["node_timeout_s"]),
             crash_retries=int(launcher.get("crash_retries") or 0),

@@ -28,6 +28,9 @@ class PluginConfig:
     claims_dir: Optional[str] = None  # set when the unit may take others' nodes (zlbench/engine/stealing.py)
     # A plain run's more passes: the file naming the shapes they time (plugins/only_shapes.py).
     shapes_file: Optional[str] = None
+    # An A/B: each timing call's op is called once more, untimed, recording the Triton kernels it
+    # launches (liveness evidence for kernels an earlier test of the process compiled).
+    record_launches: bool = False
     events: Optional[str] = None  # the unit's events file, set by the worker
 
     def to_dict(self) -> Dict[str, Any]:

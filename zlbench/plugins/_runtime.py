@@ -19,6 +19,8 @@ current_node: Optional[str] = None
 timing_calls: List[Dict[str, Any]] = []
 # True while the timing plugin times a call (plugins/host_draws.py leaves the op's own draws alone).
 in_timing_call = False
+# The Triton kernels the current test launched in its recorded calls (plugins/timing.py, in an A/B).
+launched: set = set()
 # Set by plugins/serve.py while a resident process runs a liveness probe: compile, time nothing.
 probe_only = False
 # The base nodes a spare process' gate told it to run (plugins/device_setup.py); None: all it collected.

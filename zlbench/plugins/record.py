@@ -302,6 +302,7 @@ def _start(item) -> float:
     _runtime.current_node = item.nodeid
     _runtime.current_op = op_of(item)
     _runtime.timing_calls.clear()
+    _runtime.launched.clear()
     _reports[item.nodeid] = []
     _recorded.discard(item.nodeid)
     seed = seed_inputs(item.nodeid)
@@ -312,10 +313,13 @@ def _start(item) -> float:
 
 
 def _record_kernels(item, compiled_before) -> None:
-    """Liveness evidence: the distinct kernels this node compiled (first compiles only)."""
+    """Liveness evidence: the distinct kernels this node compiled (first compiles only), and the
+    names of those it launched (in an A/B: some an earlier test of the process compiled)."""
     kernels = fingerprints.new_kernels(compiled_before)
-    if kernels:
-        _runtime.emit("artifacts", node=item.nodeid, op=_runtime.current_op, kernels=kernels)
+    launched = sorted(_runtime.launched)
+    if kernels or launched:
+        _runtime.emit("artifacts", node=item.nodeid, op=_runtime.current_op, kernels=kernels,
+                      **({"launched": launched} if launched else {}))
 
 
 def _end(item, started: float) -> str:

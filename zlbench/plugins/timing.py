@@ -15,10 +15,12 @@ records the timer actually used, its markers and its sampling facts (rows carry 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from typing import Any, Callable, Dict, Optional
 
+from zlbench.ab import fingerprints
 from zlbench.backends import get_backend
 from zlbench.config.schema import TimerConf
 from zlbench.plugins import _runtime, guards, only_shapes, sampling
@@ -32,6 +34,14 @@ def _note(timed: Timed) -> None:
     and its sampling facts."""
     _runtime.timing_calls.append({"timer_used": timed.timer_used, "markers": list(timed.markers),
                                   "reason": timed.reason, "facts": sampling.facts()})
+
+
+def _launches_recorded():
+    """Records the Triton kernels launched inside into _runtime.launched where the run asks
+    (record_launches: an A/B, whose liveness reads them); elsewhere records nothing."""
+    if not _runtime.config().get("record_launches"):
+        return contextlib.nullcontext()
+    return fingerprints.recording_launches(_runtime.launched)
 
 
 class TimingPolicy:
@@ -60,7 +70,11 @@ class TimingPolicy:
                 _runtime.timing_calls.append({"skipped": True, "timer_used": None, "markers": [], "reason": None,
                                               "facts": None})
                 return self.stand_in(*a, **kw)
-            timed = self.timer.time(Call.of(*a, **kw))
+            call = Call.of(*a, **kw)
+            if _runtime.config().get("record_launches"):
+                with _launches_recorded():
+                    call.fn()  # one untimed call, its launches recorded (an A/B's liveness evidence)
+            timed = self.timer.time(call)
         finally:
             _runtime.in_timing_call = outer
         _note(timed)
@@ -69,7 +83,8 @@ class TimingPolicy:
     def probe(self, fn, *a, quantiles=None, return_mode="mean", **kw):
         """A node-level A/B's liveness probe (plugins/serve.py): one call compiles the op's kernels;
         nothing is timed and the probe's records are not rows."""
-        fn()
+        with _launches_recorded():
+            fn()
         dev = guards.device_module()
         if dev is not None:
             dev.synchronize()
