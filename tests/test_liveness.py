@@ -84,27 +84,27 @@ K0 = {"off": "special_modified_bessel_k0_kernel.ptx:26807e", "on": "special_modi
 FILL = "fill_scalar_kernel.ptx:47177d"
 
 
-def test_a_kernel_an_earlier_test_of_the_process_compiled_is_evidence_for_the_test_that_launches_it():
+def test_a_kernel_an_earlier_test_of_the_process_compiled_is_evidence_for_the_test_that_launches_it(monkeypatch):
     """FlagGems' special_modified_bessel_k0_out runs after special_modified_bessel_k0 in one side
     process: the k0 kernel is compiled once, by the first. The _out test compiled a fill kernel only,
     identical on both sides, and read "not live" while it moved 16% (RESULTS.md, forty-second
     session). The kernels it launched, recorded by name, bring the k0 kernel into its evidence."""
     from zlbench.ab.kernels import compare_kernels, completed
-    from zlbench.engine.device_ab import node_kernels
+    from zlbench.plugins import record
 
-    def side_events(side, launched=True):
-        k0 = {"event": "artifacts", "node": "b/test_special.py::test_k0", "op": "k0", "kernels": [K0[side]]}
-        out = {"event": "artifacts", "node": "b/test_special.py::test_k0_out", "op": "k0_out", "kernels": [FILL],
-               **({"launched": ["fill_scalar_kernel", "special_modified_bessel_k0_kernel"]} if launched else {})}
-        return [k0, out]
+    def side_process(side, launched=True):
+        """The evidence each test of one side process records (plugins/record.py), in its order."""
+        monkeypatch.setattr(record, "_compiled_here", set())
+        k0 = record.evidence([K0[side]], {"special_modified_bessel_k0_kernel"})
+        out = record.evidence([FILL], {"fill_scalar_kernel", "special_modified_bessel_k0_kernel"} if launched else set())
+        return k0, out
 
-    off, on = side_events("off"), side_events("on")
+    (k0_off, out_off), (k0_on, out_on) = side_process("off"), side_process("on")
     assert compare_kernels([FILL], [FILL]) is False  # what its own compiles said
-    mine, theirs = (node_kernels(e, "b/test_special.py::test_k0_out") for e in (off, on))
-    assert mine == {FILL, K0["off"]} and compare_kernels(mine, theirs) is True
-    # without launch records (a Triton without a launch hook; earlier runs) it stays as it was
-    old = [node_kernels(side_events(s, launched=False), "b/test_special.py::test_k0_out") for s in ("off", "on")]
-    assert old == [{FILL}, {FILL}]
+    assert out_off == sorted({FILL, K0["off"]}) and compare_kernels(out_off, out_on) is True
+    assert compare_kernels(k0_off, k0_on) is True
+    # without launch records (a plain run; a Triton without a launch hook) it stays as it was
+    assert side_process("off", launched=False)[1] == [FILL]
     # a kernel it compiled itself is not replaced by another test's variants of that name
     assert completed({K0["off"]}, ["special_modified_bessel_k0_kernel"], {"special_modified_bessel_k0_kernel.ptx:x"}) \
         == {K0["off"]}

@@ -33,7 +33,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from zlbench.engine.locks import DeviceLock
 from zlbench.ab.fingerprints import cache_entries
-from zlbench.ab.kernels import compare_kernels, completed
+from zlbench.ab.kernels import compare_kernels
 from zlbench.results import events as ev
 from zlbench.results.schema import did_no_device_work
 from zlbench.results.rundir import load_plan
@@ -230,7 +230,7 @@ class DeviceAB:
             self._check_prober(proc.proc.pid)
             return None
         new, _ = ev.read_new_events(probe_file, pos)
-        theirs = node_kernels(new, node, known=ev.read_events(probe_file))  # the prober's earlier probes too
+        theirs = node_kernels(new, node)
         if theirs:  # the report's liveness reads them from the unit, as if the timed run compiled them
             ev.append(ev.events_path(self.run_dir, probed["unit_id"]), "artifacts", node=node,
                       op=next((e.get("op") for e in new if e.get("event") == "start"), None),
@@ -384,15 +384,10 @@ def _forget(folder: Optional[str], entries: set) -> None:
         shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
-def node_kernels(events: Sequence[dict], node: str, known: Optional[Sequence[dict]] = None) -> set:
-    """The kernels one node compiled, as its `artifacts` events say, with those it launched that
-    another test of its process compiled (ab/kernels.py completed): in `known` (default: `events`),
-    the events of its process."""
-    mine = [e for e in events if e.get("event") == "artifacts" and ev.base_node(e.get("node") or "") == node]
-    every = {k for e in (events if known is None else known) if e.get("event") == "artifacts"
-             for k in e.get("kernels") or []}
-    return completed({k for e in mine for k in e.get("kernels") or []},
-                     {n for e in mine for n in e.get("launched") or []}, every)
+def node_kernels(events: Sequence[dict], node: str) -> set:
+    """The kernels one node compiled, as its `artifacts` events say."""
+    return {k for e in events if e.get("event") == "artifacts" and ev.base_node(e.get("node") or "") == node
+            for k in e.get("kernels", [])}
 
 
 # Why a node stopped after its first round: each of its rows was skipped (not applicable) or launched

@@ -13,6 +13,7 @@ import random
 import re
 import sys
 import time
+from typing import List, Set
 
 import pytest
 
@@ -22,6 +23,7 @@ from zlbench.results.schema import (BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL
 from zlbench.plugins import _runtime, only_shapes
 
 from zlbench.ab import fingerprints
+from zlbench.ab.kernels import completed
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
 
@@ -312,14 +314,26 @@ def _start(item) -> float:
     return started
 
 
+# Every kernel this process compiled (its tests' first compiles): a later test may launch them again.
+_compiled_here: set = set()
+
+
 def _record_kernels(item, compiled_before) -> None:
-    """Liveness evidence: the distinct kernels this node compiled (first compiles only), and the
-    names of those it launched (in an A/B: some an earlier test of the process compiled)."""
-    kernels = fingerprints.new_kernels(compiled_before)
+    """Liveness evidence: the distinct kernels this node compiled (first compiles only), with those
+    it launched that an earlier test of this process compiled (in an A/B, which records launches:
+    ab/kernels.py completed), and the names it launched."""
+    kernels = evidence(fingerprints.new_kernels(compiled_before), _runtime.launched)
     launched = sorted(_runtime.launched)
     if kernels or launched:
         _runtime.emit("artifacts", node=item.nodeid, op=_runtime.current_op, kernels=kernels,
                       **({"launched": launched} if launched else {}))
+
+
+def evidence(compiled: List[str], launched: Set[str]) -> List[str]:
+    """A test's kernels: those it compiled and, of those it launched, an earlier test's compiles."""
+    out = sorted(completed(compiled, launched, _compiled_here))
+    _compiled_here.update(compiled)
+    return out
 
 
 def _end(item, started: float) -> str:

@@ -20,7 +20,6 @@ from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from zlbench.errors import UsageError
 from zlbench.results import events as ev
-from zlbench.ab.kernels import completed
 from zlbench.results.process_stats import aggregate, was_measured
 from zlbench.results.records import ROW_FIELDS, Row
 from zlbench.results.rundir import (PROCESS_ROWS_FILE, atomic_write, load_plan, measured_nodes,
@@ -46,7 +45,6 @@ class _Collector:
         self.log_lines: List[str] = []
         self.processes: Dict[str, dict] = {}
         self.kernels: Dict[str, Dict[str, set]] = {}  # side -> op -> kernel hashes
-        self.launched: Dict[str, Dict[str, set]] = {}  # side -> op -> names of the kernels it launched
 
     def unit(self, unit: Mapping, events: List[dict], measured: set) -> None:
         """Fold one unit's events; `measured`: nodes with a final end in any unit of its side and
@@ -80,7 +78,6 @@ class _Collector:
                                       else e["line"])
             elif kind == "artifacts":
                 self.kernels.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e.get("kernels") or [])
-                self.launched.setdefault(unit["side"], {}).setdefault(e.get("op") or "", set()).update(e.get("launched") or [])
             elif kind == "process":
                 facts = e.get("facts", {})
                 self.processes[f"{unit['unit_id']}:{e.get('pid')}"] = {"device": dev, **facts}
@@ -251,10 +248,7 @@ def derive(run_dir: Path) -> Derived:
     sides = [s["name"] for s in plan.get("sides", [])]
     side_logs = {side: side_log([r for r in c.rows if r.get("side") == side], _corpus_level(plan))
                  for side in sides} if len(sides) > 1 else {}
-    # An op's kernels with those it launched that another test of its side compiled (ab/kernels.py).
-    known = {side: set().union(*ops.values()) for side, ops in c.kernels.items()}
-    kernels = {side: {op: sorted(completed(h, c.launched.get(side, {}).get(op, ()), known[side]))
-                      for op, h in ops.items()} for side, ops in c.kernels.items()}
+    kernels = {side: {op: sorted(h) for op, h in ops.items()} for side, ops in c.kernels.items()}
     return Derived(rows, status_rows, process_rows, log_lines, c.processes, side_logs, kernels)
 
 
