@@ -176,6 +176,10 @@ def test_ab_sides_of_a_row_share_its_device(tmp_path):
                                         and v.round == u.round for n in v.nodes)
         assert u.claims_dir == str(tmp_path / "claims" / f"{u.side}.r{u.round}")
         assert "claims_dir" not in u.plugin_config
+    # An A/B's processes record the kernels each test launches (liveness evidence); a plain run's do not.
+    assert all(u.plugin_config["record_launches"] is True for u in plan.units)
+    assert not any(u.plugin_config["record_launches"] for u in make_plan(
+        cfg(), get_backend("cpu", slots=3), devs(3), MINI, tmp_path).units)
     # A round-level A/B (whole passes per side and round) and steal=false keep every node home.
     for kw in ({"ab": {**ab, "schedule": "round"}}, {"ab": ab, "launcher": {"steal": False}}):
         kept = make_plan(cfg(**kw), get_backend("cpu", slots=3), devs(3), MINI, tmp_path)

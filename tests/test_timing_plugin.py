@@ -548,3 +548,46 @@ def test_a_reason_keeps_its_first_line_and_the_code_it_cites(message, reason):
     from zlbench.plugins.timers.graph import said
 
     assert said(message) == reason
+
+
+def test_an_ab_records_the_kernels_each_timing_call_launches_in_one_untimed_call(plugin_config, monkeypatch):
+    """record_launches (an A/B's plugin config): one call of the op before the timer, under Triton's
+    launch hook (simulated at that boundary: no Triton on the CPU), its launches named; the timer's
+    own calls are not recorded. A plain run makes no such call; a call that raises there is left
+    to the timer, whose classification sees the failure (a review: an OOM read "failed", not fatal)."""
+    import sys
+    import types
+
+    from zlbench.ab import fingerprints
+
+    chain = []
+    triton = types.ModuleType("triton")
+    triton.knobs = types.SimpleNamespace(runtime=types.SimpleNamespace(launch_enter_hook=types.SimpleNamespace(
+        add=chain.append, remove=chain.remove)))
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    fingerprints.launch_hook_available.cache_clear()
+    monkeypatch.setattr(_runtime, "launched", set())
+    calls = []
+
+    def op():
+        calls.append(1)
+        for hook in list(chain):
+            hook(types.SimpleNamespace(data={"name": f"k{len(calls)}"}))
+
+    try:
+        for record, extra in ((False, 0), (True, 1)):
+            plugin_config(record_launches=record)
+            calls.clear()
+            policy, _ = timing.make_policy(lambda fn, **kw: (fn(), 1.0)[1], None)
+            assert policy(op, warmup=1, rep=1) == 1.0
+            assert len(calls) == 3 + extra  # the direct timer's 3 repeats, and the recorded call
+        assert _runtime.launched == {"k1"} and chain == []  # the recorded call only; the hook removed
+
+        def broken():
+            raise RuntimeError("CUDA out of memory")
+
+        with pytest.raises(RuntimeError, match="out of memory"):  # from the timer's own call
+            policy(broken, warmup=1, rep=1)
+        assert chain == []
+    finally:
+        fingerprints.launch_hook_available.cache_clear()

@@ -6,6 +6,7 @@ both sides mean the switch did not reach the compiler."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -86,19 +87,40 @@ def new_kernels(before: Set[str]) -> List[str]:
     return _artifact_hashes(cache_entries() - before)
 
 
+_stems: dict = {}  # cache entry -> the kernel names its artifacts hold (an entry is written once)
+
+
+def cached_kernels(names: Set[str]) -> List[str]:
+    """'kernel:sha256' of every variant in the cache under these kernel names, whichever process of
+    the side compiled it (the side's processes share its cache: another round's, a retry's, the
+    prober's): a test that launched a kernel it did not compile gets these as its evidence."""
+    if not names:
+        return []
+    folder = _cache_dir()
+    for entry in cache_entries() - set(_stems):
+        try:
+            files = os.listdir(os.path.join(folder, entry))
+        except OSError:
+            continue
+        _stems[entry] = {os.path.splitext(f)[0] for f in files
+                         if os.path.splitext(f)[1] in TEXT_ARTIFACTS + BINARY_ARTIFACTS}
+    wanted = [e for e, stems in _stems.items() if stems & names]
+    return sorted(h for h in _artifact_hashes(wanted) if h.rpartition(":")[0].rsplit(".", 1)[0] in names)
+
+
 @contextlib.contextmanager
 def recording_launches(names: Set[str]):
     """Add to `names` the Triton kernels launched inside: a test launches kernels an earlier test of
-    its process compiled, which new_kernels cannot see (zlbench/ab/kernels.py completed). Through
-    Triton's launch-enter hook: a chain (Triton 3.5 on), a plain knob (3.2-3.4) or CompiledKernel's
+    its side compiled, which new_kernels cannot see (plugins/record.py evidence). Through Triton's
+    launch-enter hook (Triton 3.0 on): a chain (3.5 on), a plain knob (3.2-3.4) or CompiledKernel's
     class attribute (earlier, and vendors' forks of those); without one, nothing is recorded. Entered
     around one untimed call only: a hook costs every launch it sees."""
     def hook(metadata) -> None:
-        data = getattr(metadata, "data", metadata)  # a LazyDict (Triton 3), or the metadata itself
-        try:
-            names.add(str(data["name"]))
-        except (KeyError, TypeError):
-            pass
+        data = getattr(metadata, "data", None)  # a LazyDict (Triton 3.0 on)
+        name = data.get("name") if isinstance(data, dict) else \
+            metadata.get("name") if isinstance(metadata, dict) else None
+        if isinstance(name, str):  # Triton 2 hands the hook its CompiledKernel: nothing recorded
+            names.add(name)
 
     undo = _install_launch_hook(hook)
     try:
@@ -106,6 +128,15 @@ def recording_launches(names: Set[str]):
     finally:
         if undo:
             undo()
+
+
+@functools.lru_cache(maxsize=None)
+def launch_hook_available() -> bool:
+    """Whether this process' Triton has a launch-enter hook (no Triton, as on the CPU: no)."""
+    undo = _install_launch_hook(lambda metadata: None)
+    if undo:
+        undo()
+    return undo is not None
 
 
 def _install_launch_hook(hook) -> Optional[Callable[[], None]]:

@@ -23,7 +23,7 @@ from zlbench.results.schema import (BUILTIN_MARKS, MARKER_FALLBACK, MARKER_FATAL
 from zlbench.plugins import _runtime, only_shapes
 
 from zlbench.ab import fingerprints
-from zlbench.ab.kernels import completed
+from zlbench.ab.kernels import completed, kernel_stem
 
 RECORD_LOGGER = "flag_gems_benchmark"  # FlagGems' (and the demo's) record logger
 
@@ -314,14 +314,10 @@ def _start(item) -> float:
     return started
 
 
-# Every kernel this process compiled (its tests' first compiles): a later test may launch them again.
-_compiled_here: set = set()
-
-
 def _record_kernels(item, compiled_before) -> None:
     """Liveness evidence: the distinct kernels this node compiled (first compiles only), with those
-    it launched that an earlier test of this process compiled (in an A/B, which records launches:
-    ab/kernels.py completed), and the names it launched."""
+    it launched that another test or process of its side compiled (in an A/B, which records
+    launches), and the names it launched."""
     kernels = evidence(fingerprints.new_kernels(compiled_before), _runtime.launched)
     launched = sorted(_runtime.launched)
     if kernels or launched:
@@ -330,10 +326,10 @@ def _record_kernels(item, compiled_before) -> None:
 
 
 def evidence(compiled: List[str], launched: Set[str]) -> List[str]:
-    """A test's kernels: those it compiled and, of those it launched, an earlier test's compiles."""
-    out = sorted(completed(compiled, launched, _compiled_here))
-    _compiled_here.update(compiled)
-    return out
+    """A test's kernels: those it compiled and, of those it launched but did not compile, every
+    variant its side's cache holds under that name (ab/kernels.py completed)."""
+    missing = set(launched) - {kernel_stem(k) for k in compiled}
+    return sorted(completed(compiled, launched, fingerprints.cached_kernels(missing)))
 
 
 def _end(item, started: float) -> str:

@@ -71,9 +71,12 @@ class TimingPolicy:
                                               "facts": None})
                 return self.stand_in(*a, **kw)
             call = Call.of(*a, **kw)
-            if _runtime.config().get("record_launches"):
-                with _launches_recorded():
-                    call.fn()  # one untimed call, its launches recorded (an A/B's liveness evidence)
+            if _runtime.config().get("record_launches") and fingerprints.launch_hook_available():
+                try:
+                    with _launches_recorded():
+                        call.fn()  # one untimed call, its launches recorded (an A/B's liveness evidence)
+                except Exception:  # the timer calls it again, inside its failure classification
+                    pass
             timed = self.timer.time(call)
         finally:
             _runtime.in_timing_call = outer
