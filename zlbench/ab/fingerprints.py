@@ -12,6 +12,8 @@ import os
 import re
 from typing import Callable, Iterable, List, Optional, Set
 
+from zlbench.ab.kernels import kernel_stem
+
 # What identifies a compiled kernel, best first: text IR with debug locations stripped (the paths
 # of generated sources differ per A/B side and end up in debug info), then binaries, masked.
 TEXT_ARTIFACTS = (".ptx", ".amdgcn", ".llir", ".ttgir", ".ttir")
@@ -105,7 +107,7 @@ def cached_kernels(names: Set[str]) -> List[str]:
         _stems[entry] = {os.path.splitext(f)[0] for f in files
                          if os.path.splitext(f)[1] in TEXT_ARTIFACTS + BINARY_ARTIFACTS}
     wanted = [e for e, stems in _stems.items() if stems & names]
-    return sorted(h for h in _artifact_hashes(wanted) if h.rpartition(":")[0].rsplit(".", 1)[0] in names)
+    return sorted(h for h in _artifact_hashes(wanted) if kernel_stem(h) in names)
 
 
 @contextlib.contextmanager

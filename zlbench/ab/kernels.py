@@ -1,10 +1,10 @@
 """Is an A/B axis live for an op? Compare the kernels each side compiled (zlbench/ab/fingerprints.py
-records them as 'kernel:sha256', one per distinct compiled kernel), with those it launched but an
-earlier test of its process compiled (`completed`)."""
+records them as 'kernel:sha256', one per distinct compiled kernel), with those it launched that
+another test or process of its side compiled (plugins/record.py evidence)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Optional, Set
+from typing import Dict, Iterable, Optional
 
 
 def by_kernel(entries: Optional[Iterable[str]]) -> Dict[str, set]:
@@ -18,17 +18,6 @@ def by_kernel(entries: Optional[Iterable[str]]) -> Dict[str, set]:
 def kernel_stem(entry: str) -> str:
     """'special_k0_kernel.ptx:ab12..' -> 'special_k0_kernel': the name a launch gives the kernel."""
     return str(entry).rpartition(":")[0].rsplit(".", 1)[0]
-
-
-def completed(kernels: Iterable[str], launched: Iterable[str], known: Iterable[str]) -> Set[str]:
-    """A test's kernels with those it launched but did not compile itself: a kernel an earlier test
-    of its process compiled is only launched again (FlagGems' special_modified_bessel_k0_out after
-    special_modified_bessel_k0: its own compiles were one fill kernel, identical on both sides, and it
-    read "not live" while it moved 16%; RESULTS.md, forty-second session). `known`: every kernel its
-    side's processes compiled, whose variants under a launched name stand for it."""
-    own = set(kernels)
-    names = set(launched) - {kernel_stem(k) for k in own}
-    return own | {k for k in known if kernel_stem(k) in names}
 
 
 def compare_kernels(a: Optional[Iterable[str]], b: Optional[Iterable[str]]) -> Optional[bool]:

@@ -192,11 +192,10 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     summary["b_is_recheck"] = is_recheck(run_b)
     # Tests that ended badly in some of a run's processes but left rows judged from the others (a
     # crash in one of three): the verdicts hold, and the crash would go unsaid.
-    summary["ended_badly"] = {run: sorted({(node, *end) for t in table if not t.get("lost_in")
-                                           for node in [(t["node"] or "").split("[")[0]]
-                                           for end in [failed[i].get(t["side"], {}).get(node)]
-                                           if end and end[0] in LOST_STATUSES})
-                              for i, run in enumerate("AB")}
+    judged = {(t["side"], (t["node"] or "").split("[")[0]) for t in table if not t.get("lost_in")}
+    summary["ended_badly"] = {run: sorted({(node, *ends[side][node]) for side, node in judged
+                                           if ends.get(side, {}).get(node, ("ok",))[0] in LOST_STATUSES})
+                              for run, ends in zip("AB", failed)}
     # The recheck records into this store (B's own store.url may be relative to where B ran), so the
     # follow-up compare finds it; a URL with a password is left to the environment.
     summary["recheck"] = recheck(run_b, table, unpaired, fail_on, _not_b_switches(id_a, id_b, run_b),

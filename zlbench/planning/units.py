@@ -29,7 +29,7 @@ class PluginConfig:
     # A plain run's more passes: the file naming the shapes they time (plugins/only_shapes.py).
     shapes_file: Optional[str] = None
     # An A/B: each timing call's op is called once more, untimed, recording the Triton kernels it
-    # launches (liveness evidence for kernels an earlier test of the process compiled).
+    # launches (liveness evidence for kernels another test or process of its side compiled).
     record_launches: bool = False
     events: Optional[str] = None  # the unit's events file, set by the worker
 
