@@ -69,6 +69,8 @@ def test_sides_alternate_per_node_in_resident_processes_and_dead_nodes_stop_afte
     prober = [e for e in probe_events if e["event"] == "probe_process"]
     assert len(prober) == 1 and prober[0]["pid"] not in pids["on"] | pids["off"]
     assert {e["pid"] for e in probe_events if e["event"] == "served"} == {prober[0]["pid"]}
+    # a served node says what device memory its process still holds: nothing to ask on the CPU
+    assert all("memory" in e and e["memory"] is None for e in probe_events if e["event"] == "served")
     own = unit_b0["env"]["FLAGGEMS_CACHE_DIR"]
     assert prober[0]["tuning_cache"] != own and len(prober[0]["tuning_cache"]) == len(own)
     assert isinstance(prober[0]["untimed_tuning"], bool)

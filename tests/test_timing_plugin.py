@@ -3,6 +3,7 @@ drive the timer's own budget."""
 
 import json
 import os
+import types
 from pathlib import Path
 
 import pytest
@@ -591,3 +592,58 @@ def test_an_ab_records_the_kernels_each_timing_call_launches_in_one_untimed_call
         assert chain == []
     finally:
         fingerprints.launch_hook_available.cache_clear()
+
+
+class CachingAllocator:
+    """A device module's memory calls: freed blocks stay cached (reserved) until empty_cache."""
+
+    def __init__(self):
+        self.allocated = self.reserved = 0
+
+    def alloc(self, nbytes):
+        self.allocated += nbytes
+        self.reserved = max(self.reserved, self.allocated)
+
+    def free(self, nbytes):
+        self.allocated -= nbytes
+
+    def empty_cache(self):
+        self.reserved = self.allocated
+
+    def memory_allocated(self):
+        return self.allocated
+
+    def memory_reserved(self):
+        return self.reserved
+
+
+def test_release_device_memory_frees_cycles_and_the_cache(monkeypatch):
+    """A resident process' node leaves nothing held for the other side's process: an input kept
+    alive only by a reference cycle is collected, then the cached blocks go back to the device."""
+    dev = CachingAllocator()
+    monkeypatch.setattr(guards, "device_module", lambda: dev)
+
+    class Input:
+        def __init__(self, nbytes):
+            self.nbytes = nbytes
+            dev.alloc(nbytes)
+            self.me = self  # a cycle: reference counting alone never frees it
+
+        def __del__(self):
+            dev.free(self.nbytes)
+
+    Input(4 * 2**30)
+    kept = Input(2**20)
+    dev.alloc(2**30)
+    dev.free(2**30)  # a freed block, still cached
+    assert dev.memory_allocated() == 4 * 2**30 + 2**20 and dev.memory_reserved() == dev.memory_allocated() + 2**30
+    assert guards.release_device_memory() == {"allocated_mib": 1.0, "reserved_mib": 1.0}
+    assert dev.memory_allocated() == dev.memory_reserved() == kept.nbytes
+
+
+def test_release_device_memory_on_the_cpu_and_without_queries(monkeypatch):
+    monkeypatch.setattr(guards, "device_module", lambda: None)
+    assert guards.release_device_memory() is None
+    emptied = []
+    monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace(empty_cache=lambda: emptied.append(1)))
+    assert guards.release_device_memory() == {} and emptied == [1]  # released; nothing to say it held

@@ -24,6 +24,30 @@ def device_module():
     return None if device == "cpu" else getattr(torch, device)
 
 
+def release_device_memory() -> Optional[Dict[str, float]]:
+    """Give the device memory this process no longer uses back to the device, and say what it still
+    holds (MiB), or None where the device has no caching allocator to ask (the CPU).
+
+    A resident process of an A/B shares its device with the other side's process (and round 1's
+    prober): memory one keeps cached after a node is memory the other's next node cannot have (on an
+    80 GB H100 two sides of FlagGems' 4 GiB special-function rows ran out of memory). Collected
+    first: a tensor in a reference cycle is freed only by a collection."""
+    import gc
+
+    dev = device_module()
+    if dev is None or not hasattr(dev, "empty_cache"):
+        return None
+    gc.collect()
+    dev.empty_cache()
+    held = {}
+    for key, fn in (("allocated_mib", "memory_allocated"), ("reserved_mib", "memory_reserved")):
+        try:
+            held[key] = round(getattr(dev, fn)() / 2**20, 1)
+        except Exception:  # a vendor's module without the query: what was released still is
+            pass
+    return held
+
+
 _spin_cache: Dict[str, Any] = {}
 
 

@@ -17,7 +17,7 @@ from typing import Dict, Iterator, List
 import pytest
 
 from zlbench.results.events import base_node
-from zlbench.plugins import _runtime, untimed_tuning
+from zlbench.plugins import _runtime, guards, untimed_tuning
 from zlbench.plugins.record import report_reason
 
 POLL_S = 0.002
@@ -83,5 +83,5 @@ def pytest_runtestloop(session):
             nextitem = items[i + 1] if i + 1 < len(items) else None
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         _runtime.probe_only = False
-        _runtime.emit("served", seq=cmd["seq"], node=cmd["node"])
+        _runtime.emit("served", seq=cmd["seq"], node=cmd["node"], memory=guards.release_device_memory())
     return True
