@@ -130,3 +130,24 @@ def test_launches_of_a_kernel_compiled_earlier_are_recorded_by_name():
     torch.cuda.synchronize()
     assert names == {"zl_add_one_kernel"}
     assert float(x[0]) == 3.0
+
+
+def test_release_device_memory_gives_a_cycle_held_tensor_and_the_cache_back(monkeypatch):
+    """What a resident A/B process does after each node (plugins/serve.py): the other side's process
+    on the device gets the memory back, from CUDA's caching allocator itself."""
+    import gc
+
+    from zlbench.plugins import guards
+
+    monkeypatch.setattr(guards, "device_module", lambda: torch.cuda)
+    gc.collect()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    held = [torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")]
+    held.append(held)  # only a collection frees it
+    del held
+    torch.empty(128 * 2**20, dtype=torch.uint8, device="cuda")  # freed at once, its block cached
+    assert torch.cuda.memory_reserved() - base >= 384 * 2**20
+    after = guards.release_device_memory()
+    assert after["allocated_mib"] <= base / 2**20 + 1  # the cycle's 256 MiB collected
+    assert after["reserved_mib"] < base / 2**20 + 128  # and neither block kept cached
