@@ -647,3 +647,11 @@ def test_release_device_memory_on_the_cpu_and_without_queries(monkeypatch):
     emptied = []
     monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace(empty_cache=lambda: emptied.append(1)))
     assert guards.release_device_memory() == {} and emptied == [1]  # released; nothing to say it held
+
+
+    def broken():
+        raise RuntimeError("CUDA error: unspecified launch failure")
+
+    monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace(empty_cache=broken))
+    # the node it follows was served: a failed release is said, never raised out of the serve loop
+    assert guards.release_device_memory() == {"release_failed": "RuntimeError: CUDA error: unspecified launch failure"}

@@ -38,7 +38,10 @@ def release_device_memory() -> Optional[Dict[str, float]]:
     if dev is None or not hasattr(dev, "empty_cache"):
         return None
     gc.collect()
-    dev.empty_cache()
+    try:
+        dev.empty_cache()
+    except Exception as e:  # a context an op left broken: the node is done; the next one says so
+        return {"release_failed": f"{type(e).__name__}: {str(e)[:200]}"}
     held = {}
     for key, fn in (("allocated_mib", "memory_allocated"), ("reserved_mib", "memory_reserved")):
         try:
