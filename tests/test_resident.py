@@ -354,3 +354,98 @@ def test_aa_starts_no_prober_and_alternates_from_round_one(shared_run):
         for i, node in enumerate(order):
             got = [r[2] for r in runs if r[3] == rnd and r[4] == node]
             assert got == (sides if (i + rnd) % 2 == 0 else sides[::-1]), (rnd, i, got)
+
+
+SERVED_CORPUS = {
+    # A device at its memory calls (guards.device_module): tensors count as allocated while alive,
+    # freed blocks stay reserved until empty_cache, as a caching allocator keeps them.
+    "conftest.py": """
+import os
+
+from zlbench.plugins import guards
+
+
+class Dev:
+    allocated = reserved = 0
+
+    def empty_cache(self):
+        if os.environ.get("ZL_TEST_BROKEN_CONTEXT"):
+            raise RuntimeError("CUDA error: unspecified launch failure")
+        Dev.reserved = Dev.allocated
+
+    def memory_allocated(self):
+        return Dev.allocated
+
+    def memory_reserved(self):
+        return Dev.reserved
+
+
+guards.device_module = lambda: Dev()
+
+
+class Tensor:
+    def __init__(self, mib):
+        self.n = mib * 2**20
+        Dev.allocated += self.n
+        Dev.reserved = max(Dev.reserved, Dev.allocated)
+        self.me = self  # only a collection frees it
+
+    def __del__(self):
+        Dev.allocated -= self.n
+""",
+    "test_ops.py": """
+from conftest import Tensor
+
+
+def test_fails_holding_an_input():
+    x = Tensor(4096)
+    raise RuntimeError("the op failed")
+
+
+def test_passes():
+    x = Tensor(1024)
+""",
+}
+
+
+def serve(tmp_path, nodes, **env):
+    """The serve loop of a resident process, run on SERVED_CORPUS with `nodes` as its commands;
+    returns the events it wrote and its exit code."""
+    import os
+    import subprocess
+    import sys
+
+    for name, text in SERVED_CORPUS.items():
+        (tmp_path / name).write_text(text)
+    events, cmds = tmp_path / "events.jsonl", tmp_path / "commands.jsonl"
+    cmds.write_text("".join(json.dumps({"seq": i + 1, "node": n, "unit": "u", "events": str(events)}) + "\n"
+                            for i, n in enumerate(nodes)) + json.dumps({"quit": True}) + "\n")
+    (tmp_path / "plugin.json").write_text(json.dumps({"events": str(events), "unit": "u", "serve": str(cmds)}))
+    env = {**os.environ, "ZLBENCH_PLUGIN_CONFIG": str(tmp_path / "plugin.json"), **env}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "zlbench.plugins.serve",
+                          "test_ops.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return [json.loads(x) for x in events.read_text().splitlines()], res
+
+
+SERVED_NODES = ["test_ops.py::test_fails_holding_an_input", "test_ops.py::test_passes"]
+
+
+def test_a_served_node_leaves_no_device_memory_held(tmp_path):
+    """The serve loop gives the device back what a node held, through a reference cycle or the
+    traceback pytest keeps of a failed test (sys.last_*, cleared only when the next item starts),
+    before it says the node was served: the other side's process runs next on that device."""
+    events, res = serve(tmp_path, SERVED_NODES)
+    served = [e for e in events if e["event"] == "served"]
+    assert [e["node"] for e in served] == SERVED_NODES, res.stdout[-2000:] + res.stderr[-2000:]
+    assert [e["memory"] for e in served] == [{"allocated_mib": 0.0, "reserved_mib": 0.0}] * 2
+
+
+def test_a_process_whose_memory_cannot_be_released_leaves_after_serving(tmp_path):
+    """A context an op left broken (the release raises): the node reads served, its process leaves
+    with why, and the scheduler's next command goes to a fresh process."""
+    events, res = serve(tmp_path, SERVED_NODES, ZL_TEST_BROKEN_CONTEXT="1")
+    served = [e for e in events if e["event"] == "served"]
+    assert [e["node"] for e in served] == SERVED_NODES[:1], res.stdout[-2000:] + res.stderr[-2000:]
+    assert "unspecified launch failure" in served[0]["memory"]["release_failed"]
+    assert events[-1]["event"] == "exit" and "could not be released" in events[-1]["reason"]
+    assert res.returncode == 70

@@ -648,7 +648,6 @@ def test_release_device_memory_on_the_cpu_and_without_queries(monkeypatch):
     monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace(empty_cache=lambda: emptied.append(1)))
     assert guards.release_device_memory() == {} and emptied == [1]  # released; nothing to say it held
 
-
     def broken():
         raise RuntimeError("CUDA error: unspecified launch failure")
 

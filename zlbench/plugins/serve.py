@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Dict, Iterator, List
 
@@ -83,5 +84,15 @@ def pytest_runtestloop(session):
             nextitem = items[i + 1] if i + 1 < len(items) else None
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         _runtime.probe_only = False
-        _runtime.emit("served", seq=cmd["seq"], node=cmd["node"], memory=guards.release_device_memory())
+        # pytest keeps a failed test's traceback (sys.last_*) until the next item starts, which here
+        # is after the other side's node: its frames would hold the failing shape's tensors.
+        for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+            if hasattr(sys, name):
+                delattr(sys, name)
+        memory = guards.release_device_memory()
+        _runtime.emit("served", seq=cmd["seq"], node=cmd["node"], memory=memory)
+        if memory and "release_failed" in memory:
+            # The node's rows are in; the context is not usable for the next one: a fresh process takes it.
+            _runtime.emit("exit", reason=f"device memory could not be released: {memory['release_failed']}")
+            os._exit(70)
     return True
