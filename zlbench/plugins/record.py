@@ -272,7 +272,7 @@ def pytest_runtest_protocol(item, nextitem):
     _record_kernels(item, compiled_before)
     status = _end(item, started)
     if status in ("fatal", "poisoned"):
-        _leave_dead_context(status)
+        leave_dead_context(f"{status}: device context unusable")
 
 
 def node_seed(nodeid: str) -> int:
@@ -350,10 +350,10 @@ def _end(item, started: float) -> str:
     return status
 
 
-def _leave_dead_context(status: str) -> None:
+def leave_dead_context(reason: str) -> None:
     # The device context is unusable now: anything measured after this in this process would be
     # measured inside a dead context. Leave; the worker goes on in a fresh process.
-    _runtime.emit("exit", reason=f"{status}: device context unusable")
+    _runtime.emit("exit", reason=reason)
     os._exit(70)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from zlbench.results.events import base_node
 from zlbench.plugins import _runtime, guards, untimed_tuning
-from zlbench.plugins.record import report_reason
+from zlbench.plugins.record import leave_dead_context, report_reason
 
 POLL_S = 0.002
 _collect_errors: List[dict] = []
@@ -92,7 +92,6 @@ def pytest_runtestloop(session):
         memory = guards.release_device_memory()
         _runtime.emit("served", seq=cmd["seq"], node=cmd["node"], memory=memory)
         if memory and "release_failed" in memory:
-            # The node's rows are in; the context is not usable for the next one: a fresh process takes it.
-            _runtime.emit("exit", reason=f"device memory could not be released: {memory['release_failed']}")
-            os._exit(70)
+            # The node's rows are in; the context is not usable for the next one.
+            leave_dead_context(f"device memory could not be released: {memory['release_failed']}")
     return True
