@@ -379,20 +379,24 @@ def test_cases_whose_shapes_read_alike_are_rows_of_their_own_in_every_round(tmp_
     assert [r["latency"] for r in again] == pytest.approx([r["latency"] for r in rows[:4]])
 
 
-def test_a_node_skipped_where_it_ran_stays_skipped_where_the_time_limit_cut_it(tmp_path):
+def test_a_node_skipped_or_failed_where_it_ran_stays_so_where_the_time_limit_cut_it(tmp_path):
     """A plain run of three processes cut by its time limit before the third: a test with no case
     of the run's dtype was skipped in the two that ran it and never started in the third. It is
     skipped (a third process would skip it too), not cut, and nothing is left to resume; a test the
     limit cut before any process started it stays cut (H200, 2026-12-04: `special_bessel_y0` read
-    `timeout`, the cut banner counting it)."""
+    `timeout`, the cut banner counting it). A test that failed in the one process that ran it reads
+    failed with its error, not cut (H100, 2026-12-06: FlagGems' `special_gammainc` raised in its one
+    process and ops_status said only that the time limit came before it ran)."""
     from zlbench.report.run_report import cut_nodes
     from zlbench.results.events import DEADLINE_REASON
     from zlbench.results.tables import collect
 
     units = [{"unit_id": f"main.r{r}.d0.s0", "device": 0, "side": "main", "round": r,
-              "nodes": ["t.py::test_y0", "t.py::test_late"]} for r in range(3)]
+              "nodes": ["t.py::test_y0", "t.py::test_broken", "t.py::test_late"]} for r in range(3)]
     plan = {"backend": "cuda", "timer": "graph", "processes": 3, "units": units, "devices": [],
-            "nodes": [{"nodeid": "t.py::test_y0", "op": "special_bessel_y0"}, {"nodeid": "t.py::test_late", "op": "late"}]}
+            "nodes": [{"nodeid": "t.py::test_y0", "op": "special_bessel_y0"}, {"nodeid": "t.py::test_late", "op": "late"},
+                      {"nodeid": "t.py::test_broken", "op": "special_gammainc"}]}
+    failed = {"status": "failed", "reason": "Failed: 'NoneType' object has no attribute 'device'"}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     skipped = {"status": "skipped", "reason": "not applicable: the test of 'special_bessel_y0' has no float16 case"}
     cut = {"status": "timeout", "reason": f"{DEADLINE_REASON} before it ran", "resumable": True}
@@ -401,12 +405,15 @@ def test_a_node_skipped_where_it_ran_stays_skipped_where_the_time_limit_cut_it(t
         d.mkdir(parents=True)
         events = [{"event": "launch"}] if r < 2 else []
         events += [{"event": "end", "node": "t.py::test_y0", **(skipped if r < 2 else cut)},
+                   {"event": "end", "node": "t.py::test_broken", **(failed if r == 0 else cut)},
                    {"event": "end", "node": "t.py::test_late", **cut}]
         (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     _, status = collect(tmp_path)
     by_op = {s["op"]: s for s in status}
     assert by_op["special_bessel_y0"]["status"] == "skipped" and "no float16 case" in by_op["special_bessel_y0"]["reason"]
     assert not by_op["special_bessel_y0"]["resumable"]
+    assert by_op["special_gammainc"]["status"] == "failed" and "'NoneType'" in by_op["special_gammainc"]["reason"]
+    assert not by_op["special_gammainc"]["resumable"]
     assert by_op["late"]["status"] == "timeout" and by_op["late"]["resumable"]
     assert [s["op"] for s in cut_nodes(status)] == ["late"]
 

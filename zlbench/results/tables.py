@@ -121,10 +121,11 @@ class _Collector:
                 # the node measured, and says what it skipped.
                 ok, skipped = (prev, entry) if prev["status"] == "ok" else (entry, prev)
                 worst = {**ok, "reason": ok["reason"] or f"some cases skipped: {skipped['reason']}"}
-            elif {prev["status"], entry["status"]} == {"skipped", "timeout"} and any(map(_never_ran, (prev, entry))):
-                # Skipped in the processes that ran it, not started in those the run's time limit
-                # cut: it would be skipped there too, so it is skipped (and nothing to resume).
-                worst = prev if prev["status"] == "skipped" else entry
+            elif any(map(_never_ran, (prev, entry))) and {prev["status"], entry["status"]} & {"skipped", "failed"}:
+                # Skipped (or failed) in the processes that ran it, not started in those the run's
+                # time limit cut: it would be skipped there too, and a failure already makes the node
+                # failed whatever the others read, so that is its status (nothing to resume), not a cut.
+                worst = entry if _never_ran(prev) else prev
             # A process that never started (cut, still going) says no host: the one that measured does.
             where = {k: worst[k] or prev[k] or entry[k] for k in ("host", "job_id")}
             self.nodes[key] = {**worst, **where, "wall_s": prev["wall_s"] + entry["wall_s"], "op": prev["op"] or entry["op"]}
