@@ -25,7 +25,8 @@
 #   fg      FlagGems' own runner, --mode cudagraph --record none, on the files of $OPS4 (or $FGFILES:
 #           list every mark of those files in OPS4 so that both run the same tests), with Triton and
 #           FlagGems caches of its own, cold as a zlbench run's (isolate_caches=true) are; FGMARKS
-#           (a pytest -m expression) picks the same marks as OPS4 out of those files
+#           (a pytest -m expression) picks the same marks as OPS4 out of those files; FGDTYPES (default
+#           float16, as DTYPES): its --dtypes, FGDTYPES= (empty) leaves FlagGems its own choice, as DTYPES= does
 # Each step's run dir (without caches) is packed to $OUT/runs/<step>.tgz as soon as it ends, and its wall
 # to $OUT/wall.txt, so a call cut short still returns what it measured. DTYPES (default [float16]):
 # the dtypes override; DTYPES= (empty) leaves the corpus its own choice, as a run at defaults does.
@@ -35,7 +36,7 @@ set -uo pipefail
 . "$(dirname "$0")/setup.sh"
 OPS=${OPS:-[amin,prod,logsumexp,std,instance_norm,index_add,masked_fill,flip,triu,isinf]}
 OPS4=${OPS4:-[amin,logsumexp,masked_fill,triu]}
-STEPS=${STEPS:-aa}; LIMIT=${LIMIT:-520}; TAG=${TAG:-}; DTYPES=${DTYPES-[float16]}
+STEPS=${STEPS:-aa}; LIMIT=${LIMIT:-520}; TAG=${TAG:-}; DTYPES=${DTYPES-[float16]}; FGDTYPES=${FGDTYPES-float16}
 WORK=${WORK:-/tmp/zl_i23_$(date +%s)}; R=$OUT/runs; mkdir -p "$WORK" "$R"
 { date -u; nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
@@ -78,7 +79,7 @@ step() { local lv="LIMIT_$1"; local LIMIT=${!lv:-$LIMIT}; case $1 in
   dead) zl "dead$TAG" "$OPS4" "$LIMIT" ab=musa_rlc;;
   fg) (cd "$FLAGGEMS_ROOT" && export TRITON_CACHE_DIR=$WORK/fg$TAG.triton FLAGGEMS_CACHE_DIR=$WORK/fg$TAG.tuning &&
         timeout "$LIMIT" python3 -m pytest -q -p no:cacheprovider ${FGFILES:-$(files "$OPS4")} \
-        ${FGMARKS:+-m "$FGMARKS"} --mode cudagraph --level core --dtypes float16 --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1; local rc=$?  # 124: cut at LIMIT
+        ${FGMARKS:+-m "$FGMARKS"} --mode cudagraph --level core ${FGDTYPES:+--dtypes $FGDTYPES} --record none --durations=0) > "$WORK/fg$TAG.txt" 2>&1; local rc=$?  # 124: cut at LIMIT
       mkdir -p "$WORK/fg$TAG"; mv "$WORK/fg$TAG.txt" "$WORK/fg$TAG/"; return $rc;;
   *) echo "unknown step $1"; return 2;;
   esac; }
