@@ -151,3 +151,46 @@ def test_release_device_memory_gives_a_cycle_held_tensor_and_the_cache_back(monk
     after = guards.release_device_memory()
     assert after["allocated_mib"] <= base / 2**20 + 1  # the cycle's 256 MiB collected
     assert after["reserved_mib"] < base / 2**20 + 128  # and neither block kept cached
+
+
+REFUSED_CAPTURE = r'''
+import contextlib, json, sys
+import torch, triton.testing
+from zlbench.backends import get_backend
+from zlbench.plugins import guards
+
+def refuses():  # 256 MiB made inside the capture, then a sync: CUDA refuses the capture there
+    torch.ones(64 * 2**20, device="cuda").sum().item()
+
+with guards.capture_pool_guard(get_backend("cuda")) if sys.argv[1] == "guarded" else contextlib.nullcontext():
+    try:
+        triton.testing.do_bench_cudagraph(refuses)
+        refused = None
+    except Exception as e:
+        refused = type(e).__name__
+torch.empty(2**30, dtype=torch.uint8, device="cuda")  # the next node's 1 GiB, freed at once
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+print(json.dumps({"refused": refused, "reserved_mib": torch.cuda.memory_reserved() / 2**20}))
+'''
+
+
+def test_a_refused_capture_under_the_pool_guard_leaves_nothing_reserved(tmp_path):
+    """torch's capture_end raises before it ends the allocator's routing to the failed capture's
+    pool, and empty_cache() frees nothing while a capture counts as underway: unguarded, the next
+    node's memory stays reserved for the process' life (on an H100 a resident A/B side held 20-75
+    GiB, and the other side ran out of memory). Under guards.capture_pool_guard (the graph timer's),
+    it goes back. Each case in a fresh process: the unguarded one leaves its allocator capturing."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "refused_capture.py"
+    script.write_text(REFUSED_CAPTURE)
+    got = {}
+    for case in ("unguarded", "guarded"):
+        out = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got[case] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["unguarded"]["refused"] and got["guarded"]["refused"]
+    assert got["unguarded"]["reserved_mib"] >= 1024  # torch's own behaviour: the premise
+    assert got["guarded"]["reserved_mib"] < 64

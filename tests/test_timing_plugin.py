@@ -654,3 +654,139 @@ def test_release_device_memory_on_the_cpu_and_without_queries(monkeypatch):
     monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace(empty_cache=broken))
     # the node it follows was served: a failed release is said, never raised out of the serve loop
     assert guards.release_device_memory() == {"release_failed": "RuntimeError: CUDA error: unspecified launch failure"}
+
+
+class CapturingAllocator(CachingAllocator):
+    """CachingAllocator with torch's capture bookkeeping: a capture routes allocations to a private
+    pool (use_count 1 while its graph lives); while any capture is underway, empty_cache frees
+    nothing (freeing then is unsafe)."""
+
+    def __init__(self):
+        super().__init__()
+        self.underway, self.pools, self.next_pool = [], {}, 0
+
+    def handle(self):
+        self.next_pool += 1
+        return (0, self.next_pool)
+
+    def begin(self, pool):
+        self.pools[pool] = self.pools.get(pool, 0) + 1
+        self.underway.append(pool)
+
+    def end(self, device, pool):
+        if pool not in self.underway:
+            raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+        self.underway.remove(pool)
+
+    def release(self, device, pool):
+        self.pools[pool] -= 1
+        assert self.pools[pool] >= 0, "use_count below 0: a pool released twice"
+
+    def empty_cache(self):
+        if not self.underway:
+            super().empty_cache()
+
+
+@pytest.fixture
+def sim_cuda_graphs(monkeypatch):
+    """A graph module `simcuda` as torch.cuda's: graph(g) begins routing to the pool on enter, and
+    on exit CUDAGraph.capture_end raises before it ends the routing where the capture was
+    invalidated (an op refused it); only an ended capture's graph releases its pool when deleted."""
+    import sys
+
+    import torch
+
+    alloc = CapturingAllocator()
+    mod = types.ModuleType("simcuda")
+
+    class Graph:
+        def __init__(self):
+            self.ended, self.mempool = False, None
+
+        def pool(self):
+            if not self.ended:
+                raise RuntimeError("Called CUDAGraph::pool() without a preceding successful capture.")
+            return self.mempool
+
+    class graph:  # torch.cuda.graph's shape: a class, pool the second argument
+        def __init__(self, cuda_graph, pool=None, stream=None):
+            self.cuda_graph, self.pool = cuda_graph, pool
+
+        def __enter__(self):
+            self.cuda_graph.mempool = self.pool or alloc.handle()
+            alloc.begin(self.cuda_graph.mempool)
+
+        def __exit__(self, exc_type, exc, tb):
+            if exc_type is not None:
+                raise RuntimeError("CUDA error: operation failed due to a previous error during capture "
+                                   "(cudaErrorStreamCaptureInvalidated)")
+            alloc.end(0, self.cuda_graph.mempool)
+            self.cuda_graph.ended = True
+
+    mod.Graph, mod.graph, mod.graph_pool_handle, mod.current_device = Graph, graph, alloc.handle, lambda: 0
+    monkeypatch.setitem(sys.modules, "simcuda", mod)
+    monkeypatch.setattr(torch._C, "_simcuda_endAllocateToPool", alloc.end, raising=False)
+    monkeypatch.setattr(torch._C, "_simcuda_releasePool", alloc.release, raising=False)
+    backend = types.SimpleNamespace(graph_class="simcuda.Graph", torch_device="simcuda")
+    return mod, alloc, backend
+
+
+def _refused_capture(mod, alloc):
+    """An op that allocates 256 MiB and then syncs inside the capture (torch raises there)."""
+    with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureInvalidated"):
+        with mod.graph(mod.Graph()):
+            alloc.alloc(256 * 2**20)
+            alloc.free(256 * 2**20)
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_refused_capture_leaves_the_allocator_capturing_unless_guarded(sim_cuda_graphs, guarded):
+    """H100, 2026-12-06: after a node whose capture was refused, a resident side process kept 20-75
+    GiB reserved through every later release (empty_cache frees nothing while a capture counts as
+    underway), and the other side's 4 GiB rows ran out of memory. Guarded, the failed capture's
+    routing is ended and its pool released: the next node's memory goes back to the device.
+    Unguarded is torch's own behaviour, the premise."""
+    import contextlib
+
+    mod, alloc, backend = sim_cuda_graphs
+    with guards.capture_pool_guard(backend) if guarded else contextlib.nullcontext():
+        _refused_capture(mod, alloc)
+    assert mod.graph.__name__ == "graph" and not hasattr(mod.graph, "zlbench_give_back")  # put back
+    alloc.alloc(2**30)  # the next node's
+    alloc.free(2**30)
+    alloc.empty_cache()
+    if guarded:
+        assert not alloc.underway and set(alloc.pools.values()) == {0}  # ended, and its pool freeable
+        assert alloc.memory_reserved() == 0
+    else:
+        assert alloc.underway and alloc.memory_reserved() == 2**30
+
+
+def test_a_capture_that_ends_keeps_its_pool_for_its_graph(sim_cuda_graphs):
+    """Guarded, an ended capture is left alone: its graph, still replayable, releases the pool when
+    it goes (a second release would take the pool's use count below zero: torch asserts there, and
+    in a graph's destructor that aborts the process). The pool a caller names is used as given."""
+    mod, alloc, backend = sim_cuda_graphs
+    with guards.capture_pool_guard(backend):
+        g = mod.Graph()
+        with mod.graph(g):
+            pass
+        shared = alloc.handle()
+        with mod.graph(mod.Graph(), shared):
+            pass
+    assert g.ended and not alloc.underway and alloc.pools == {g.pool(): 1, shared: 1}
+
+
+def test_the_pool_guard_changes_nothing_where_the_graph_module_lacks_the_calls(monkeypatch):
+    """A vendor's torch (torch_musa, torch_npu) keeps its allocator calls elsewhere, and the CPU has
+    no graph class: the guard then leaves the graph context as it is."""
+    import sys
+
+    mod = types.ModuleType("simvendor")
+    original = mod.graph = type("graph", (), {})
+    monkeypatch.setitem(sys.modules, "simvendor", mod)
+    for backend in (types.SimpleNamespace(graph_class="simvendor.Graph", torch_device="simvendor"),
+                    types.SimpleNamespace(graph_class=None, torch_device="cpu")):
+        with guards.capture_pool_guard(backend):
+            assert mod.graph is original

@@ -3,7 +3,8 @@ they share with the timers: what a batch needs around it that is not the timer i
 
 - filled_gaps: direct timing on a device that can spin keeps the device busy after each L2 clear,
   so that host launch time stays out of the kernel's events (timer.fill_gaps).
-- rng_guard: a graph capture must not advance or re-register the device's default generators."""
+- rng_guard: a graph capture must not advance or re-register the device's default generators.
+- capture_pool_guard: a failed graph capture must not leave the caching allocator capturing."""
 
 from __future__ import annotations
 
@@ -191,3 +192,87 @@ class rng_guard:
         except Exception:
             pass
         return False
+
+
+class capture_pool_guard:
+    """A failed capture must not leave the device's caching allocator capturing for good.
+
+    torch's capture routes the allocations made during it to a private pool. When the capture fails
+    (an op refuses it, so ending it reports the capture invalidated), CUDAGraph.capture_end raises
+    before it ends that routing, and the graph, never ended, never releases its pool. The allocator
+    then counts a capture as underway for the rest of the process, and empty_cache(), which frees
+    nothing while a capture is underway, never frees memory again: on an H100 a resident A/B side
+    process held 20-75 GiB (none of it allocated) after a node whose capture was refused
+    (FlagGems' unique_dim, ctc_loss), and the other side's 4 GiB rows ran out of memory.
+
+    So, while a call is timed, the graph module's `graph` context (what Triton's
+    do_bench_cudagraph and the ported timer capture with) names its pool, and where a capture
+    fails before it ended, it ends the routing and releases the pool, as an ended capture and its
+    graph's deletion would. Where the graph module or torch lacks those calls (a vendor's torch
+    keeps its allocator elsewhere), nothing changes."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.module, self.original = None, None
+
+    def __enter__(self):
+        try:
+            import torch
+
+            module = importlib.import_module(self.backend.graph_class.rpartition(".")[0])
+            original = module.graph
+            calls = (module.graph_pool_handle, module.current_device,
+                     getattr(torch._C, f"_{self.backend.torch_device}_endAllocateToPool"),
+                     getattr(torch._C, f"_{self.backend.torch_device}_releasePool"))
+        except (AttributeError, ImportError, TypeError):
+            return self
+        if isinstance(original, type):
+            self.module, self.original = module, original
+            module.graph = _pool_releasing(original, *calls)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.module is not None:
+            self.module.graph = self.original
+            self.module = None
+        return False
+
+
+def _pool_releasing(graph_context: type, pool_handle, current_device, end_allocate, release_pool) -> type:
+    """graph_context (torch.cuda.graph), with its pool named and given back where its capture fails."""
+
+    class graph(graph_context):
+        def __init__(self, cuda_graph, pool=None, *args, **kwargs):
+            self.zlbench_pool = pool_handle() if pool is None else pool
+            super().__init__(cuda_graph, self.zlbench_pool, *args, **kwargs)
+
+        def __enter__(self):
+            self.zlbench_device = current_device()
+            try:
+                return super().__enter__()
+            except BaseException:
+                self.zlbench_give_back()
+                raise
+
+        def __exit__(self, *exc):
+            try:
+                return super().__exit__(*exc)
+            except BaseException:
+                self.zlbench_give_back()
+                raise
+
+        def zlbench_give_back(self):
+            try:
+                self.cuda_graph.pool()  # raises unless the capture ended: its graph then releases the pool
+                return
+            except Exception:
+                pass
+            for step in (end_allocate, release_pool):
+                try:
+                    step(self.zlbench_device, self.zlbench_pool)
+                except Exception:  # already ended (capture_end got past it), or never begun
+                    pass
+
+    graph.__qualname__ = graph.__name__ = graph_context.__name__
+    return graph
+

@@ -3,7 +3,7 @@
 On CUDA, upstream triton.testing.do_bench_cudagraph itself (its numbers); elsewhere a port that takes
 stream/event/synchronize from Triton's device interface and the graph class from the backend.
 Launch-bound calls are given a rep that makes their replay at least timer.min_window_ms of device
-time (0: upstream's own rep). The captures run under guards.rng_guard.
+time (0: upstream's own rep). The captures run under guards.rng_guard and guards.capture_pool_guard.
 
 A call whose replay takes under NO_WORK_MS per call launched no device work (a view): it is marked
 BENCHMARK_NO_DEVICE_WORK, its latency times no kernel.
@@ -32,7 +32,7 @@ class Timer(BaseTimer):
     name = "graph"
 
     def guards(self, call: Call):
-        return [guards.rng_guard(self.ctx.backend)]
+        return [guards.rng_guard(self.ctx.backend), guards.capture_pool_guard(self.ctx.backend)]
 
     def prepare(self, call: Call) -> Call:
         """The rep widened for a launch-bound call (where the device can spin to measure it)."""
