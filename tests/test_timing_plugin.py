@@ -657,9 +657,10 @@ def test_release_device_memory_on_the_cpu_and_without_queries(monkeypatch):
 
 
 class CapturingAllocator(CachingAllocator):
-    """CachingAllocator with torch's capture bookkeeping: a capture routes allocations to a private
-    pool (use_count 1 while its graph lives); while any capture is underway, empty_cache frees
-    nothing (freeing then is unsafe)."""
+    """CachingAllocator with torch's capture bookkeeping (c10/cuda/CUDACachingAllocator.cpp): a
+    capture routes allocations to a private pool, whose use count each capture that takes it
+    raises and each release lowers (below zero torch asserts, and in a graph's destructor that
+    aborts the process); while any routing is on, empty_cache frees none of the general pools."""
 
     def __init__(self):
         super().__init__()
@@ -679,8 +680,11 @@ class CapturingAllocator(CachingAllocator):
         self.underway.remove(pool)
 
     def release(self, device, pool):
+        if pool not in self.pools:
+            raise RuntimeError("no such pool")
         self.pools[pool] -= 1
-        assert self.pools[pool] >= 0, "use_count below 0: a pool released twice"
+        if self.pools[pool] < 0:
+            raise AssertionError("use_count below 0: torch aborts here inside a graph's destructor")
 
     def empty_cache(self):
         if not self.underway:
@@ -689,15 +693,18 @@ class CapturingAllocator(CachingAllocator):
 
 @pytest.fixture
 def sim_cuda_graphs(monkeypatch):
-    """A graph module `simcuda` as torch.cuda's: graph(g) begins routing to the pool on enter, and
-    on exit CUDAGraph.capture_end raises before it ends the routing where the capture was
-    invalidated (an op refused it); only an ended capture's graph releases its pool when deleted."""
+    """A graph module `simcuda` shaped as torch.cuda's (aten/src/ATen/cuda/CUDAGraph.cpp): entering
+    graph(g) begins routing to the pool; on exit capture_end raises before it ends the routing where
+    the capture was invalidated (an op refused it); a graph whose capture ended releases its pool
+    when deleted (reset()). mod.fail picks another point to fail at: before routing begins, after
+    it begins, after capture_end ended it, or at instantiation, after the capture ended."""
     import sys
 
     import torch
 
     alloc = CapturingAllocator()
     mod = types.ModuleType("simcuda")
+    mod.fail = None
 
     class Graph:
         def __init__(self):
@@ -708,20 +715,33 @@ def sim_cuda_graphs(monkeypatch):
                 raise RuntimeError("Called CUDAGraph::pool() without a preceding successful capture.")
             return self.mempool
 
-    class graph:  # torch.cuda.graph's shape: a class, pool the second argument
+        def reset(self):  # what its destructor does
+            if self.ended:
+                alloc.release(0, self.mempool)
+                self.ended = False
+
+    class graph:  # torch.cuda.graph's shape: a class, the pool its second argument
         def __init__(self, cuda_graph, pool=None, stream=None):
             self.cuda_graph, self.pool = cuda_graph, pool
 
         def __enter__(self):
+            if mod.fail == "before_begin":
+                raise RuntimeError("CUDA graphs must be captured on a non-default stream.")
             self.cuda_graph.mempool = self.pool or alloc.handle()
             alloc.begin(self.cuda_graph.mempool)
+            if mod.fail == "after_begin":
+                raise RuntimeError("CUDA error: operation not permitted (cudaStreamBeginCapture)")
 
         def __exit__(self, exc_type, exc, tb):
             if exc_type is not None:
                 raise RuntimeError("CUDA error: operation failed due to a previous error during capture "
                                    "(cudaErrorStreamCaptureInvalidated)")
             alloc.end(0, self.cuda_graph.mempool)
+            if mod.fail == "after_end":
+                raise RuntimeError("Invalid capture.")
             self.cuda_graph.ended = True
+            if mod.fail == "instantiate":
+                raise RuntimeError("CUDA error: cudaGraphInstantiateWithFlags failed")
 
     mod.Graph, mod.graph, mod.graph_pool_handle, mod.current_device = Graph, graph, alloc.handle, lambda: 0
     monkeypatch.setitem(sys.modules, "simcuda", mod)
@@ -743,16 +763,16 @@ def _refused_capture(mod, alloc):
 @pytest.mark.parametrize("guarded", [False, True])
 def test_a_refused_capture_leaves_the_allocator_capturing_unless_guarded(sim_cuda_graphs, guarded):
     """H100, 2026-12-06: after a node whose capture was refused, a resident side process kept 20-75
-    GiB reserved through every later release (empty_cache frees nothing while a capture counts as
-    underway), and the other side's 4 GiB rows ran out of memory. Guarded, the failed capture's
-    routing is ended and its pool released: the next node's memory goes back to the device.
-    Unguarded is torch's own behaviour, the premise."""
+    GiB reserved through every later release (empty_cache frees none of the general pools while a
+    capture counts as underway), and the other side's 4 GiB rows ran out of memory. Guarded, the
+    failed capture's routing is ended and its pool released: the next node's memory goes back to
+    the device. Unguarded is torch's own behaviour, the premise."""
     import contextlib
 
     mod, alloc, backend = sim_cuda_graphs
     with guards.capture_pool_guard(backend) if guarded else contextlib.nullcontext():
         _refused_capture(mod, alloc)
-    assert mod.graph.__name__ == "graph" and not hasattr(mod.graph, "zlbench_give_back")  # put back
+    assert mod.graph.__name__ == "graph" and not hasattr(mod.graph, "zlbench_gives_back")  # put back
     alloc.alloc(2**30)  # the next node's
     alloc.free(2**30)
     alloc.empty_cache()
@@ -763,19 +783,44 @@ def test_a_refused_capture_leaves_the_allocator_capturing_unless_guarded(sim_cud
         assert alloc.underway and alloc.memory_reserved() == 2**30
 
 
-def test_a_capture_that_ends_keeps_its_pool_for_its_graph(sim_cuda_graphs):
-    """Guarded, an ended capture is left alone: its graph, still replayable, releases the pool when
-    it goes (a second release would take the pool's use count below zero: torch asserts there, and
-    in a graph's destructor that aborts the process). The pool a caller names is used as given."""
+@pytest.mark.parametrize("fail", ["before_begin", "after_begin", "after_end", "instantiate"])
+def test_a_failed_capture_into_a_live_graphs_pool_releases_it_once(sim_cuda_graphs, fail):
+    """A capture that shares the pool of a graph that lives (torch.cuda.make_graphed_callables does)
+    and fails anywhere: the guard gives back what that capture took and no more, so when the live
+    graph goes, its release is the pool's last (one release too many aborts the process), and no
+    routing stays on. A capture that ended (instantiation failed after it) is left to its graph."""
     mod, alloc, backend = sim_cuda_graphs
     with guards.capture_pool_guard(backend):
-        g = mod.Graph()
-        with mod.graph(g):
+        owner = mod.Graph()
+        with mod.graph(owner):
             pass
-        shared = alloc.handle()
-        with mod.graph(mod.Graph(), shared):
-            pass
-    assert g.ended and not alloc.underway and alloc.pools == {g.pool(): 1, shared: 1}
+        shared = owner.pool()
+        mod.fail = fail
+        failed = mod.Graph()
+        with pytest.raises(RuntimeError):
+            with mod.graph(failed, shared):
+                pass
+    mod.fail = None
+    failed.reset()  # its destructor: releases only what an ended capture holds
+    assert alloc.pools[shared] == 1 and not alloc.underway
+    owner.reset()
+    assert alloc.pools[shared] == 0
+
+
+def test_a_guard_inside_another_releases_a_failed_capture_once(sim_cuda_graphs):
+    mod, alloc, backend = sim_cuda_graphs
+    with guards.capture_pool_guard(backend):
+        with guards.capture_pool_guard(backend):
+            _refused_capture(mod, alloc)
+        assert mod.graph.zlbench_gives_back  # the outer guard's, still on
+    assert not alloc.underway and set(alloc.pools.values()) == {0}
+
+
+def test_the_graph_timer_captures_under_the_pool_guard_outermost():
+    """Outermost: rng_guard's scratch capture after a failed capture runs under it too."""
+    backend = types.SimpleNamespace(graph_class="simcuda.Graph", torch_device="simcuda")
+    timer = graph.Timer(types.SimpleNamespace(backend=backend))
+    assert [type(g) for g in timer.guards(None)] == [guards.capture_pool_guard, guards.rng_guard]
 
 
 def test_the_pool_guard_changes_nothing_where_the_graph_module_lacks_the_calls(monkeypatch):

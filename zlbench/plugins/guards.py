@@ -200,16 +200,18 @@ class capture_pool_guard:
     torch's capture routes the allocations made during it to a private pool. When the capture fails
     (an op refuses it, so ending it reports the capture invalidated), CUDAGraph.capture_end raises
     before it ends that routing, and the graph, never ended, never releases its pool. The allocator
-    then counts a capture as underway for the rest of the process, and empty_cache(), which frees
-    nothing while a capture is underway, never frees memory again: on an H100 a resident A/B side
-    process held 20-75 GiB (none of it allocated) after a node whose capture was refused
+    then counts a capture as underway for the rest of the process: empty_cache() frees none of its
+    general pools again (nor does its retry before an out-of-memory error): on an H100 a resident
+    A/B side process held 20-75 GiB (none of it allocated) after a node whose capture was refused
     (FlagGems' unique_dim, ctc_loss), and the other side's 4 GiB rows ran out of memory.
 
     So, while a call is timed, the graph module's `graph` context (what Triton's
     do_bench_cudagraph and the ported timer capture with) names its pool, and where a capture
-    fails before it ended, it ends the routing and releases the pool, as an ended capture and its
-    graph's deletion would. Where the graph module or torch lacks those calls (a vendor's torch
-    keeps its allocator elsewhere), nothing changes."""
+    fails before it ended, it ends the device allocator's routing and releases the pool, as an
+    ended capture and its graph's deletion would. (The pinned host allocator's routing, begun with
+    it, stays: torch has no call to end it from Python, and it holds back no device memory.) Where
+    the graph module or torch lacks those calls (a vendor's torch keeps its allocator elsewhere),
+    nothing changes."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -226,7 +228,8 @@ class capture_pool_guard:
                      getattr(torch._C, f"_{self.backend.torch_device}_releasePool"))
         except (AttributeError, ImportError, TypeError):
             return self
-        if isinstance(original, type):
+        # Not twice (a guard inside another): each wrapper would release the same pool.
+        if isinstance(original, type) and not getattr(original, "zlbench_gives_back", False):
             self.module, self.original = module, original
             module.graph = _pool_releasing(original, *calls)
         return self
@@ -242,37 +245,51 @@ def _pool_releasing(graph_context: type, pool_handle, current_device, end_alloca
     """graph_context (torch.cuda.graph), with its pool named and given back where its capture fails."""
 
     class graph(graph_context):
+        zlbench_gives_back = True
+
         def __init__(self, cuda_graph, pool=None, *args, **kwargs):
             self.zlbench_pool = pool_handle() if pool is None else pool
             super().__init__(cuda_graph, self.zlbench_pool, *args, **kwargs)
+            try:  # the capture's device is its stream's (torch switches to it), else the current one
+                self.zlbench_device = self.capture_stream.device.index
+            except AttributeError:
+                self.zlbench_device = None
 
         def __enter__(self):
-            self.zlbench_device = current_device()
             try:
+                if self.zlbench_device is None:
+                    self.zlbench_device = current_device()
                 return super().__enter__()
             except BaseException:
-                self.zlbench_give_back()
+                self.zlbench_give_back(begun=False)
                 raise
 
         def __exit__(self, *exc):
             try:
                 return super().__exit__(*exc)
             except BaseException:
-                self.zlbench_give_back()
+                self.zlbench_give_back(begun=True)
                 raise
 
-        def zlbench_give_back(self):
+        def zlbench_give_back(self, begun: bool) -> None:
+            """End the routing and release the pool of a capture that began and did not end. Where
+            entering failed, it began only if its routing is still on: a caller's pool (one a live
+            graph owns) must not be released for a capture that never took it."""
             try:
                 self.cuda_graph.pool()  # raises unless the capture ended: its graph then releases the pool
                 return
             except Exception:
                 pass
-            for step in (end_allocate, release_pool):
+            try:
+                end_allocate(self.zlbench_device, self.zlbench_pool)
+                begun = True
+            except Exception:  # capture_end got past it before failing, or the capture never began
+                pass
+            if begun:
                 try:
-                    step(self.zlbench_device, self.zlbench_pool)
-                except Exception:  # already ended (capture_end got past it), or never begun
+                    release_pool(self.zlbench_device, self.zlbench_pool)
+                except Exception:
                     pass
 
     graph.__qualname__ = graph.__name__ = graph_context.__name__
     return graph
-

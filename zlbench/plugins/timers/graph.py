@@ -32,7 +32,8 @@ class Timer(BaseTimer):
     name = "graph"
 
     def guards(self, call: Call):
-        return [guards.rng_guard(self.ctx.backend), guards.capture_pool_guard(self.ctx.backend)]
+        # The pool guard outermost: rng_guard's scratch capture after a failed one runs under it.
+        return [guards.capture_pool_guard(self.ctx.backend), guards.rng_guard(self.ctx.backend)]
 
     def prepare(self, call: Call) -> Call:
         """The rep widened for a launch-bound call (where the device can spin to measure it)."""
