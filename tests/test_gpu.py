@@ -177,10 +177,11 @@ print(json.dumps({"refused": refused, "reserved_mib": torch.cuda.memory_reserved
 
 def test_a_refused_capture_under_the_pool_guard_leaves_nothing_reserved(tmp_path):
     """torch's capture_end raises before it ends the allocator's routing to the failed capture's
-    pool, and empty_cache() frees nothing while a capture counts as underway: unguarded, the next
-    node's memory stays reserved for the process' life (on an H100 a resident A/B side held 20-75
-    GiB, and the other side ran out of memory). Under guards.capture_pool_guard (the graph timer's),
-    it goes back. Each case in a fresh process: the unguarded one leaves its allocator capturing."""
+    pool, and empty_cache() frees none of its general pools while a capture counts as underway:
+    unguarded, the next node's memory stays reserved for the process' life (on an H100 a resident
+    A/B side held 20-75 GiB, and the other side ran out of memory). Under guards.capture_pool_guard
+    (the graph timer's), it goes back. Each case in a fresh process: the unguarded one leaves its
+    allocator capturing."""
     import subprocess
     import sys
 

@@ -835,3 +835,14 @@ def test_the_pool_guard_changes_nothing_where_the_graph_module_lacks_the_calls(m
                     types.SimpleNamespace(graph_class=None, torch_device="cpu")):
         with guards.capture_pool_guard(backend):
             assert mod.graph is original
+
+
+def test_the_pool_guard_builds_its_graph_context_once(sim_cuda_graphs):
+    """One wrapper class per graph context, not one per timed call: the class keeps the capture
+    stream torch gives it on first use, as torch's own class does."""
+    mod, alloc, backend = sim_cuda_graphs
+    wrappers = []
+    for _ in range(2):
+        with guards.capture_pool_guard(backend):
+            wrappers.append(mod.graph)
+    assert wrappers[0] is wrappers[1] and wrappers[0].zlbench_gives_back

@@ -8,6 +8,7 @@ they share with the timers: what a batch needs around it that is not the timer i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import statistics
 import time
@@ -147,6 +148,12 @@ def resolve(dotted: str):
     return obj
 
 
+def graph_module(graph_class: str):
+    """The module a backend's graph class lives in (torch.cuda for torch.cuda.CUDAGraph): its
+    `graph` context captures."""
+    return importlib.import_module(graph_class.rpartition(".")[0])
+
+
 class rng_guard:
     """Capture must not advance or re-register the default generators.
 
@@ -177,11 +184,10 @@ class rng_guard:
             return False
         if exc_type is not None:
             try:
-                graph_module = importlib.import_module(self.backend.graph_class.rpartition(".")[0])
                 scratch = resolve(self.backend.graph_class)()
                 stream = self.module.Stream()
                 with self.module.stream(stream):
-                    with graph_module.graph(scratch, stream=stream):
+                    with graph_module(self.backend.graph_class).graph(scratch, stream=stream):
                         pass
                 self.module.synchronize()
             except Exception:
@@ -221,7 +227,7 @@ class capture_pool_guard:
         try:
             import torch
 
-            module = importlib.import_module(self.backend.graph_class.rpartition(".")[0])
+            module = graph_module(self.backend.graph_class)
             original = module.graph
             calls = (module.graph_pool_handle, module.current_device,
                      getattr(torch._C, f"_{self.backend.torch_device}_endAllocateToPool"),
@@ -241,8 +247,11 @@ class capture_pool_guard:
         return False
 
 
+@functools.lru_cache(maxsize=None)
 def _pool_releasing(graph_context: type, pool_handle, current_device, end_allocate, release_pool) -> type:
-    """graph_context (torch.cuda.graph), with its pool named and given back where its capture fails."""
+    """graph_context (torch.cuda.graph), with its pool named and given back where its capture fails.
+    Made once per graph context, not per timed call: the class keeps the capture stream torch
+    gives it on first use (default_capture_stream), as torch's own class does."""
 
     class graph(graph_context):
         zlbench_gives_back = True

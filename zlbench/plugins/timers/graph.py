@@ -16,7 +16,6 @@ whose fallback raises what its capture raised is broken, and fails with its own 
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from contextlib import contextmanager
@@ -171,7 +170,7 @@ def graph_replayer(fn, rep=20, grad_to_none=None, graph_class: str = "torch.cuda
 
     di = driver.active.get_device_interface()
     graph_cls = guards.resolve(graph_class)
-    capture = importlib.import_module(graph_class.rpartition(".")[0]).graph
+    capture = guards.graph_module(graph_class).graph
     with di.stream(di.Stream()):
         fn()
         if grad_to_none is not None:
