@@ -191,8 +191,8 @@ class CorpusConf:
     # Arguments that make the corpus skip its baseline (torch) timing. An A/B compares the two
     # sides' alternative, not the baseline: rounds after the first pass these (round 1 times the
     # baseline on both sides, which is what ab.md's baseline drift check reads). A plain run's more
-    # processes (past timer.processes, where the alternative's processes disagree) pass them too: the
-    # baseline's interval is from the planned processes. []: every round and process.
+    # processes (past timer.processes) do not: they time what the planned ones did, as a process that
+    # skipped the baseline read some rows apart. []: every round and process.
     baseline_off_args: List[str] = field(default_factory=list)
 
 

@@ -35,11 +35,11 @@ class MoreChoice(NamedTuple):
 
 
 def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optional[float],
-                spares: int = 0, baseline_off: bool = True) -> MoreChoice:
+                spares: int = 0) -> MoreChoice:
     """What a plan's finished passes call for (plan: its processes, max_processes, more_passes,
     units, devices). spares: how many more passes have their processes started already
-    (engine/spares.py: no start-up left). baseline_off: the more passes time the op only (one call
-    a shape where the planned passes made two)."""
+    (engine/spares.py: no start-up left). The more passes make each chosen shape's calls as the
+    planned passes made them, the baseline's too."""
     from zlbench.results.process_stats import relative_width, wide_nodes, wide_rows
     from zlbench.results.tables import collect
 
@@ -90,12 +90,12 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
                 return passes, f", as many as fit {limit} of {last - first}", ""
         return last - first, "", ""
 
-    shapes, shares = chosen_shapes(run_dir, plan, rows, baseline_off)
+    shapes, shares = chosen_shapes(run_dir, plan, rows)
     passes, fits, none_fit = budgeted(shares)
     if none_fit:
         return MoreChoice([], first, none_fit, {})
     if riders:  # they ride along only where they cost the wide rows no pass
-        with_riders = chosen_shapes(run_dir, plan, rows + riders, baseline_off)
+        with_riders = chosen_shapes(run_dir, plan, rows + riders)
         if budgeted(with_riders[1])[0] == passes:
             shapes, shares = with_riders
         else:
@@ -126,7 +126,7 @@ def riding_rows(measured: Sequence[Mapping], nodes: Mapping[str, Any], wide: Seq
             and base_node(r.get("node") or "") in nodes and row_key(r) not in chosen]
 
 
-def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bool
+def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping]
                   ) -> Tuple[Dict[str, Dict[str, Dict[str, Any]]], Dict[str, float]]:
     """(base node -> item -> the timing calls its more passes make (only_shapes.chosen), base node -> the share of its
     planned timing calls they make) for the wide `rows`: a row's calls are found by its place among
@@ -142,10 +142,12 @@ def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bo
     shapes: Dict[str, Dict[str, Dict[str, Any]]] = {}
     shares: Dict[str, float] = {}
     for node in sorted({base_node(item) for item in wanted}):
-        # Every shape a planned pass timed before the last wanted one is timed too: a process that
-        # skipped them (their tuning, compiles, allocations) read rows apart from the planned ones,
-        # the more processes faster in 27 of 38 rows apart (chance: 21 apart; RESULTS.md,
-        # thirty-eighth session); what comes after a row cannot change it, and is left out.
+        # Every shape a planned pass timed before the last wanted one is timed too, each with its
+        # baseline: a process that skipped them (their tuning, compiles, allocations) read rows apart
+        # from the planned ones, the more processes faster in 27 of 38 rows apart (chance: 21 apart;
+        # RESULTS.md, thirty-eighth session), and one that skipped the baseline read the 4-byte rows
+        # of 2**30 elements 10-11% faster (forty-fifth session); what comes after a row cannot
+        # change it, and is left out.
         order = [item for item in started if base_node(item) == node]  # as the items run
         mine = {item: keys for item, keys in wanted.items() if base_node(item) == node}
         if any(item not in order or places.get(item) is None or not keys <= set(places[item][0])
@@ -161,7 +163,7 @@ def chosen_shapes(run_dir: Path, plan, rows: Sequence[Mapping], baseline_off: bo
             upto = (len(keys) if n < last else 0 if n > last else
                     1 + max(i for i, k in enumerate(keys) if k in mine[item]))
             if n <= last:
-                chosen[item] = chosen_calls(list(range(upto)), 1 if baseline_off else per_shape)
+                chosen[item] = chosen_calls(list(range(upto)), per_shape)
             made, total = made + upto, total + len(keys)
         shapes[node] = chosen
         shares[node] = made / total if total else 1.0

@@ -309,8 +309,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
             with beating(run_dir) if waiting else contextlib.nullcontext():  # jobs wait while it chooses
                 warm.finish()  # never two threads importing one module
                 units = more_processes(run_dir, plan, resolved["timer"], deadline,
-                                       spares=jobs.started(waiting) if waiting else 0,
-                                       baseline_off=bool(resolved["corpus"].get("baseline_off_args"))) \
+                                       spares=jobs.started(waiting) if waiting else 0) \
                     if interrupts.signum is None else []
                 submit = hand_over(run_dir, units, waiting) if waiting else units
             spares, jobs = {}, None
@@ -327,11 +326,11 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
 
 
 def more_processes(run_dir: Path, plan: Plan, timer: Mapping[str, Any], deadline: Optional[float],
-                   spares: int = 0, baseline_off: bool = True) -> List[WorkUnit]:
+                   spares: int = 0) -> List[WorkUnit]:
     """A plain run's later passes for the nodes whose processes disagree (engine/more_processes.py);
     they join plan.json, so a resume runs what is left of them. spares: how many of them have their
-    processes started already (engine/spares.py). baseline_off: they time the op only."""
-    choice = more_wanted(run_dir, plan, timer, deadline, spares, baseline_off=baseline_off)
+    processes started already (engine/spares.py)."""
+    choice = more_wanted(run_dir, plan, timer, deadline, spares)
     if choice.line:
         log.info(choice.line)
     if not choice.nodes:

@@ -386,10 +386,10 @@ class _UnitFactory:
         if r and not is_plain(cfg) and len(self.cfg["ab"].get("sides") or []) == 2 and not cfg["ab"].get("side"):
             argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]  # the A/B compares the alternative
         elif is_plain(cfg) and r >= passes_of(cfg):
-            # A plain run's more processes narrow the alternative's interval; the baseline (torch: its
-            # processes agree within 0.1-0.6%) has its interval from the planned ones.
-            argv += [str(a) for a in cfg["corpus"].get("baseline_off_args") or []]
-            shapes_file = str(more_shapes_path(self.run_dir))  # and only the rows that disagree
+            # A plain run's more processes time what the planned ones did, the baseline included: a
+            # process that skipped it read an op's 4-byte rows of 2**30 elements 10-11% faster on an
+            # H100 (benchmarks/gpu/RESULTS.md, forty-fifth session); only the rows that disagree.
+            shapes_file = str(more_shapes_path(self.run_dir))
         return WorkUnit(
             unit_id=unit_id, side=side.name, round=r, device=dev.index, nodes=nodes, argv=argv,
             env=env, corpus_root=str(self.corpus.root),

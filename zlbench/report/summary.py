@@ -249,7 +249,7 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
     more_rows = [r for r in measured if planned and r["processes"] > planned]
     more = {base_node(r.get("node") or "") for r in more_rows}  # a process runs all of a test's cases
     if more:
-        # Runs since 9279d69 time the op only in them (corpus.baseline_off_args); earlier ones did not.
+        # Runs from 9279d69 to 2026-12-06 timed the op only in them (corpus.baseline_off_args).
         no_base = any(r["processes"] > ((r.get("timing_base") or {}).get("processes") or r["processes"])
                       for r in measured if r.get("latency_base"))
         riders = sum(r["latency"] < TOP_UP_MIN_MS and op_read_apart(r) for r in more_rows)

@@ -336,7 +336,7 @@ def aggregate(rows: Sequence[dict], processes: int) -> List[dict]:
     spread = _Spread({k: [r["latency"] for r in rs] for k, rs in measured.items()
                       if not any(did_no_device_work(r) for r in rs)}, _timers(measured, "timer_used"))
     # The baseline's values and timers are those of the processes that timed it (a plain run's more
-    # processes time the alternative only: their timer_used_base is null).
+    # processes timed the alternative only before 2026-12-06: their timer_used_base is null).
     with_base = {k: [r for r in rs if r.get("latency_base") and math.isfinite(r["latency_base"])]
                  for k, rs in measured.items()}
     base = _Spread({k: [r["latency_base"] for r in rs] for k, rs in with_base.items()
@@ -366,7 +366,7 @@ def _row(rs: List[dict], key: tuple, spread: _Spread, base: _Spread, processes: 
 
     def nearest(field: str = "latency") -> dict:
         """The process nearest the median among those that measured `field` (a plain run's more
-        processes time the alternative only: no baseline, no throughputs of FlagGems' own)."""
+        processes timed the alternative only before 2026-12-06: no baseline, no throughputs)."""
         having = [r for r in rs if r.get(field)] or rs
         return min(having, key=lambda r: (abs(math.log(r["latency"] / median)), r.get("round") or 0))
 
