@@ -232,8 +232,35 @@ def runs_report(runs, as_json, graph_only=False, reaggregate=False, intervals_of
         d = out[name]
         print(f"{name} |ln ratio|: p50 {_pct(d['p50'])} p90 {_pct(d['p90'])} max {_pct(d['max'])}")
     print("unit seconds per run: " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()))
+    out["by_op"] = _by_op(data)
+    print("\n| op (timer) | rows | coverage over ordered pairs | run to run p50 / max |\n|---|---|---|---|")
+    for op, d in sorted(out["by_op"].items(), key=lambda x: x[1]["coverage"]):
+        print(f"| {op} | {d['rows']} | {_pct(d['coverage'])} | {_pct(d['p50'])} / {_pct(d['max'])} |")
     if as_json:
         Path(as_json).write_text(json.dumps(out, indent=1))
+
+
+def _by_op(data):
+    """Per op (and timer: rows a refused capture timed directly apart): the share of ordered run
+    pairs (a, b) whose b value lies in a's interval, over the rows every run has, and the rows' largest
+    run-to-run |ln ratio| (p50 and max over rows): which ops the misses come from."""
+    names = list(data)
+    common = set(data[names[0]]).intersection(*(data[n] for n in names[1:]))
+    tally = defaultdict(lambda: {"rows": 0, "hits": 0, "pairs": 0, "spreads": []})
+    for k in common:
+        first = data[names[0]][k]
+        t = tally[f"{first['op']} ({first.get('timer_used')})"]
+        lat = [data[n][k]["latency"] for n in names]
+        t["rows"] += 1
+        t["spreads"].append(math.log(max(lat) / min(lat)))
+        for a in names:
+            ci = data[a][k].get("latency_ci")
+            for b in names:
+                if a != b and ci:
+                    t["pairs"] += 1
+                    t["hits"] += ci[0] <= data[b][k]["latency"] <= ci[1]
+    return {op: {"rows": t["rows"], "coverage": t["hits"] / t["pairs"] if t["pairs"] else None,
+                 "p50": _q(t["spreads"], .5), "max": max(t["spreads"])} for op, t in tally.items()}
 
 
 def timeline(runs, as_json):
