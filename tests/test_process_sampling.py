@@ -122,6 +122,28 @@ def test_rows_timed_directly_after_a_refused_capture_do_not_widen_graph_rows_of_
     assert min(_width(out[f"d{i}"]) for i in range(6)) > 0.1
 
 
+def test_a_node_timed_directly_alone_among_graph_rows_borrows_its_own_rows_spread():
+    """On an H100 nonzero_numpy (its capture refused: timed directly, host-bound) was the run's only
+    node timed directly; its processes scattered 2-36%, and a shape whose two processes happened
+    to agree read a 1.5-3% interval from the graph rows' pool, which the next run missed by 3-13%
+    (RESULTS.md, forty-fifth session). Too few nodes of its timer: its rows pool by rows."""
+    rng = random.Random(11)
+    graph = quiet_run(rng, sd=0.003)
+    direct = []
+    for i in range(6):
+        direct += proc_rows([0.3 * math.exp(rng.gauss(0, 0.08)) for _ in range(2)], op="nz", shape=f"[[{i}]]",
+                            timer="direct")
+    direct += proc_rows([0.3, 0.3003], op="nz", shape="[[99]]", timer="direct")  # two that agree
+    out = {(r["op"], r["shape"]): r for r in aggregate(graph + direct, 3)}
+    agreeing = out[("nz", "[[99]]")]
+    assert _width(agreeing) > 0.1 and MARKER_PROCESS_UNSTABLE not in agreeing["markers"], agreeing
+    alone = {(r["op"], r["shape"]): r for r in aggregate(graph, 3)}  # graph rows borrow nothing from it
+    assert all(out[k]["latency_ci"] == alone[k]["latency_ci"] for k in alone)
+    # Two rows timed directly are too few to pool (MIN_ROWS): the run's rows speak for them, as before.
+    few = {(r["op"], r["shape"]): r for r in aggregate(graph + direct[:2] + direct[-2:], 3)}
+    assert _width(few[("nz", "[[99]]")]) < 0.1
+
+
 def test_a_stratum_of_few_nodes_does_not_mark_another_nodes_row_unstable():
     """Rows of one node share its processes' draws: one steady node's four rows in a size class
     are not enough to call a 2% spread of another node's row beyond its peers; the graph rows of

@@ -18,9 +18,10 @@ its variance is moderated (Smyth's limma idea, with a fixed prior weight): the r
 with K-1 degrees of freedom and its stratum's typical one (rows of the run of the same size class,
 implementation and timer: a 1 us row and a 1 ms row differ by an order of magnitude in process
 noise, and rows a capture refused, timed directly, scatter far more than graph replays of their
-size; where a stratum has too few nodes to speak, the nearest size classes of its timer join it)
-with PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
-than its stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
+size; where a stratum has too few nodes to speak, the nearest size classes of its timer join it,
+and where its timer has too few at any size, that timer's rows pool as rows) with PRIOR_DF; the
+interval uses a t quantile on the sum of both. A row whose processes disagree far more than its
+stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
 interval), and is marked BENCHMARK_PROCESS_UNSTABLE. With 1 or 2 degrees of freedom that t
 interval alone spans orders of magnitude (a cut run's two processes at 3.35 and 7.59 ms read
@@ -129,7 +130,12 @@ class _Spread:
         # noise falls by an order of magnitude from 1 us to 1 ms rows, and a 2 us row given the
         # typical variance of 0.3 ms rows reads far too narrow), else the run's.
         self._strata, self._by_timer = strata, by_timer
-        self.pooled = {cls: self._nearest_pool(cls) or everything for cls in strata}
+        # A timer of too few nodes at any size (a refused capture's rows, timed directly: host-bound,
+        # their processes 2-36% apart) pools its own rows, not the graph rows' 0.1-1% (a node timed
+        # directly alone in a run of graph rows read intervals of 1.5-3% that the next run's value
+        # missed by 3-13%; RESULTS.md, forty-fifth session).
+        self.pooled = {cls: self._nearest_pool(cls) or self._pool(by_timer[cls[1]], by_nodes=False) or everything
+                       for cls in strata}
         self.everything = everything
         self._scores: Dict[tuple, List[float]] = {}
 
