@@ -139,6 +139,13 @@ def test_a_node_timed_directly_alone_among_graph_rows_borrows_its_own_rows_sprea
     assert _width(agreeing) > 0.1 and MARKER_PROCESS_UNSTABLE not in agreeing["markers"], agreeing
     alone = {(r["op"], r["shape"]): r for r in aggregate(graph, 3)}  # graph rows borrow nothing from it
     assert all(out[k]["latency_ci"] == alone[k]["latency_ci"] for k in alone)
+    # A pool of few nodes marks no row unstable: one steady node's many rows do not make another
+    # node's 2% spread read apart (as test_a_stratum_of_few_nodes_does_not_mark_another_nodes_row_unstable).
+    steady = [r for i in range(4) for r in proc_rows([0.500, 0.5001, 0.5002 + 0.0001 * i], op="steady",
+                                                      shape=f"[[{i}]]", timer="direct")]
+    other = proc_rows([0.111, 0.1133, 0.1136], op="other", timer="direct")
+    row = next(r for r in aggregate(graph + steady + other, 3) if r["op"] == "other")
+    assert MARKER_PROCESS_UNSTABLE not in row["markers"] and row["latency_ci"][0] < 0.111 < 0.1136 < row["latency_ci"][1]
     # Two rows timed directly are too few to pool (MIN_ROWS): the run's rows speak for them, as before.
     few = {(r["op"], r["shape"]): r for r in aggregate(graph + direct[:2] + direct[-2:], 3)}
     assert _width(few[("nz", "[[99]]")]) < 0.1

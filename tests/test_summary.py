@@ -162,6 +162,25 @@ def test_the_processes_section_says_which_rows_have_no_interval():
     assert "have none" not in "\n".join(process_lines([row("exp", True)], identity))
 
 
+def test_the_processes_section_says_more_processes_timed_the_op_only_for_runs_that_did():
+    """Runs made from 9279d69 to 2026-12-06 timed the op only in their more processes (the baseline's
+    interval is the planned processes'); since, they time the baseline too, and a row whose baseline
+    one of its processes failed is no sign of the old regime."""
+    from zlbench.report.summary import process_lines
+
+    def row(node, processes, base_processes):
+        return {"op": node, "node": f"t.py::test_{node}", "dtype": "torch.float32", "shape": "[[64]]",
+                "status": "ok", "latency": 0.05, "latency_base": 0.05, "processes": processes,
+                "latency_ci": [0.049, 0.051], "markers": [], "timing_base": {"processes": base_processes}}
+
+    identity = {"timer": {"processes": 3}}
+    said = "the more processes timed the op only, the baseline is the planned 3'"
+    old = "\n".join(process_lines([row("a", 5, 3), row("b", 3, 3)], identity))
+    assert "1 node(s) got more processes than the 3 planned" in old and said in old, old
+    new = "\n".join(process_lines([row("a", 5, 5), row("c", 5, 4), row("b", 3, 3)], identity))
+    assert "2 node(s) got more processes than the 3 planned" in new and said not in new, new
+
+
 def test_an_ab_run_s_summary_has_no_processes_section():
     """An A/B's rows are its sides' rounds (one process each, no process-level interval: ab.md judges
     them); its summary.md said "776 row(s) measured in fewer processes than the 3 planned ... resume the

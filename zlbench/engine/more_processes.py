@@ -114,8 +114,8 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
 
 def riding_rows(measured: Sequence[Mapping], nodes: Mapping[str, Any], wide: Sequence[Mapping]) -> List[Mapping]:
     """The other rows of the chosen `nodes` (base node ids) whose processes disagree far beyond rows
-    of their size and timer (BENCHMARK_PROCESS_UNSTABLE for the op's own processes: a more pass may
-    not time the baseline), whatever their size: their node's more
+    of their size and timer (BENCHMARK_PROCESS_UNSTABLE for the op's own processes, not its baseline's
+    alone: more processes are for the alternative's interval), whatever their size: their node's more
     passes run anyway, and a few shapes more give a row that draws its autotune pick per process
     (a us row read 4.7 us in some processes and 11.9 us in others) a median of more processes.
     Nodes with such rows only are not chosen for them (a pass' start-up for a us row)."""

@@ -19,7 +19,8 @@ with K-1 degrees of freedom and its stratum's typical one (rows of the run of th
 implementation and timer: a 1 us row and a 1 ms row differ by an order of magnitude in process
 noise, and rows a capture refused, timed directly, scatter far more than graph replays of their
 size; where a stratum has too few nodes to speak, the nearest size classes of its timer join it,
-and where its timer has too few at any size, that timer's rows pool as rows) with PRIOR_DF; the
+and where its timer has too few at any size, that timer's rows pool as rows: a pool of few nodes,
+which marks no row unstable and narrows none below its own spread) with PRIOR_DF; the
 interval uses a t quantile on the sum of both. A row whose processes disagree far more than its
 stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
@@ -134,8 +135,15 @@ class _Spread:
         # their processes 2-36% apart) pools its own rows, not the graph rows' 0.1-1% (a node timed
         # directly alone in a run of graph rows read intervals of 1.5-3% that the next run's value
         # missed by 3-13%; RESULTS.md, forty-fifth session).
-        self.pooled = {cls: self._nearest_pool(cls) or self._pool(by_timer[cls[1]], by_nodes=False) or everything
-                       for cls in strata}
+        # Such a pool is of few nodes (a node's rows share its processes' draws): it cannot say that
+        # another node's row reads apart from its peers, and marks none unstable; it lends a row its
+        # width, never narrows one below the row's own spread (`thin`).
+        self.pooled, self.thin = {}, set()
+        for cls in strata:
+            pool = self._nearest_pool(cls)
+            if pool is None and (pool := self._pool(by_timer[cls[1]], by_nodes=False)) is not None:
+                self.thin.add(cls)
+            self.pooled[cls] = pool or everything
         self.everything = everything
         self._scores: Dict[tuple, List[float]] = {}
 
@@ -222,8 +230,11 @@ class _Spread:
         if n >= 2 and pooled:
             typical, pool_df = pooled
             own, d = self.var[key], n - 1
-            unstable = typical > 0 and own / typical > stats.f.ppf(1 - UNSTABLE_ALPHA, d, pool_df)
+            unstable = (typical > 0 and self.stratum[key] not in self.thin
+                        and own / typical > stats.f.ppf(1 - UNSTABLE_ALPHA, d, pool_df))
             var, df = (own, d) if unstable else ((PRIOR_DF * typical + d * own) / (PRIOR_DF + d), PRIOR_DF + d)
+            if self.stratum[key] in self.thin:
+                var = max(var, own)
         elif n >= 2:
             var, df = self.var[key], n - 1
         else:
