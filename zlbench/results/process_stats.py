@@ -19,8 +19,9 @@ with K-1 degrees of freedom and its stratum's typical one (rows of the run of th
 implementation and timer: a 1 us row and a 1 ms row differ by an order of magnitude in process
 noise, and rows a capture refused, timed directly, scatter far more than graph replays of their
 size; where a stratum has too few nodes to speak, the nearest size classes of its timer join it,
-and where its timer has too few at any size, that timer's rows pool as rows: a pool of few nodes,
-which marks no row unstable and narrows none below its own spread) with PRIOR_DF; the
+and where its timer has too few at any size in a run of several timers, that timer's rows pool as
+rows: a pool of few nodes, which marks no row unstable and narrows none below its own spread) with
+PRIOR_DF; the
 interval uses a t quantile on the sum of both. A row whose processes disagree far more than its
 stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
@@ -138,10 +139,11 @@ class _Spread:
         # Such a pool is of few nodes (a node's rows share its processes' draws): it cannot say that
         # another node's row reads apart from its peers, and marks none unstable; it lends a row its
         # width, never narrows one below the row's own spread (`thin`).
+        # A run of one timer keeps the run's pool (the same rows), which may mark its rows.
         self.pooled, self.thin = {}, set()
         for cls in strata:
             pool = self._nearest_pool(cls)
-            if pool is None and (pool := self._pool(by_timer[cls[1]], by_nodes=False)) is not None:
+            if pool is None and len(by_timer) > 1 and (pool := self._pool(by_timer[cls[1]], by_nodes=False)):
                 self.thin.add(cls)
             self.pooled[cls] = pool or everything
         self.everything = everything
