@@ -21,9 +21,8 @@ noise, and rows a capture refused, timed directly, scatter far more than graph r
 size; where a stratum has too few nodes to speak, the nearest size classes of its timer join it,
 and where its timer has too few at any size in a run of several timers, that timer's rows pool as
 rows: a pool of few nodes, which marks no row unstable and narrows none below its own spread) with
-PRIOR_DF; the
-interval uses a t quantile on the sum of both. A row whose processes disagree far more than its
-stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
+PRIOR_DF; the interval uses a t quantile on the sum of both. A row whose processes disagree far more
+than its stratum's rows do (an F test at UNSTABLE_ALPHA: typically an autotune pick that differs
 between processes) keeps its own variance alone, with its own degrees of freedom (a wide, honest
 interval), and is marked BENCHMARK_PROCESS_UNSTABLE. With 1 or 2 degrees of freedom that t
 interval alone spans orders of magnitude (a cut run's two processes at 3.35 and 7.59 ms read
@@ -232,10 +231,10 @@ class _Spread:
         if n >= 2 and pooled:
             typical, pool_df = pooled
             own, d = self.var[key], n - 1
-            unstable = (typical > 0 and self.stratum[key] not in self.thin
-                        and own / typical > stats.f.ppf(1 - UNSTABLE_ALPHA, d, pool_df))
+            thin = self.stratum[key] in self.thin
+            unstable = not thin and typical > 0 and own / typical > stats.f.ppf(1 - UNSTABLE_ALPHA, d, pool_df)
             var, df = (own, d) if unstable else ((PRIOR_DF * typical + d * own) / (PRIOR_DF + d), PRIOR_DF + d)
-            if self.stratum[key] in self.thin:
+            if thin:
                 var = max(var, own)
         elif n >= 2:
             var, df = self.var[key], n - 1
