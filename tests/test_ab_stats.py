@@ -317,6 +317,41 @@ def test_baseline_drift_is_read_where_the_runs_timer_timed_and_as_a_median():
     assert "machine drift not checked" in fallback_only["markdown"]
 
 
+def _baseline_first_round(rs):
+    """An A/B with corpus.baseline_off_args: torch's baseline is timed in round 1 (round 0) only."""
+    return [{**r, "latency_base": 1.0 if r["round"] == 0 else None} for r in rs]
+
+
+def test_rows_that_read_apart_in_the_round_that_timed_the_baseline_are_named():
+    """An H100 A/A read FlagGems' 4-byte ops of 2**30 elements 11-14% slower in round 1, right after
+    torch's baseline, than in rounds 2+ (baseline left out), on both sides: their A and B columns mix
+    the two orders. ab.md names such rows; quiet rows, noisy rows, one side alone and direct-timed
+    rows are not named."""
+    def side(*values, **kw):
+        return _baseline_first_round(rows(list(values), **kw))
+
+    a = side(4.75, 4.22, 4.23, 4.22, shape="[[1073741824]]") + side(1.0, 1.002, 0.999, 1.0, shape="[[64]]")
+    b = side(4.76, 4.22, 4.22, 4.23, shape="[[1073741824]]") + side(1.001, 1.0, 1.001, 0.999, shape="[[64]]")
+    # noisy: round 1 beyond the threshold, but no further from the rest than they scatter
+    a += side(1.10, 1.0, 1.12, 0.95, shape="[[128]]")
+    b += side(1.10, 0.96, 1.0, 1.13, shape="[[128]]")
+    # one side only: a change in round 1 (the switch's, or that side's process'), not the order's
+    a += side(1.2, 1.0, 1.0, 1.0, shape="[[256]]")
+    b += side(1.0, 1.0, 1.0, 1.0, shape="[[256]]")
+    fb = ["BENCHMARK_DIRECT_NO_CUDAGRAPH"]
+    a += side(1.5, 1.0, 1.0, 1.0, shape="[[512]]", markers=fb)
+    b += side(1.5, 1.0, 1.0, 1.0, shape="[[512]]", markers=fb)
+    res = compare(a, b, "off", "on")
+    moved = res["summary"]["baseline_moved"]
+    assert [m["shape"] for m in moved] == ["[[1073741824]]"], moved
+    assert moved[0]["a_pct"] == pytest.approx(12.56, abs=0.01) and moved[0]["b_pct"] == pytest.approx(12.80, abs=0.01)
+    assert "timing torch's baseline first moved 1 row(s) alike on both sides" in res["markdown"]
+    assert "[[1073741824]] +12.6% / +12.8%" in res["markdown"], res["markdown"]
+    # Every round timed the baseline (a plain pair, or an A/B without baseline_off_args): nothing to tell.
+    plain = compare(rows([4.75, 4.22, 4.23, 4.22]), rows([4.76, 4.22, 4.22, 4.23]), "off", "on")
+    assert plain["summary"]["baseline_moved"] == [] and "baseline first moved" not in plain["markdown"]
+
+
 def test_the_rounds_cell_says_which_look_a_rows_numbers_rest_on():
     from zlbench.report.ab import _rounds_cell
 

@@ -94,7 +94,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     by_round = [{r: math.log(b / a) for r, a, b in list(zip(p.rounds, p.a, p.b))[:s.look or len(p.a)]}
                 for p, s in zip(pairing.rows, row_stats)]
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live,
-                       by_round + [None] * len(not_live), round_period, run_offset_sd)
+                       by_round + [None] * len(not_live), round_period, run_offset_sd, threshold)
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut, pairing.views))
@@ -202,7 +202,7 @@ def _median(values: Sequence[float]) -> Optional[float]:
 
 def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int,
              unpaired_live: bool = False, by_round: Optional[Sequence[Optional[Mapping[int, float]]]] = None,
-             round_period: int = 1, run_offset_sd: float = 0.0) -> Dict:
+             round_period: int = 1, run_offset_sd: float = 0.0, threshold: float = 0.02) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
     considered_rounds = [d for d, lv in zip(by_round or [None] * len(table), live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
@@ -225,9 +225,35 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
                                 round_period, run_offset_sd),
         "baseline_drift": {**stats.overall(drift, clusters=drift_tests), "median": _median(drift),
                            **dict(zip(("median_lo", "median_hi"), stats.median_interval(drift)))},
+        "baseline_moved": baseline_moved(pairing.rows, threshold),
         "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
+
+
+def baseline_moved(rows: Sequence, threshold: float) -> List[Dict]:
+    """Rows whose rounds that timed torch's baseline first (an A/B with corpus.baseline_off_args: round
+    1) read apart from the rounds that did not, on both sides alike. On an H100 FlagGems' 4-byte ops
+    of 2**30 elements (lshift, xor, chebyshev_u, zeros) read 11-14% slower right after the baseline
+    (RESULTS.md, forty-sixth session). Listed where, on each side, the median of the baseline rounds
+    lies beyond the threshold from the median of the others, in one direction on both sides, and
+    outside the others' range by more than that range (a noisy row's rounds scatter as far); rows
+    timed by the direct fallback are left out (their rounds move 10-50% between processes)."""
+    moved = []
+    for p in rows:
+        if p.fallback or not any(p.with_base) or sum(1 for w in p.with_base if not w) < 2:
+            continue
+        shifts = []
+        for values in (p.a, p.b):
+            first = statistics.median(v for v, w in zip(values, p.with_base) if w)
+            rest = [v for v, w in zip(values, p.with_base) if not w]
+            lo, hi, mid = min(rest), max(rest), statistics.median(rest)
+            gap = first - hi if first > hi else lo - first if first < lo else 0.0
+            shifts.append(first / mid - 1 if gap > hi - lo and abs(first / mid - 1) > threshold else None)
+        if None not in shifts and shifts[0] * shifts[1] > 0:
+            moved.append({"op": p.key[0], "dtype": short_dtype(p.key[1]), "shape": p.key[2], "node": p.key[3] or None,
+                          "a_pct": round(shifts[0] * 100, 2), "b_pct": round(shifts[1] * 100, 2)})
+    return sorted(moved, key=lambda m: -min(abs(m["a_pct"]), abs(m["b_pct"])))
 
 
 def overall_line(considered: Sequence[Mapping], clusters: Sequence, by_round: Optional[Sequence] = None,
@@ -391,6 +417,14 @@ def _caveats(summary: Mapping) -> List[str]:
         ci = f"; 95% CI of their median {_fmt_pct(lo)} .. {_fmt_pct(hi)}" if lo is not None else ""
         caveats.append(f"the torch baseline itself moved {_fmt_pct(d['median'])} between sides (the median over "
                        f"{d['rows']} row(s) timed by the run's timer{ci}): suspect machine drift")
+    moved = summary.get("baseline_moved") or []
+    if moved:
+        m = moved[0]
+        caveats.append(f"timing torch's baseline first moved {len(moved)} row(s) alike on both sides (the rounds "
+                       f"that timed it against the others; widest: {m['op']} {m['dtype']} {m['shape']} "
+                       f"{m['a_pct']:+.1f}% / {m['b_pct']:+.1f}%): their A and B ms, geometric means over rounds, mix "
+                       "the two orders, while each round's B/A pairs one order and is unaffected; a plain run's "
+                       "rows, as FlagGems' runner's, time the baseline first (summary.baseline_moved in ab.json lists them)")
     return caveats + list(summary.get("extra_caveats") or [])
 
 
