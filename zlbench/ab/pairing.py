@@ -147,6 +147,7 @@ class PairedRow:
     a_base: List[float] = field(default_factory=list)  # the torch baseline: a free control
     b_base: List[float] = field(default_factory=list)
     with_base: List[bool] = field(default_factory=list)  # per round of a and b: both sides timed the baseline
+    base_one_side: int = 0  # rounds where one side timed the baseline and the other did not
     fallback: bool = False
     node: Optional[str] = None
     dropped: List[str] = field(default_factory=list)  # the rounds left out, and why
@@ -232,6 +233,7 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))
         p.with_base.append(_usable(x, "latency_base") and _usable(y, "latency_base"))
+        p.base_one_side += _usable(x, "latency_base") != _usable(y, "latency_base")
         if p.with_base[-1]:
             p.a_base.append(float(x["latency_base"]))
             p.b_base.append(float(y["latency_base"]))

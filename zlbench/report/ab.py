@@ -94,7 +94,8 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
     by_round = [{r: math.log(b / a) for r, a, b in list(zip(p.rounds, p.a, p.b))[:s.look or len(p.a)]}
                 for p, s in zip(pairing.rows, row_stats)]
     summary = _summary(pairing, table, live + [False] * len(not_live), aa, len(unpaired), unpaired_live,
-                       by_round + [None] * len(not_live), round_period, run_offset_sd, threshold)
+                       by_round + [None] * len(not_live), round_period, run_offset_sd, threshold,
+                       [s.look for s in row_stats])
     summary.update(label_a=label_a, label_b=label_b, threshold=threshold, extra_caveats=list(caveats),
                    rounds_planned=_planned(rounds, fixed_rounds),
                    stops=dict(Counter(t["stop"] for t in table if t["stop"])), cut=_cut(table, unpaired, cut, pairing.views))
@@ -202,7 +203,8 @@ def _median(values: Sequence[float]) -> Optional[float]:
 
 def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: bool, unpaired: int,
              unpaired_live: bool = False, by_round: Optional[Sequence[Optional[Mapping[int, float]]]] = None,
-             round_period: int = 1, run_offset_sd: float = 0.0, threshold: float = 0.02) -> Dict:
+             round_period: int = 1, run_offset_sd: float = 0.0, threshold: float = 0.02,
+             looks: Optional[Sequence[Optional[int]]] = None) -> Dict:
     considered = [t for t, lv in zip(table, live) if lv is not False]
     considered_rounds = [d for d, lv in zip(by_round or [None] * len(table), live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
@@ -225,28 +227,34 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
                                 round_period, run_offset_sd),
         "baseline_drift": {**stats.overall(drift, clusters=drift_tests), "median": _median(drift),
                            **dict(zip(("median_lo", "median_hi"), stats.median_interval(drift)))},
-        "baseline_moved": baseline_moved(pairing.rows, threshold),
+        "baseline_moved": baseline_moved(pairing.rows, threshold, looks),
+        "baseline_one_side_rows": sum(1 for p in pairing.rows if p.base_one_side),
         "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
 
 
-def baseline_moved(rows: Sequence, threshold: float) -> List[Dict]:
+def baseline_moved(rows: Sequence, threshold: float, looks: Optional[Sequence[Optional[int]]] = None) -> List[Dict]:
     """Rows whose rounds that timed torch's baseline first (an A/B with corpus.baseline_off_args: round
-    1) read apart from the rounds that did not, on both sides alike. On an H100 FlagGems' 4-byte ops
-    of 2**30 elements (lshift, xor, chebyshev_u, zeros) read 11-14% slower right after the baseline
-    (RESULTS.md, forty-sixth session). Listed where, on each side, the median of the baseline rounds
-    lies beyond the threshold from the median of the others, in one direction on both sides, and
-    outside the others' range by more than that range (a noisy row's rounds scatter as far); rows
-    timed by the direct fallback are left out (their rounds move 10-50% between processes)."""
+    1) read apart from the rounds that did not, on both sides alike, over the rounds a row's A and B
+    columns rest on (looks: each row's look, as compare() has them; None: all its rounds). On an H100
+    FlagGems' 4-byte ops of 2**30 elements (lshift, xor, chebyshev_u, zeros) read 11-14% slower right
+    after the baseline (RESULTS.md, forty-sixth session). Listed where, on each side, the median of
+    the baseline rounds lies beyond the threshold from the median of the others, in one direction on
+    both sides, and outside the others' range by more than that range, with at least 3 rounds without
+    the baseline (the range of 2 is too narrow: 2-9% of rows of pure noise read apart so, 0.1-2.5% with
+    3); rows timed by the direct fallback are left out (their rounds move 10-50% between processes)."""
     moved = []
-    for p in rows:
-        if p.fallback or not any(p.with_base) or sum(1 for w in p.with_base if not w) < 2:
+    for i, p in enumerate(rows):
+        n = min(len(p.a), len(p.b), len(p.with_base))
+        n = min(n, (looks[i] if looks is not None and i < len(looks) else None) or n)
+        with_base = p.with_base[:n]
+        if p.fallback or not any(with_base) or sum(1 for w in with_base if not w) < 3:
             continue
         shifts = []
-        for values in (p.a, p.b):
-            first = statistics.median(v for v, w in zip(values, p.with_base) if w)
-            rest = [v for v, w in zip(values, p.with_base) if not w]
+        for values in (p.a[:n], p.b[:n]):
+            first = statistics.median(v for v, w in zip(values, with_base) if w)
+            rest = [v for v, w in zip(values, with_base) if not w]
             lo, hi, mid = min(rest), max(rest), statistics.median(rest)
             gap = first - hi if first > hi else lo - first if first < lo else 0.0
             shifts.append(first / mid - 1 if gap > hi - lo and abs(first / mid - 1) > threshold else None)
@@ -420,11 +428,18 @@ def _caveats(summary: Mapping) -> List[str]:
     moved = summary.get("baseline_moved") or []
     if moved:
         m = moved[0]
-        caveats.append(f"timing torch's baseline first moved {len(moved)} row(s) alike on both sides (the rounds "
-                       f"that timed it against the others; widest: {m['op']} {m['dtype']} {m['shape']} "
-                       f"{m['a_pct']:+.1f}% / {m['b_pct']:+.1f}%): their A and B ms, geometric means over rounds, mix "
-                       "the two orders, while each round's B/A pairs one order and is unaffected; a plain run's "
-                       "rows, as FlagGems' runner's, time the baseline first (summary.baseline_moved in ab.json lists them)")
+        caveats.append(f"{len(moved)} row(s) read apart, alike on both sides, in the round(s) that timed torch's "
+                       f"baseline first (round 1 under corpus.baseline_off_args, also the round that filled each "
+                       f"side's caches) against the later rounds (widest: {m['op']} {m['dtype']} {m['shape']}, A "
+                       f"{m['a_pct']:+.1f}% and B {m['b_pct']:+.1f}%): their A and B columns average both orders, "
+                       "while their change, B/A paired within each round, is unaffected (all of them: "
+                       "summary.baseline_moved in ab.json)")
+    if summary.get("baseline_one_side_rows"):
+        caveats.append(f"{summary['baseline_one_side_rows']} row(s) timed torch's baseline on one side only in some "
+                       "rounds (runs that differ in corpus.baseline_off_args, or a baseline that failed on a side): in "
+                       "those rounds B/A compares an op "
+                       "timed right after the baseline with one timed without it, which alone moved rows by up to "
+                       "14% on an H100; pair runs that time the baseline alike")
     return caveats + list(summary.get("extra_caveats") or [])
 
 
