@@ -136,20 +136,45 @@ def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
             ("steady", "luck_one", "luck_first", "luck_deaf", "luck_rev"), "ok")
 
 
+def _drawn_as_planned(run_dir, steady=0.02, drawn=0.05) -> list:
+    """What the machine broke of a timing-corpus run's premise (empty: nothing): in its planned
+    processes every 0.2 ms row and baseline (steady's, bimodal's, luck_tiny's [[64]] baseline) within
+    `steady` of 0.2 ms, and luck_tiny's [[8]] within `drawn` of the 10 or 15 us its process drew
+    (odd passes the slow pick). On a machine this busy the rows' pool is no steady yardstick."""
+    broken = []
+    for r in _process_rows(run_dir):
+        if r["round"] >= 3:
+            continue
+        slow = 1.5 if r["round"] % 2 else 1.0
+        expect = {("luck_tiny", "[[8]]"): 0.01 * slow, ("luck_tiny", "[[64]]"): 0.2 * slow}.get((r["op"], r["shape"]), 0.2)
+        tol = drawn if expect < 0.1 else steady
+        for what, value, want in (("latency", r["latency"], expect), ("latency_base", r["latency_base"], 0.2)):
+            if abs(math.log(value / want)) > tol:
+                broken.append((r["op"], r["shape"], r["round"], what, round(value * 1000, 2)))
+    return broken
+
+
 @pytest.mark.slow
-def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_more_passes(run_zlbench):
+def test_a_chosen_nodes_smaller_rows_whose_processes_disagree_ride_along_in_its_more_passes(run_zlbench, tmp_path):
     """luck_tiny's [[64]] (0.2 or 0.3 ms by process) has its node chosen; its [[8]] (10 or 15 us), under
     20 us, could not choose it, but reads apart by process too: the more passes time it as well (a
     median of 5, not 3). steady's and bimodal's nodes are not chosen (with them the pool of rows of
     0.1-1 ms is steady enough to read luck_tiny apart)."""
-    res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck_tiny]", "store.url=none",
-                      "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
-                      "timer.max_processes=5", env=QUIET)
-    assert res.returncode == 0, res.stderr[-3000:]
+    for attempt in range(3):  # a run the machine disturbed (its premise broken) is made again
+        res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck_tiny]", "store.url=none",
+                          "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+                          "timer.max_processes=5", env=QUIET, run_dir=tmp_path / f"run{attempt}")
+        assert res.returncode == 0, res.stderr[-3000:]
+        broken = _drawn_as_planned(res.run_dir)
+        if not broken:
+            break
+    assert not broken, f"the machine disturbed every run's planned processes: {broken}"
     log = res.stdout + res.stderr
+    readings = [(r["op"], r["shape"], r["round"], round(r["latency"] * 1000, 2)) for r in _process_rows(res.run_dir)]
     assert ("1 node(s) whose processes disagree get 2 more process(es) each (rows >= 20 us wider than "
             "timer.target_width=0.5; widest: luck_tiny [[64]]") in log, log[-3000:]
-    assert "and 1 other row(s) of theirs that read apart by process; they time their tests up to those rows only" in log
+    assert "and 1 other row(s) of theirs that read apart by process; they time their tests up to those rows only" \
+        in log, ([x for x in log.splitlines() if "more process" in x], readings)
     assert "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in (
         res.run_dir / "summary.md").read_text()
     rows = {(r["op"], r["shape"]): r for r in _rows(res.run_dir)}
