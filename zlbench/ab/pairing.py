@@ -232,9 +232,10 @@ def _pair_rounds(key: Key, ra: Dict[int, dict], rb: Dict[int, dict], field_name:
         p.rounds.append(rnd)
         p.a.append(float(x[field_name]))
         p.b.append(float(y[field_name]))
-        p.with_base.append(_usable(x, "latency_base") and _usable(y, "latency_base"))
-        p.base_one_side += _usable(x, "latency_base") != _usable(y, "latency_base")
-        if p.with_base[-1]:
+        x_base, y_base = _usable(x, "latency_base"), _usable(y, "latency_base")
+        p.with_base.append(x_base and y_base)
+        p.base_one_side += x_base != y_base
+        if x_base and y_base:
             p.a_base.append(float(x["latency_base"]))
             p.b_base.append(float(y["latency_base"]))
         p.fallback |= MARKER_FALLBACK in (x.get("markers") or []) + (y.get("markers") or [])

@@ -246,8 +246,7 @@ def baseline_moved(rows: Sequence, threshold: float, looks: Optional[Sequence[Op
     3); rows timed by the direct fallback are left out (their rounds move 10-50% between processes)."""
     moved = []
     for i, p in enumerate(rows):
-        n = min(len(p.a), len(p.b), len(p.with_base))
-        n = min(n, (looks[i] if looks is not None and i < len(looks) else None) or n)
+        n = (looks[i] if looks else None) or len(p.a)  # _pair_rounds keeps a, b and with_base aligned
         with_base = p.with_base[:n]
         if p.fallback or not any(with_base) or sum(1 for w in with_base if not w) < 3:
             continue
@@ -436,10 +435,9 @@ def _caveats(summary: Mapping) -> List[str]:
                        "summary.baseline_moved in ab.json)")
     if summary.get("baseline_one_side_rows"):
         caveats.append(f"{summary['baseline_one_side_rows']} row(s) timed torch's baseline on one side only in some "
-                       "rounds (runs that differ in corpus.baseline_off_args, or a baseline that failed on a side): in "
-                       "those rounds B/A compares an op "
-                       "timed right after the baseline with one timed without it, which alone moved rows by up to "
-                       "14% on an H100; pair runs that time the baseline alike")
+                       "rounds (runs that differ in corpus.baseline_off_args, or a baseline that failed on a side): "
+                       "in those rounds B/A compares an op timed right after the baseline with one timed without it, "
+                       "which alone moved rows by up to 14% on an H100; pair runs that time the baseline alike")
     return caveats + list(summary.get("extra_caveats") or [])
 
 
