@@ -273,6 +273,33 @@ def test_a_result_log_with_a_word_where_a_number_goes_names_its_line(tmp_path):
         assert f"{log}:2: malformed result record (latency is 'n/a', not a number)" in res.stderr
 
 
+@pytest.mark.parametrize("text, message", [
+    ("NaN", "latency is nan, not a finite number"), ("Infinity", "latency is inf, not a finite number"),
+    ("-Infinity", "latency is -inf, not a finite number"), ("0", "latency is 0, not a time (above 0 ms)"),
+    ("-1", "latency is -1, not a time (above 0 ms)")])
+def test_a_result_log_with_a_time_that_is_no_reading_names_its_line(tmp_path, text, message):
+    """JSON's NaN and Infinity parse as floats, and a 0 or negative latency is no measurement: a
+    summary printed them (nan, inf, -1 ms) or dropped the row, and exited 0."""
+    log = tmp_path / "result.log"
+    log.write_text('[INFO] {"op_name": "exp", "dtype": "torch.float16", "result": [{"shape_detail": [[4]], '
+                   f'"latency": {text}, "latency_base": 0.1, "speedup": 1.0}}, {{"shape_detail": [[8]], '
+                   '"latency": 0.2, "latency_base": 0.1, "speedup": 0.5}]}\n')
+    res = zlbench("summary", str(log), cwd=tmp_path, defaults=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"{log}:1: malformed result record ({message})" in res.stderr, res.stderr
+
+
+def test_a_record_line_without_the_space_after_its_level_is_read(tmp_path):
+    """`[INFO]{...}` (a hand-edited line) was passed over as no record: its rows were missing and the
+    summary exited 0 without a word."""
+    from zlbench.results.flaggems_log import rows_from_log
+
+    log = tmp_path / "result.log"
+    log.write_text('[INFO]{"op_name": "exp", "dtype": "torch.float16", "result": [{"shape_detail": [[4]], '
+                   '"latency": 0.2, "latency_base": 0.1, "speedup": 0.5}]}\n')
+    assert [(r["op"], r["latency"]) for r in rows_from_log(log)] == [("exp", 0.2)]
+
+
 @pytest.mark.parametrize("ci", [[0.1], "x", [None, None], True, {"lo": 1}, [0.2, 0.1], [0.1, float("inf")], [-1, 2],
                                 [0, 0]])
 def test_a_run_log_with_a_malformed_interval_names_its_line(tmp_path, ci):

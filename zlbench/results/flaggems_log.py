@@ -7,6 +7,7 @@ older run.log) still has its fallbacks read from those lines, so a fallback is n
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +18,8 @@ from zlbench.results import columns as C
 from zlbench.results.records import Row
 from zlbench.results.schema import base_shape, interval, shape_key
 
+# A record line: FlagGems' logger writes "[INFO] {...}"; a hand-edited one may lack the space.
+RECORD_LINE = re.compile(r"^\[INFO\]\s*\{")
 # The shape is JSON with spaces ("[[64, 64]]"): it runs up to " reason=" or the end of the line.
 WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(?P<op>\S+) dtype=(?P<dtype>\S+) "
                             r"shape=(?P<shape>.*?)(?: reason=(?P<reason>.*))?$")
@@ -24,6 +27,8 @@ WARNING_MARKER = re.compile(r"^\[WARNING\] (?P<marker>BENCHMARK_[A-Z0-9_]+) op=(
 MarkerKey = Tuple[str, str, str]  # (op, dtype, shape key)
 # A result entry's numbers (latency, speedup, ...): a string there ("n/a") would reach the tables.
 NUMBERS = tuple(c.name for c in C.ROW_COLUMNS if c.source == C.RESULT and c.type in (C.FLOAT, C.INT))
+# ... of which these are times: a measured time is above 0 (a 0 or negative one is no measurement).
+TIMES = ("latency", "latency_base")
 # ... and its intervals (a zlbench run.log's latency_ci): [lo, hi], two numbers, lo <= hi.
 INTERVALS = tuple(c.name for c in C.ROW_COLUMNS if c.source == C.RESULT and c.type == C.INTERVAL)
 
@@ -35,7 +40,7 @@ def _is_number(value) -> bool:
 def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) -> Optional[dict]:
     """One `[INFO] {...}` line as a record, None for a line that is not one (or skipped)."""
     try:
-        rec = json.loads(text[len("[INFO] "):])
+        rec = json.loads(text[text.index("{"):])
         result = rec.get("result") if isinstance(rec, dict) else None
         if isinstance(rec, dict) and "op_name" in rec:  # a record, whole or not
             if not isinstance(rec["op_name"], str):
@@ -49,6 +54,11 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
                 value = entry.get(name)
                 if value is not None and not _is_number(value):
                     raise ValueError(f"{name} is {value!r}, not a number")
+                # JSON's NaN and Infinity parse as floats: no reading, and they would reach every mean
+                if value is not None and not math.isfinite(value):
+                    raise ValueError(f"{name} is {value!r}, not a finite number")
+                if value is not None and name in TIMES and value <= 0:
+                    raise ValueError(f"{name} is {value!r}, not a time (above 0 ms)")
             for name in INTERVALS:
                 value = entry.get(name)
                 if value is not None and interval(value) is None:
@@ -86,7 +96,7 @@ def scan(path: Path, skipped: Optional[List[int]] = None,
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
-            if text.startswith("[INFO] {"):
+            if RECORD_LINE.match(text):
                 rec = _record(text, path, lineno, skipped)
                 if rec is not None:
                     yield rec
