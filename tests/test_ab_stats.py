@@ -475,6 +475,12 @@ def test_the_overall_line_leaves_out_rows_too_noisy_to_judge_and_says_how_many()
     o = res["summary"]["overall"]
     assert o["rows"] == 4 and o["unstable_left_out"] == 1 and abs(o["geomean"] - 1) < 0.002, o
     assert "over 4 row(s) (geometric mean; negative = B faster; 1 unstable row(s) left out" in res["markdown"]
+    # Its interval lies wholly beyond the threshold; its q does not clear 0.05: the line explaining
+    # "unstable" said only the first reason, which this row contradicts.
+    pick = next(t for t in res["rows"] if t["op"] == "pick")
+    assert pick["hi"] < 0.98 and pick["q"] >= 0.05, pick
+    assert ("its interval does not lie wholly beyond the threshold or its q is not below 0.05, so nothing is "
+            "judged") in res["markdown"]
 
 
 def test_an_offset_shared_by_every_row_widens_the_overall_interval_in_quadrature():

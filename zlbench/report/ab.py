@@ -349,9 +349,9 @@ def headline(summary: Mapping) -> List[str]:
         lines.append(f"Overall B/A latency: **{_fmt_pct(o['geomean'])}**{ci} over {o['rows']} row(s) "
                      f"(geometric mean; negative = B faster{left_out}).")
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(summary["verdicts"].items())) or "none"
-    unstable = (f" Unstable: the rounds' B/A moved by more than {stats.UNSTABLE_SD:g} (sd of its log) and the "
-                "interval does not lie wholly beyond the threshold, so nothing is judged: more rounds, or a "
-                "quieter machine." if summary["verdicts"].get("unstable") else "")
+    unstable = (f" Unstable: the rounds' B/A moved by more than {stats.UNSTABLE_SD:g} (sd of its log), and "
+                f"its interval does not lie wholly beyond the threshold or its q is not below {stats.ALPHA:g}, so "
+                "nothing is judged: more rounds, or a quieter machine." if summary["verdicts"].get("unstable") else "")
     lines.append(f"Verdicts: {counts}.{unstable}")
     planned = summary.get("rounds_planned")
     if planned and summary.get("stops"):
