@@ -279,6 +279,16 @@ def test_a_near_miss_is_fixed_to_the_setting_and_choice_it_resembles():
     assert type_problem("ab.schedule", ["xyz"]).endswith("Fix: ab.schedule=node.")  # nothing close: the default
 
 
+def test_a_near_miss_above_a_mapping_keeps_the_entry_it_names():
+    """corpus.envv.X=1 was fixed to corpus.env=1, which is itself refused (corpus.env takes a mapping):
+    the fix keeps the entry, corpus.env.X=1; a near miss of a value setting does not grow one."""
+    from zlbench.config.keys import key_problem
+
+    assert key_problem("corpus.envv.X", "1").endswith("Fix: corpus.env.X=1.")
+    assert key_problem("ab.fixd.TRITON_X", "1").endswith("Fix: ab.fixed.TRITON_X=1.")
+    assert key_problem("launcher.node_timeout.x", "1").endswith("Fix: launcher.node_timeout_s=1.")
+
+
 @pytest.mark.parametrize("overrides,noted", [
     (["ab=musa_rlc", "backend=cpu"], True),  # a FlagTree switch on a backend that runs no Triton kernel
     (["ab=triton_fp_fusion", "backend=cpu"], True),

@@ -89,14 +89,16 @@ def key_problem(key: str, value: Optional[str] = None, launchers: Sequence[str] 
             return (f"{key} is not a zlbench setting: {where} is a value, it has no settings of its own. "
                     f"Fix: {where}=VALUE.")
         if part not in node:
-            return _unknown(key, parts[:i], part, list(node), "..." if value is None else value, launchers)
+            return _unknown(key, parts[:i], part, node, "..." if value is None else value, launchers, parts[i + 1:])
         node = node[part]
     return None
 
 
-def _unknown(key: str, parent: Sequence[str], part: str, valid: List[str], value: str,
-             launchers: Sequence[str]) -> str:
-    where = ".".join(parent)
+def _unknown(key: str, parent: Sequence[str], part: str, siblings: Mapping[str, Any], value: str,
+             launchers: Sequence[str], rest: Sequence[str] = ()) -> str:
+    """The line for an unknown `part` under `parent`; `rest`: the key's parts below it (corpus.envv.X:
+    X), kept in a fix that names a mapping (corpus.env.X=1, not corpus.env=1)."""
+    where, valid = ".".join(parent), list(siblings)
     if where == "launcher":
         owners = [n for n, schema in LAUNCHER_SCHEMAS.items() if part in _children(schema)]
         if owners:
@@ -107,7 +109,9 @@ def _unknown(key: str, parent: Sequence[str], part: str, valid: List[str], value
     ratios = [difflib.SequenceMatcher(None, part, c).ratio() for c in names]
     if len(names) > 1 and ratios[0] - ratios[1] >= 0.2:
         names = names[:1]  # one much the closer (ab.valu: values, not var)
-    close = [f"{where + '.' if where else ''}{c}" for c in names]
+    below = "".join(f".{p}" for p in rest)
+    close = [f"{where + '.' if where else ''}{c}{below if siblings[c] == FREE or isinstance(siblings[c], dict) else ''}"
+             for c in names]
     if len(close) > 1 and value != "...":  # of two as close, the one that takes a value of this shape
         shaped = [c for c in close if takes_list(c, launchers) in (None, value.lstrip().startswith("["))]
         close = shaped or close
