@@ -114,6 +114,21 @@ def test_a_bad_old_env_var_is_named_on_the_command_line(run_zlbench, env, messag
     assert res.returncode == 2 and message in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize("env,said", [
+    ({"OP": "nosuch"}, "(ops=[nosuch] came from the environment variable OP='nosuch': fix it there, or unset OP "
+                       "and pass ops=.)"),
+    ({"OP_FILE": "test_nope.py"}, "(op_file='test_nope.py' came from the environment variable "
+                                  "OP_FILE='test_nope.py': fix it there, or unset OP_FILE and pass op_file=.)"),
+])
+def test_a_selection_an_old_env_var_made_that_matches_nothing_names_the_variable(run_zlbench, env, said):
+    """OP=nosuch was refused as "op 'nosuch' matches no test ... Fix: ops=[<op mark>]": a user who never
+    typed ops= had nothing to go on."""
+    res = run_zlbench("dry_run=true", env=env)
+    assert res.returncode == 2 and said in res.stderr, res.stderr
+    res = run_zlbench("ops=[nosuch]", "dry_run=true")
+    assert res.returncode == 2 and "environment variable" not in res.stderr, res.stderr
+
+
 def test_a_visibility_env_set_before_zlbench_restricts_its_device_pool(run_zlbench):
     smi = {"ZLBENCH_SMI_OUTPUT": str(DATA / "smi" / "nvidia-smi.txt")}
     res = run_zlbench("backend=cuda", "dry_run=true", env={**smi, "CUDA_VISIBLE_DEVICES": "1,3"})

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from zlbench import __version__
 from zlbench.config import output_dir
-from zlbench.config.command_line import normalize_argv
+from zlbench.config.command_line import env_origin, normalize_argv
 from zlbench.config.schema import conf_dir, register_schemas
 from zlbench.config.validate import config_notes
 from zlbench.errors import UsageError
@@ -80,7 +80,7 @@ def _app(cfg: DictConfig) -> None:
         code = int(execute(cfg, run_dir, {**_provenance, "job_overrides": job, "store_url": str(store_url)}))
     except UsageError as e:
         remove_empty_run_dir(run_dir)
-        _error(str(e))
+        _error(str(e) + env_origin(str(e), _provenance))
         code = int(Exit.USAGE)
     except Exception:  # a bug in zlbench: one line here, the traceback in zlbench.log
         log.debug("internal error", exc_info=True)  # zlbench.log only (its handler takes DEBUG)

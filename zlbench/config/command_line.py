@@ -335,6 +335,29 @@ def _env_overrides(environ: Mapping[str, str],
     return used, made, ignored
 
 
+# How an error about a selection names it (planning/corpus.py), and so which selection it is about.
+_SAID_AS = {"ops": "op '", "op_file": "op_file '", "test_node": "test_node"}
+
+
+def env_origin(message: str, provenance: Mapping[str, Any]) -> str:
+    """Where an error is about a setting an environment variable made (OP=nosuch: "op 'nosuch'
+    matches no test ... Fix: ops=[...]", which the user never typed), the words that say so."""
+    for name, value in (provenance.get("env") or {}).items():
+        if name not in ENV_MIGRATION:
+            continue
+        build = ENV_MIGRATION[name][1]
+        try:
+            made = build(name, value)
+        except UsageError:
+            continue
+        if made in (provenance.get("env_overrides") or []):
+            key = override_key(made)
+            if _SAID_AS.get(key, f"{key}=") in message:
+                return (f" ({made} came from the environment variable {name}={value!r}: fix it there, or unset "
+                        f"{name} and pass {key}=.)")
+    return ""
+
+
 def _free_entries_added(overrides: Sequence[str]) -> List[str]:
     """`corpus.env.FOO=1` (the README's spelling) as `++corpus.env.FOO=1`: an entry of a free dict
     (corpus.env, ab.fixed, ...) is added where no config set it and replaced where one did, where
