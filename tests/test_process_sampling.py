@@ -426,6 +426,9 @@ def test_tests_of_one_op_timing_one_shape_stay_apart_in_a_plain_run_and_an_aa(ru
     assert paired == {k: (lat, lat) for k, (lat, _) in mine.items()}
     md = (res.run_dir / "ab.md").read_text()
     assert "shared (test_perf_shared_trace)" in md and "shared (test_perf_shared_transpose)" in md
+    # A compiler switch on the CPU: the start-up note went to stderr only; ab.md says it too
+    assert ("ab=triton_fp_fusion switches TRITON_DEFAULT_FP_FUSION, a Triton/FlagTree compiler setting, and this "
+            "run was on the CPU, which runs no Triton kernel") in " ".join(md.split()), md
 
 
 def test_a_one_process_run_log_names_its_tests_and_reads_back_by_them(run_zlbench, faulty_corpus):

@@ -208,6 +208,11 @@ def ab_rounds_problem(resolved: Mapping[str, Any]) -> Optional[str]:
 TRITON_COMPILER_VARS = ("TRITON_DEFAULT_FP_FUSION",)
 
 
+def is_compiler_switch(var: str) -> bool:
+    """A Triton/FlagTree compiler setting: it changes nothing where no Triton kernel runs (the CPU)."""
+    return var.startswith("FLAGTREE_") or var in TRITON_COMPILER_VARS
+
+
 def _runs_on_cpu(resolved: Mapping[str, Any]) -> bool:
     name = (resolved.get("backend") or {}).get("name")
     if name == "auto":
@@ -240,8 +245,7 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
                      f"{planned} processes, and none gets more. Fix: timer.max_processes={planned} (none more) or "
                      "above it, or timer.processes to the count you want.")
     var = str(ab.get("var") or "")
-    compiler_var = var.startswith("FLAGTREE_") or var in TRITON_COMPILER_VARS
-    if ab.get("name", "none") != "none" and compiler_var and _runs_on_cpu(resolved):
+    if ab.get("name", "none") != "none" and is_compiler_switch(var) and _runs_on_cpu(resolved):
         cpu = "backend=cpu" if (resolved.get("backend") or {}).get("name") == "cpu" else \
             "backend=auto found no accelerator here, so the run is on the CPU, which"
         notes.append(f"ab={ab.get('name')} switches {var}, a Triton/FlagTree compiler setting, but {cpu} runs "

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zlbench.config.validate import is_compiler_switch
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
 from zlbench.results.rundir import (add_process_facts, devices_swapped, load_plan, pairs_apart, read_identity,
@@ -84,6 +85,12 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
         first = "round 1" if period == 1 else f"the first {period} rounds (one process a side)"
         out.append(f"the torch baseline was timed in {first} only (corpus.baseline_off_args): an A/B compares "
                    f"the alternative, and the baseline drift check reads {first}")
+    var = str(ab.get("var") or "")
+    if ab.get("name", "none") != "none" and is_compiler_switch(var) and \
+            (identity["config"].get("backend") or {}).get("name") == "cpu":
+        out.append(f"ab={ab.get('name')} switches {var}, a Triton/FlagTree compiler setting, and this run was on the "
+                   "CPU, which runs no Triton kernel: both sides ran the same code, so any difference here is noise, "
+                   "and no verdict speaks for the device the switch is for (run it there: backend=cuda, musa, ...)")
     if not identity["config"].get("isolate_caches", True):
         out.append("isolate_caches=false: both sides shared Triton and FlagGems caches, so liveness "
                    "and compile-time effects are not separated")
