@@ -67,6 +67,9 @@ def test_progress_and_resume_settings_are_not_caliber(tmp_path):
     a = identity_of(cfg(progress="plain", resume=None), tmp_path)["identity_hash"]
     b = identity_of(cfg(progress="none", resume="/somewhere"), tmp_path)["identity_hash"]
     assert a == b
+    # what the corpus' --dtypes takes checks input: a run made before the setting resumes and goes on
+    taken = identity_of(cfg(corpus={"dtypes_taken": ["float16", "int32"]}), tmp_path)
+    assert taken["identity_hash"] == a and "dtypes_taken" not in taken["config"]["corpus"]
 
 
 def test_switches_read_inside_compiled_libraries_and_named_ones_enter_the_hash(tmp_path):

@@ -157,6 +157,10 @@ def test_the_dtype_list_holds_torch_dtype_names_as_a_corpus_takes_them():
 @pytest.mark.parametrize("override,needles", [
     ("dtypes=[float17]", ["dtypes=[float17]: float17 is not a torch dtype name", "Fix: dtypes=[float16]"]),
     ("dtypes=[float32,half]", ["half is torch's other name for float16", "Fix: dtypes=[float16]"]),
+    # a torch dtype the corpus' --dtypes does not take: every process died at start (exit 1, "crashed")
+    ("dtypes=[float32,int64]", ["dtypes=[float32,int64]: the corpus' --dtypes does not take int64 (it takes "
+                                "float16, float32, bfloat16, int16, int32, bool, complex64: corpus.dtypes_taken)",
+                                "Fix: dtypes=[int16], or dtypes=[] for the corpus' own choice"]),
     ("devices=[]", ["devices=[] selects no device", "Fix: devices=all"]),
     ("gpus=[]", ["gpus=[] selects no device"]),
 ])
@@ -178,6 +182,19 @@ def test_an_interleaved_ab_of_one_round_is_refused_before_it_runs(schedule):
 
 def test_valid_dtypes_pass():
     validate_config(resolved("dtypes=[float16,float32,bfloat16,int16,int32,bool,complex64]"))
+    validate_config(resolved("dtypes=[int64]", "corpus.dtypes_taken=null"))  # not checked: a fork that takes it
+
+
+@pytest.mark.parametrize("corpus", ["demo", "flaggems"])
+def test_the_dtypes_a_corpus_is_said_to_take_are_its_dtypes_choices(corpus):
+    """corpus.dtypes_taken is the demo corpus' --dtypes choices (FlagGems' conftest, whose list it copies)."""
+    import torch
+
+    from zlbench.demo_corpus.benchmark import consts
+
+    choices = [str(d).split(".")[-1]
+               for d in consts.FLOAT_DTYPES + consts.INT_DTYPES + consts.BOOL_DTYPES + [torch.cfloat]]
+    assert resolved(f"corpus={corpus}", "corpus.root=/x")["corpus"]["dtypes_taken"] == choices
 
 
 @pytest.mark.parametrize("overrides,noted", [

@@ -194,6 +194,10 @@ class CorpusConf:
     # processes (past timer.processes) do not: they time what the planned ones did, as a process that
     # skipped the baseline read some rows apart. []: every round and process.
     baseline_off_args: List[str] = field(default_factory=list)
+    # The names the corpus' --dtypes takes (its pytest choices): dtypes= outside them is refused
+    # before any process starts, each of which would die on it. null: not checked. Not part of the
+    # run identity (it checks input; it measures nothing).
+    dtypes_taken: Optional[List[str]] = None
 
 
 @dataclass

@@ -6,13 +6,14 @@ default, its range and the fix a refusal suggests are written once, there."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import operator
 import typing
 from dataclasses import dataclass
 from enum import Enum
 from numbers import Real
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from zlbench.config.keys import unknown_keys
 from zlbench.config.schema import LAUNCHER_SCHEMAS, TARGET_WIDTH_MIN, ZlbenchConfig
@@ -156,8 +157,19 @@ def problem(rule: Rule, value: Any) -> Optional[str]:
     return f"{rule.key}={_show(value)} is not valid: it must be {rule.valid}. Fix: {rule.fix}."
 
 
-def dtype_problem(dtypes: Any) -> Optional[str]:
+def dtype_problem(dtypes: Any, taken: Optional[Sequence[str]] = None) -> Optional[str]:
+    """A dtypes= name torch does not have, or (`taken`: corpus.dtypes_taken) the corpus' --dtypes does
+    not take: every benchmark process would die on it at start."""
     bad = [str(d) for d in dtypes or [] if str(d) not in TORCH_DTYPES]
+    if not bad and taken:
+        untaken = [str(d) for d in dtypes or [] if str(d) not in taken]
+        if untaken:
+            near = difflib.get_close_matches(untaken[0], list(taken), n=1, cutoff=0.0)
+            return (f"dtypes=[{','.join(map(str, dtypes))}]: the corpus' --dtypes does not take "
+                    f"{', '.join(untaken)} (it takes {', '.join(taken)}: corpus.dtypes_taken), so every benchmark "
+                    f"process would stop at start. Fix: dtypes=[{near[0] if near else taken[0]}], or dtypes=[] for "
+                    f"the corpus' own choice (where its --dtypes does take {untaken[0]}, add it to "
+                    "corpus.dtypes_taken).")
     if not bad:
         return None
     what = f"{bad[0]} is not a torch dtype name" if len(bad) == 1 else f"{', '.join(bad)} are not torch dtype names"
@@ -266,7 +278,9 @@ def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
     problems += [p for rule in RULES if (p := problem(rule, _lookup(resolved, rule.key)))]
-    problems += [p for p in (dtype_problem(resolved.get("dtypes")), devices_problem(resolved), ab_rounds_problem(resolved),
+    taken = (resolved.get("corpus") or {}).get("dtypes_taken")
+    problems += [p for p in (dtype_problem(resolved.get("dtypes"), taken), devices_problem(resolved),
+                             ab_rounds_problem(resolved),
                              ab_fixed_problem(resolved)) if p]
     if problems:
         raise UsageError("\n".join(problems))

@@ -58,6 +58,9 @@ def build_identity(cfg: Dict[str, Any], plan: Plan, backend: DeviceBackend,
     # A run's time limits say how long it may go, not what it measures: a run cut by one is resumed
     # with another.
     caliber_cfg["launcher"] = {k: v for k, v in caliber_cfg["launcher"].items() if k not in LIMITS}
+    # What the corpus' --dtypes takes checks input, it measures nothing (and runs made before it
+    # existed hash as they did).
+    caliber_cfg["corpus"] = {k: v for k, v in caliber_cfg["corpus"].items() if k != "dtypes_taken"}
     corpus_root = Path(plan.corpus_root)
     package_dir = Path(__file__).resolve().parents[1]  # zlbench/
     identity: Dict[str, Any] = {
