@@ -79,6 +79,11 @@ def files_under(path):
     # The axis' own variable in ab.fixed: the sides' values won and the entry was ignored, silently.
     (["ab=demo_fused_softmax", "+ab.fixed.DEMO_GEMS_FUSED_SOFTMAX=1"], "zlbench: error: "
      "ab.fixed.DEMO_GEMS_FUSED_SOFTMAX=1: DEMO_GEMS_FUSED_SOFTMAX is the axis' own variable"),
+    # A near miss of Hydra's own setting: Hydra refused it in three lines and offered +hydra.run.dri=, which
+    # it then took, writing the run to zl_runs/<date>/<time>/ (the `+` form, silently).
+    (["hydra.run.dri=elsewhere"], "zlbench: error: hydra.run.dri is not a Hydra setting. The settings of hydra.run "
+                                  "are: dir. Fix: hydra.run.dir=elsewhere."),
+    (["+hydra.run.dri=elsewhere"], "Fix: hydra.run.dir=elsewhere."),
     # An interpolation of an unset variable (the job's label resolved it, outside any handler: traceback).
     (["timer.repeat=${oc.env:ZLBENCH_TEST_UNSET}"], "zlbench: error: config value timer.repeat is not set or "
      "cannot be resolved: KeyError raised while resolving interpolation: \"Environment variable "

@@ -3,6 +3,7 @@ before Hydra composes anything. Command-line overrides win over env vars; both a
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from pathlib import Path
@@ -239,6 +240,41 @@ def _group_option_problems(overrides: Sequence[str], flags: Sequence[str]) -> Li
     return problems
 
 
+def _hydra_settings(cls: Any = None) -> Dict[str, Any]:
+    """Hydra's own settings (hydra.conf.HydraConf) as a tree: a dict per structured level, None for a
+    value or a free level (hydra.launcher, hydra.job_logging, ...: anything below it is Hydra's to judge)."""
+    import dataclasses
+    import typing
+
+    from hydra.conf import HydraConf
+
+    cls = cls or HydraConf
+    hints, tree = typing.get_type_hints(cls), {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+        tree[f.name] = _hydra_settings(hint) if dataclasses.is_dataclass(hint) else None
+    return tree
+
+
+def _hydra_key_problem(name: str, value: str) -> Optional[str]:
+    """hydra.run.dri=DIR: Hydra refuses it in three lines and offers `+hydra.run.dri=DIR`, which it
+    then takes, and the run goes to zl_runs/<date>/<time>/; `+hydra.run.dri` it takes silently."""
+    parts, node = name.split("."), _hydra_settings()
+    for i, part in enumerate(parts[1:], 1):
+        if node is None:
+            return None
+        if part not in node:
+            where = ".".join(parts[:i])
+            close = difflib.get_close_matches(part, list(node), n=1, cutoff=0.5)
+            fix = f"{where}.{close[0]}={value}" if close else f"drop {name}="
+            return (f"{name} is not a Hydra setting. The settings of {where} are: {', '.join(node)}. "
+                    f"Fix: {fix}.")
+        node = node[part]
+    return None
+
+
 def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
     """Refuse, before Hydra composes anything, what Hydra would take or answer with the wrong advice:
     unknown keys at any level (Hydra suggests `+key=`, which would then run), both gpus= and
@@ -248,6 +284,9 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
     for arg in overrides:
         key, _, value = arg.partition("=")
         name = override_key(key)
+        if name.startswith("hydra.") and (problem := _hydra_key_problem(name, value)):
+            problems.append(problem)  # Hydra's answer: "+hydra.run.dri=", which runs into another dir
+            continue
         if name == "hydra" or name.startswith("hydra.") or "/" in name or "@" in name:
             continue  # Hydra's own settings and config groups: Hydra checks them
         if key.startswith("~"):
