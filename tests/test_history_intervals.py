@@ -206,6 +206,29 @@ def test_a_repeat_within_its_intervals_is_not_flagged(tmp_path, url, capsys):
     assert result["summary"]["failing_rows"] == 0
 
 
+def test_a_compare_says_when_torchs_baseline_moved_between_the_runs(tmp_path, url, capsys):
+    """Two repeat runs on a machine busy during A: every row and torch's baseline read 15% faster in
+    B. `summary A --ab B` said "suspect machine drift"; `history compare` said only "-15% overall"."""
+    def run(name, scale, created):
+        ident = {**H.identity(ops=["exp", "add"], processes=3), "created": created}
+        rows = [H.row(op, shape, lat * 4 ** j * scale, 0.01 * 4 ** j * scale, ci=[lat * 4 ** j * scale * 0.99,
+                                                                                  lat * 4 ** j * scale * 1.01])
+                for op, lat in (("exp", 1.0), ("add", 2.0)) for j, shape in enumerate(H.SHAPES)]
+        return H.write_run(tmp_path / name, ident, rows)
+
+    imported(capsys, url, [run("a", 1.0, "2026-11-01T00:00:00+0000"), run("b", 0.85, "2026-11-02T00:00:00+0000"),
+                           run("c", 0.85 * 1.002, "2026-11-03T00:00:00+0000")])
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")
+    drift = json.loads(out.out)["summary"]["baseline_drift"]
+    assert drift["median"] == pytest.approx(0.85) and drift["rows"] == 6, drift
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
+    assert code == 0 and ("- The torch baseline itself moved -15.00% between the runs (the median over 6 row(s) "
+                          "timed by the run's timer") in out.out, out.out
+    assert "suspect machine drift: every row's change includes it." in out.out
+    code, out = history(capsys, "compare", "2", "3", "--url", url, "--fail-on", "none")  # a repeat: no word of it
+    assert code == 0 and "Overall B/A latency" in out.out and "baseline itself moved" not in out.out, out.out
+
+
 def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
     """Issue 23: fused (A) against three-pass (B) softmax read '-69% overall', 0 changed rows, exit 0.
     Runs with intervals: every row flagged, exit 1. Runs without: one clear line saying to rerun

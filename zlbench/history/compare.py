@@ -40,7 +40,7 @@ from scipy.special import stdtr
 from zlbench.results.process_stats import RUN_OFFSET_SD
 from zlbench.results.schema import short_dtype
 from zlbench.ab import stats
-from zlbench.report.ab import no_interval, overall_line
+from zlbench.report.ab import baseline_drift, drift_caveat, no_interval, overall_line
 from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, fit_markdown
 from zlbench.config.secrets import has_password
 from zlbench.ab.pairing import (LOST_STATUSES, adopt_node, name_shared_keys, op_with_test, pair, reconcile_sides,
@@ -190,6 +190,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart,
                        lasting)
     summary["b_is_recheck"] = is_recheck(run_b)
+    summary["baseline_drift"] = baseline_drift([p for _, p, _ in paired])  # as ab.md reads it between sides
     # Tests that ended badly in some of a run's processes but left rows judged from the others (a
     # crash in one of three): the verdicts hold, and the crash would go unsaid.
     judged = {(t["side"], (t["node"] or "").split("[")[0]) for t in table if not t.get("lost_in")}
@@ -532,6 +533,9 @@ def _result_lines(s: Mapping) -> List[str]:
                    + ("; not a verdict: no row has a noise estimate." if not known else "."))
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
     out.append(f"- Verdicts: {counts}.")
+    if (drift := drift_caveat(s.get("baseline_drift") or {}, s["threshold"], between="the runs")):
+        out.append(f"- {drift[0].upper()}{drift[1:]}: every row's change includes it. Compare runs made on one "
+                   "quiet machine, or measure B again (a gate's recheck) before reading the rows.")
     out += _noise_lines(s)
     for run, ended in (s.get("ended_badly") or {}).items():
         if ended:

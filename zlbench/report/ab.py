@@ -208,12 +208,6 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     considered = [t for t, lv in zip(table, live) if lv is not False]
     considered_rounds = [d for d, lv in zip(by_round or [None] * len(table), live) if lv is not False]
     flagged = sum(1 for t in considered if t["verdict"] in ("faster", "slower", "changed below threshold"))
-    # Machine drift moves every row's torch baseline alike: it is read over the rows the run's timer
-    # timed (a shape the capture refused is timed directly, and its baseline can move 50% between
-    # two processes) and as their median, which a few wild rows cannot move.
-    drifting = [p for p in pairing.rows if p.a_base and not p.fallback]
-    drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base)) for p in drifting]
-    drift_tests = [base_node(p.node or "") or p.key[0] for p in drifting]  # its interval resamples tests
     return {
         "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(list(live) + [True] * unpaired_live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
@@ -225,13 +219,37 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
         "verdicts": dict(Counter(t["verdict"] for t in table)),
         "overall": overall_line(considered, [t["node"] or t["op"] for t in considered], considered_rounds,
                                 round_period, run_offset_sd),
-        "baseline_drift": {**stats.overall(drift, clusters=drift_tests), "median": _median(drift),
-                           **dict(zip(("median_lo", "median_hi"), stats.median_interval(drift)))},
+        "baseline_drift": baseline_drift(pairing.rows),
         "baseline_moved": baseline_moved(pairing.rows, threshold, looks),
         "baseline_one_side_rows": sum(1 for p in pairing.rows if p.base_one_side),
         "flagged_rows": flagged,
         "false_positive_rate": (flagged / len(considered)) if (aa and considered) else None,
     }
+
+
+def baseline_drift(rows: Sequence) -> Dict:
+    """B's torch baseline over A's, per paired row, summarised. Machine drift moves every row's
+    baseline alike: it is read over the rows the runs' timer timed (a shape the capture refused is
+    timed directly, and its baseline can move 50% between two processes) and as their median, which a
+    few wild rows cannot move (with its distribution-free interval); its mean's interval resamples tests."""
+    drifting = [p for p in rows if p.a_base and p.b_base and not p.fallback]
+    drift = [(sum(p.b_base) / len(p.b_base)) / (sum(p.a_base) / len(p.a_base)) for p in drifting]
+    tests = [base_node(p.node or "") or p.key[0] for p in drifting]
+    return {**stats.overall(drift, clusters=tests), "median": _median(drift),
+            **dict(zip(("median_lo", "median_hi"), stats.median_interval(drift)))}
+
+
+def drift_caveat(d: Mapping, threshold: float, between: str = "sides") -> Optional[str]:
+    """The words for a baseline that moved beyond the threshold, and beyond the rows' own scatter
+    where they give an interval for their median (an A/A's baseline read +3.1% with an interval of
+    -1.0 .. +4.9% and was called drift; the median's interval, not the mean's, so that one wild row
+    cannot hide drift either); None where it did not."""
+    lo, hi = d.get("median_lo"), d.get("median_hi")
+    if d.get("median") is None or abs(d["median"] - 1) <= threshold or (lo is not None and lo <= 1 <= hi):
+        return None
+    ci = f"; 95% CI of their median {_fmt_pct(lo)} .. {_fmt_pct(hi)}" if lo is not None else ""
+    return (f"the torch baseline itself moved {_fmt_pct(d['median'])} between {between} (the median over "
+            f"{d['rows']} row(s) timed by the run's timer{ci}): suspect machine drift")
 
 
 def baseline_moved(rows: Sequence, threshold: float, looks: Optional[Sequence[Optional[int]]] = None) -> List[Dict]:
@@ -415,15 +433,8 @@ def _caveats(summary: Mapping) -> List[str]:
     if not d["rows"] and summary["fallback_rows"]:
         caveats.append("machine drift not checked: no row with a torch baseline was timed by the run's timer "
                        "(the direct fallback's baselines move too much between processes to tell)")
-    # Beyond the threshold, and beyond the rows' own scatter where they give an interval for their
-    # median (an A/A's baseline read +3.1% with an interval of -1.0 .. +4.9% and was called drift;
-    # the median's interval, not the mean's, so that one wild row cannot hide drift either).
-    lo, hi = d.get("median_lo"), d.get("median_hi")
-    beyond_noise = lo is None or not lo <= 1 <= hi
-    if d.get("median") is not None and abs(d["median"] - 1) > summary["threshold"] and beyond_noise:
-        ci = f"; 95% CI of their median {_fmt_pct(lo)} .. {_fmt_pct(hi)}" if lo is not None else ""
-        caveats.append(f"the torch baseline itself moved {_fmt_pct(d['median'])} between sides (the median over "
-                       f"{d['rows']} row(s) timed by the run's timer{ci}): suspect machine drift")
+    if (drift := drift_caveat(d, summary["threshold"])):
+        caveats.append(drift)
     moved = summary.get("baseline_moved") or []
     if moved:
         m = moved[0]
