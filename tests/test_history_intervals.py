@@ -223,7 +223,7 @@ def test_a_compare_says_when_torchs_baseline_moved_between_the_runs(tmp_path, ur
     assert drift["median"] == pytest.approx(0.85) and drift["rows"] == 6, drift
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")
     assert code == 0 and ("- The torch baseline itself moved -15.00% between the runs (the median over 6 row(s) "
-                          "timed by the run's timer") in out.out, out.out
+                          "timed by each run's timer") in out.out, out.out
     assert "suspect machine drift: every row's change includes it." in out.out
     code, out = history(capsys, "compare", "2", "3", "--url", url, "--fail-on", "none")  # a repeat: no word of it
     assert code == 0 and "Overall B/A latency" in out.out and "baseline itself moved" not in out.out, out.out

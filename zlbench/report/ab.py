@@ -249,7 +249,8 @@ def drift_caveat(d: Mapping, threshold: float, between: str = "sides") -> Option
         return None
     ci = f"; 95% CI of their median {_fmt_pct(lo)} .. {_fmt_pct(hi)}" if lo is not None else ""
     return (f"the torch baseline itself moved {_fmt_pct(d['median'])} between {between} (the median over "
-            f"{d['rows']} row(s) timed by the run's timer{ci}): suspect machine drift")
+            f"{d['rows']} row(s) timed by {'the run' if between == 'sides' else 'each run'}'s timer{ci}): suspect "
+            "machine drift")
 
 
 def baseline_moved(rows: Sequence, threshold: float, looks: Optional[Sequence[Optional[int]]] = None) -> List[Dict]:
