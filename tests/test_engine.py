@@ -95,6 +95,8 @@ def test_resume_refuses_another_caliber(tmp_path):
     assert zlbench(f"hydra.run.dir={run}", *ARGS, cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
     res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, "timer.repeat=3", f"resume={run}", cwd=tmp_path)
     assert res.returncode == 2 and "made with other settings" in res.stderr and "timer" in res.stderr
+    # ... naming the setting and both values (it said "differs in: timer"), each setting once
+    assert "(its identity differs in: timer.repeat: 1 -> 3);" in res.stderr, res.stderr
     # The same overrides under other software: the message names the versions, not the overrides.
     identity = json.loads((run / "run_identity.json").read_text())
     identity["versions"]["torch"] = "0.0.1"

@@ -157,11 +157,30 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 "would mix two shape lists. Fix: restore the file as it was, or start a new run dir.")
         here = set(identity.get("switch_env") or {}) - set(old.get("switch_env") or {})
         raise UsageError(
-            f"{run_dir} holds a run made with other settings (its identity differs in: {', '.join(diff) or 'unknown'}"
+            f"{run_dir} holds a run made with other settings (its identity differs in: {_settings_apart(old, identity, diff)}"
             f"{_switches_apart(old, identity)}); resuming it would mix measurements. Fix: resume with the overrides "
             f"and switches it was made with ({resume_command(run_dir, unset=sorted(here))}), or start a new run dir."
         )
     return True
+
+
+def _settings_apart(old: Mapping[str, Any], new: Mapping[str, Any], diff: List[str]) -> str:
+    """What the identities differ in, by setting where a part is a mapping ('config:
+    launcher.node_timeout_s 0.3 -> 900.0', not 'config'), read as their hashes read them."""
+    from zlbench.report.batch_summary import _changes, _flat
+    from zlbench.results.identity_layout import hashed_fields
+
+    was, now = hashed_fields(old), hashed_fields(new)
+    parts = []
+    for key in diff:
+        if isinstance(was.get(key), Mapping) and isinstance(now.get(key), Mapping):
+            fa, fb = (_flat(dict(d[key]), key, lists=False) for d in (was, now))
+            parts += _changes(fa, fb, fa.keys() | fb.keys()) or [key]
+        else:
+            parts.append(key)
+    # each setting once: the hashed layout copies the timer into config (results/identity_layout.py)
+    parts = [p for p in parts if not (p.startswith("config.timer.") and p[len("config."):] in parts)]
+    return "; ".join(parts) or "unknown"
 
 
 def _switches_apart(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
