@@ -52,12 +52,14 @@ def _record(text: str, path: Path, lineno: int, skipped: Optional[List[int]]) ->
         for entry in result or []:
             for name in NUMBERS:
                 value = entry.get(name)
-                if value is not None and not _is_number(value):
+                if value is None:
+                    continue
+                if not _is_number(value):
                     raise ValueError(f"{name} is {value!r}, not a number")
                 # JSON's NaN and Infinity parse as floats: no reading, and they would reach every mean
-                if value is not None and not math.isfinite(value):
+                if not math.isfinite(value):
                     raise ValueError(f"{name} is {value!r}, not a finite number")
-                if value is not None and name in TIMES and value <= 0:
+                if name in TIMES and value <= 0:
                     raise ValueError(f"{name} is {value!r}, not a time (above 0 ms)")
             for name in INTERVALS:
                 value = entry.get(name)
