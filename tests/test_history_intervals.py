@@ -729,6 +729,38 @@ def test_compare_names_what_sets_two_calibers_apart_and_a_selection_is_no_other_
     assert "- A and B select different tests (config.ops: ['exp', 'add'] -> ['exp'])" in out.out, out.out
 
 
+def test_a_recheck_whose_tests_ran_past_the_node_timeout_says_so(tmp_path, url, capsys):
+    """A gate's recheck of exp timed out again at B's launcher.node_timeout_s: compare said "no row is
+    in both" and "run the recheck again", which at the same limit measures nothing again."""
+    a = H.write_run(tmp_path / "a", H.identity(ops=["exp", "add"], created="2026-11-01T00:00:00+0000", processes=3),
+                    [H.row(op, s, 0.01, 0.01, ci=[0.0099, 0.0101]) for op in ("exp", "add") for s in H.SHAPES])
+    cut = {**{k: None for k in H.row("exp", H.SHAPES[0], 1, 1)}, "op": "exp", "side": "main", "round": 0,
+           "node": "benchmark/test_exp.py::test_perf_exp", "status": "timeout",
+           "reason": "exceeded launcher.node_timeout_s=0.2s"}
+    b = H.write_run(tmp_path / "b.recheck", H.identity(ops=["exp"], created="2026-11-02T00:00:00+0000", processes=3),
+                    [cut])
+    status = (b / "ops_status.csv").read_text()
+    (b / "ops_status.csv").write_text(status.replace(",1.00,,", ",1.00,exceeded launcher.node_timeout_s=0.2s,"))
+    imported(capsys, url, [a, b])
+    code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
+    assert code == 1 and json.loads(out.out)["summary"]["lost_ends"] == {"statuses": {"timeout": len(H.SHAPES)},
+                                                                           "node_timeout": "0.2"}, out.out
+    code, out = history(capsys, "compare", "1", "2", "--url", url)
+    assert f"no row is in both (B lost the {len(H.SHAPES)} row(s) of A's tests it selected: their tests ran past " \
+        "launcher.node_timeout_s=0.2s)" in out.out, out.out
+    assert f"- The recheck lost {len(H.SHAPES)} row(s): their tests ran past launcher.node_timeout_s=0.2s in it" \
+        in out.out and "a recheck at the same limit cannot measure them. To measure them, run the recheck again " \
+        "with a longer launcher.node_timeout_s." in out.out and "or run the recheck again." not in out.out, out.out
+    # A crash is another matter: a draw of one run may not repeat, so running it again is the advice.
+    crashed = H.write_run(tmp_path / "c.recheck", H.identity(ops=["exp"], created="2026-11-03T00:00:00+0000",
+                                                             processes=3), [{**cut, "status": "crashed"}])
+    (crashed / "ops_status.csv").write_text(status.replace(",timeout,", ",crashed,").replace(",1.00,,", ",1.00,exit -11,"))
+    imported(capsys, url, [crashed])
+    code, out = history(capsys, "compare", "1", "3", "--url", url)
+    assert f"- The recheck lost {len(H.SHAPES)} row(s) (their tests ended: crashed {len(H.SHAPES)}): they are no " \
+        "confirmation; resume it as its run printed, or run the recheck again." in out.out, out.out
+
+
 def test_rows_of_a_dtype_the_other_run_did_not_select_are_left_out_not_unpaired(tmp_path, url, capsys):
     """dtypes=[float16,bfloat16] against dtypes=[float16]: B never asked for the bfloat16 rows, so they
     are counted as not selected (a selection, not a caliber), never unpaired or lost."""

@@ -32,7 +32,7 @@ import shlex
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from scipy import stats as sps
 from scipy.special import stdtr
@@ -190,6 +190,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart,
                        lasting)
     summary["b_is_recheck"] = is_recheck(run_b)
+    summary["lost_ends"] = lost_ends(table + unpaired, failed[1])
     summary["baseline_drift"] = baseline_drift([p for _, p, _ in paired])  # as ab.md reads it between sides
     # Tests that ended badly in some of a run's processes but left rows judged from the others (a
     # crash in one of three): the verdicts hold, and the crash would go unsaid.
@@ -322,6 +323,24 @@ def recheck(run_b: Mapping, table: List[Dict], unpaired: List[Dict], fail_on: st
                 if not d.exists())
     return {"command": recheck_command(path, ops, into, unset=unset, store_url=store_url),
             "run_dir": str(into)}
+
+
+def lost_ends(rows: List[Mapping], b_failed: Mapping) -> Dict[str, Any]:
+    """How B's tests of the rows it lost ended: {"statuses": {status: rows}, "node_timeout":
+    the limit the reason names where a test was cut by launcher.node_timeout_s, else None}."""
+    ends = [b_failed.get(r["side"], {}).get((r["node"] or "").split("[")[0]) for r in rows if r.get("lost_in") == "B"]
+    limits = {m.group(1) for e in ends if e and (m := re.search(r"node_timeout_s=([0-9.]+)s", e[1] or ""))}
+    return {"statuses": dict(Counter(e[0] if e else "unknown" for e in ends)),
+            "node_timeout": limits.pop() if len(limits) == 1 else None}
+
+
+def _lost_how(ends: Mapping[str, Any]) -> str:
+    """'their tests ran past launcher.node_timeout_s=0.3s', or 'their tests ended: crashed 2, timeout 1'."""
+    statuses = ends.get("statuses") or {}
+    if set(statuses) == {"timeout"}:
+        return (f"their tests ran past launcher.node_timeout_s={ends['node_timeout']}s" if ends.get("node_timeout")
+                else "their tests timed out")
+    return "their tests ended: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
 
 
 def is_recheck(run: Mapping) -> bool:
@@ -492,7 +511,9 @@ def _caliber_lines(s: Mapping) -> List[str]:
         left = s.get("not_selected") or {}
         left_out = " and ".join(f"{n} row(s) of {side}'s that {other} did not select" for side, other in (("A", "B"), ("B", "A"))
                                 if (n := left.get(other)))
-        both = "the rows both measured are compared" if s["paired_rows"] else "no row is in both"
+        both = "the rows both measured are compared" if s["paired_rows"] else "no row is in both" + (
+            f" (B lost the {s['lost_rows']} row(s) of A's tests it selected: {_lost_how(s['lost_ends'])})"
+            if s.get("lost_rows") and s.get("lost_ends") else "")
         out.append(f"- A and B select different tests ({'; '.join(chosen)}): {both}"
                    + (f"; {left_out} are left out" if left_out else "") + ".")
     if others or (not s["same_caliber"] and not apart):
@@ -569,9 +590,18 @@ def _result_lines(s: Mapping) -> List[str]:
                 out.append(f"- B is a gate's recheck (the failing rows' ops measured again in fresh processes): "
                            f"{judged} row(s) {' or '.join(wanted)} in this second run of B's code too: **confirmed**, "
                            "not a draw of one run.")
-            if lost:
-                out.append(f"- The recheck lost {lost} row(s) (cut, crashed or failed): they are no confirmation; "
-                           "resume it as its run printed, or run the recheck again.")
+            ends = s.get("lost_ends") or {}
+            if lost and set(ends.get("statuses") or ()) == {"timeout"} and ends.get("node_timeout"):
+                limit = f"launcher.node_timeout_s={ends['node_timeout']}s"
+                other = any(c.startswith("config.launcher.node_timeout_s:") for c in s.get("calibers_apart") or [])
+                out.append(f"- The recheck lost {lost} row(s): their tests ran past {limit} in it, so under B's code "
+                           "they take longer than that limit (slower, or hung), and a recheck at the same limit "
+                           "cannot measure them"
+                           + ("; A ran under another limit (above), so A's rows may be as slow" if other else "")
+                           + ". To measure them, run the recheck again with a longer launcher.node_timeout_s.")
+            elif lost:
+                out.append(f"- The recheck lost {lost} row(s) ({_lost_how(ends) if ends else 'cut, crashed or failed'}): "
+                           "they are no confirmation; resume it as its run printed, or run the recheck again.")
     return out
 
 
