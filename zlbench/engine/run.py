@@ -168,19 +168,13 @@ def _settings_apart(old: Mapping[str, Any], new: Mapping[str, Any], diff: List[s
     """What the identities differ in, by setting where a part is a mapping ('config:
     launcher.node_timeout_s 0.3 -> 900.0', not 'config'), read as their hashes read them."""
     from zlbench.report.batch_summary import _changes, _flat
-    from zlbench.results.identity_layout import hashed_fields
+    from zlbench.results.identity_layout import hashed_fields, said_once
 
     was, now = hashed_fields(old), hashed_fields(new)
-    parts = []
-    for key in diff:
-        if isinstance(was.get(key), Mapping) and isinstance(now.get(key), Mapping):
-            fa, fb = (_flat(dict(d[key]), key, lists=False) for d in (was, now))
-            parts += _changes(fa, fb, fa.keys() | fb.keys()) or [key]
-        else:
-            parts.append(key)
-    # each setting once: the hashed layout copies the timer into config (results/identity_layout.py)
-    parts = [p for p in parts if not (p.startswith("config.timer.") and p[len("config."):] in parts)]
-    return "; ".join(parts) or "unknown"
+    nested = [k for k in diff if isinstance(was.get(k), Mapping) and isinstance(now.get(k), Mapping)]
+    fa, fb = ({k: v for key in nested for k, v in _flat(dict(d[key]), key, lists=False).items()} for d in (was, now))
+    parts = _changes(fa, fb, said_once(fa, fb, fa.keys() | fb.keys())) or nested
+    return "; ".join(parts + [k for k in diff if k not in nested]) or "unknown"
 
 
 def _switches_apart(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

@@ -466,6 +466,7 @@ def calibers_apart(run_a: Mapping, run_b: Mapping, ia: Mapping, ib: Mapping) -> 
     keeps (ia, ib: a run dir moved or on another machine is no matter); None where the calibers are
     equal or a run is a FlagGems log (no identity)."""
     from zlbench.report.batch_summary import _changes, _flat
+    from zlbench.results.identity_layout import said_once
     from zlbench.store.ingest import caliber_fields
 
     if run_a["caliber"] == run_b["caliber"]:
@@ -474,15 +475,13 @@ def calibers_apart(run_a: Mapping, run_b: Mapping, ia: Mapping, ib: Mapping) -> 
         return None
     # lists kept whole: 'config.ops: [exp, add] -> [exp]'
     fa, fb = (_flat(caliber_fields(i), lists=False) for i in (ia, ib))
-    keys = fa.keys() | fb.keys()
+    keys = said_once(fa, fb, fa.keys() | fb.keys())  # the timer once, not again under config
 
     def said_as(key: str, other: str) -> bool:
         return other in keys and (fa.get(key), fb.get(key)) == (fa.get(other), fb.get(other))
-    # Each setting once: the caliber's layout copies the timer into config (identity_layout), and
     # `rounds` is timer.processes (a plain run) or ab.rounds (an A/B) again.
     return _changes(fa, fb, [k for k in keys if not (
-        k.startswith("config.timer.") and said_as(k, k[len("config."):])
-        or k == "rounds" and (said_as(k, "timer.processes") or said_as(k, "config.ab.rounds")))])
+        k == "rounds" and (said_as(k, "timer.processes") or said_as(k, "config.ab.rounds")))])
 
 
 def devices_apart(ia: Mapping, ib: Mapping) -> Optional[Dict[str, List[str]]]:

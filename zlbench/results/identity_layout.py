@@ -5,7 +5,7 @@ with what that layout held besides, so runs before and after resume and form one
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, List, Mapping
 
 # The deleted timer settings (adaptive stopping, clock screening, placements: config/keys.py REMOVED)
 # at the values whose behaviour every run now has, as an identity written before held them.
@@ -68,3 +68,14 @@ def hashed_fields(identity: Mapping) -> dict:
 def _as_before(timer: Mapping) -> dict:
     """The timer settings less those added since that are at their defaults."""
     return {k: v for k, v in timer.items() if k not in ADDED_TIMER_DEFAULTS or v != ADDED_TIMER_DEFAULTS[k]}
+
+
+def said_once(fa: Mapping, fb: Mapping, keys: Iterable[str]) -> List[str]:
+    """keys (flat, as 'config.timer.repeat') less the copies the layout makes: a config.timer.* key
+    whose two values are those of its timer.* key says the same change again."""
+    keys = set(keys)
+
+    def copied(key: str) -> bool:
+        top = key[len("config."):]
+        return key.startswith("config.timer.") and top in keys and (fa.get(key), fb.get(key)) == (fa.get(top), fb.get(top))
+    return sorted(k for k in keys if not copied(k))
