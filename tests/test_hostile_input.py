@@ -305,6 +305,23 @@ def test_a_record_line_without_the_space_after_its_level_is_read(tmp_path):
     assert [(r["op"], r["latency"]) for r in rows_from_log(log)] == [("exp", 0.2)]
 
 
+def test_a_result_entry_without_a_latency_is_a_failed_row_not_an_ok_one(tmp_path):
+    """`"latency": null` without an error_msg read as an ok row of no value: it dropped out of the
+    tables and the summary said every test was ok. An error_msg still gives the reason."""
+    from zlbench.results.flaggems_log import rows_from_log
+
+    log = tmp_path / "result.log"
+    log.write_text('[INFO] {"op_name": "exp", "dtype": "torch.float16", "result": [{"shape_detail": [[4]], '
+                   '"latency": null, "latency_base": 0.1}, {"shape_detail": [[8]], "latency": 0.2, '
+                   '"latency_base": 0.1, "speedup": 0.5}, {"shape_detail": [[16]], "latency": null, '
+                   '"error_msg": "CUDA error: out of memory"}]}\n')
+    got = [(r["shape"], r["status"], r["reason"]) for r in rows_from_log(log)]
+    assert got[1] == ("[[8]]", "ok", None) and got[2] == ("[[16]]", "failed", "CUDA error: out of memory"), got
+    assert got[0][:2] == ("[[4]]", "failed") and "records no latency and no error_msg: not measured" in got[0][2], got
+    res = zlbench("summary", str(log), cwd=tmp_path, defaults=True)
+    assert "| failed   |            1 |" in res.stdout and "| ok " not in res.stdout, res.stdout
+
+
 @pytest.mark.parametrize("ci", [[0.1], "x", [None, None], True, {"lo": 1}, [0.2, 0.1], [0.1, float("inf")], [-1, 2],
                                 [0, 0]])
 def test_a_run_log_with_a_malformed_interval_names_its_line(tmp_path, ci):

@@ -44,12 +44,25 @@ def _check_status(self) -> None:
         raise UsageError(f"row of op {self.op}: unknown status '{self.status}'. Valid: {', '.join(STATUSES)}.")
 
 
+def _log_status(result: Mapping[str, Any], timing_read: bool) -> Dict[str, Any]:
+    """A result entry's status and reason: failed where it carries an error_msg; and, read from a
+    log, failed where it carries no latency (it would pass as an ok row of no value, and drop out of
+    every table unsaid)."""
+    if result.get("error_msg"):
+        return {"status": "failed", "reason": result.get("error_msg")}
+    if timing_read and result.get("latency") is None:
+        return {"status": "failed", "reason": "its result entry records no latency and no error_msg: not measured "
+                                              "(FlagGems' --metrics without latency records none)"}
+    return {"status": "ok", "reason": None}
+
+
 def _from_result(cls, record: Mapping[str, Any], result: Mapping[str, Any],
                  timing: Optional[Mapping[str, Any]] = None, **where: Any) -> "Row":
     """A row from one entry of a corpus record (`[INFO] {"op_name", "dtype", "result": [...]}`),
     with where it was measured and the timing facts zlbench's plugin noted for it (None for a
     record read from a result log: then what the log says). Columns of source RESULT come from the
     result entry under their own name, those of source FACTS from the timing call's facts."""
+    timing_read = timing is None
     if timing is None:
         # A FlagGems log's mode (kernel, cudagraph, ...) is its timer; a zlbench side log names each
         # entry's (an earlier one none: its mode, "zlbench", names no timer).
@@ -62,7 +75,7 @@ def _from_result(cls, record: Mapping[str, Any], result: Mapping[str, Any],
         timer_used=timing.get("timer_used"),
         timer_used_base=timing.get("timer_used_base"), markers=list(timing.get("markers") or []),
         marker_reason=timing.get("marker_reason"),
-        status="failed" if result.get("error_msg") else "ok", reason=result.get("error_msg"),
+        **_log_status(result, timing_read=timing_read),
         **_sampling_fields(timing.get("facts")),
         timing_base=dict(timing["facts_base"]) if timing.get("facts_base") else None, **where)
 
