@@ -279,6 +279,28 @@ def test_two_checkouts_of_the_corpus_are_one_caliber_and_an_old_store_is_recompu
         assert conn.execute(select(S.runs.c.caliber)).scalar_one() == caliber_of(main_ident)
 
 
+def test_what_a_run_fails_on_is_no_part_of_its_caliber_and_an_old_store_is_recomputed(tmp_path, store_url):
+    """fail_on=[] (a run that should not fail CI) began a series of its own: `compare --latest` found
+    nothing earlier, and a resume with another fail_on recorded the run again under a new caliber.
+    The identity's hash always left fail_on out; revision 0006 recomputes the stored calibers."""
+    import copy
+
+    from zlbench.store.ingest import caliber_of, run_dir_record, write_record
+
+    gate = H.identity()
+    gate["fail_on"] = ["failed", "crashed", "timeout", "poisoned", "fatal"]
+    lenient = copy.deepcopy(gate)
+    lenient["fail_on"] = []
+    assert caliber_of(lenient) == caliber_of(gate)
+    run = H.write_run(tmp_path / "old", lenient, [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    with Store(store_url, target="0005") as old:  # a store an older zlbench wrote, its caliber with fail_on
+        record = run_dir_record(run)
+        record["run"]["caliber"] = "caliber-with-fail-on"
+        write_record(old, record)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        assert conn.execute(select(S.runs.c.caliber)).scalar_one() == caliber_of(gate)
+
+
 def test_newer_store_says_how_to_migrate(store_url):
     with Store(store_url) as store, store.begin("stamping") as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from zlbench.errors import UsageError
 from zlbench.results import columns as C
-from zlbench.results.identity_layout import hashed_layout
+from zlbench.results.identity_layout import NOT_HASHED, hashed_layout
 from zlbench.results.rundir import IDENTITY_FILE
 from zlbench.results.schema import interval
 from zlbench.store import schema as S
@@ -28,14 +28,14 @@ from zlbench.store.db import Store, explain
 AB_FILE = "ab.json"
 # Identity keys that do not decide what a number means: times, where, what was observed, and
 # (for the caliber) the versions and commits a series of runs moves along.
-NOT_IDENTITY = ("identity_hash", "provenance", "created", "resumed", "host", "processes")
 
 
 def caliber_fields(identity: Mapping[str, Any]) -> Dict[str, Any]:
     """What a caliber is a hash of: the identity without versions, commits and times. The resolved
     test nodes and the corpus' location are left out too: they follow from the selection (kept) and
-    the corpus commit (left out), and a corpus that gains a file must not break the series."""
-    caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_IDENTITY + ("versions", "test_nodes")}
+    the corpus commit (left out), and a corpus that gains a file must not break the series. What the
+    identity's hash leaves out (how the run was judged: fail_on; what it observed) is left out too."""
+    caliber = {k: v for k, v in hashed_layout(identity).items() if k not in NOT_HASHED + ("versions", "test_nodes")}
     if isinstance(caliber.get("corpus"), dict):
         caliber["corpus"] = {k: v for k, v in caliber["corpus"].items() if k not in ("commit", "root")}
     config = caliber.get("config")
@@ -50,6 +50,22 @@ def caliber_of(identity: Mapping[str, Any]) -> str:
     """Runs with equal calibers are comparable and form one series across commits (caliber_fields)."""
     text = json.dumps(caliber_fields(identity), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def recompute_calibers(conn) -> None:
+    """A store revision's step where the caliber's fields change (0005, 0006): each stored run's
+    caliber computed again from its stored identity; a FlagGems log's holds no identity and stays."""
+    import sqlalchemy as sa
+
+    runs = sa.table("runs", sa.column("run_id", sa.Integer), sa.column("kind", sa.String),
+                    sa.column("caliber", sa.String), sa.column("identity", sa.JSON))
+    for run_id, caliber, identity in conn.execute(
+            sa.select(runs.c.run_id, runs.c.caliber, runs.c.identity).where(runs.c.kind != "log")).all():
+        identity = json.loads(identity) if isinstance(identity, str) else identity
+        if isinstance(identity, dict) and "config" in identity:
+            now = caliber_of(identity)
+            if now != caliber:
+                conn.execute(sa.update(runs).where(runs.c.run_id == run_id).values(caliber=now))
 
 
 def parse_created(text: Optional[str], fallback: float) -> datetime:

@@ -6,9 +6,6 @@ caliber holds no identity and stays.
 Revision ID: 0005
 Revises: 0004
 """
-import json
-
-import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
@@ -18,18 +15,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    from zlbench.store.ingest import caliber_of
+    from zlbench.store.ingest import recompute_calibers
 
-    conn = op.get_bind()
-    runs = sa.table("runs", sa.column("run_id", sa.Integer), sa.column("kind", sa.String),
-                    sa.column("caliber", sa.String), sa.column("identity", sa.JSON))
-    for run_id, caliber, identity in conn.execute(
-            sa.select(runs.c.run_id, runs.c.caliber, runs.c.identity).where(runs.c.kind != "log")).all():
-        identity = json.loads(identity) if isinstance(identity, str) else identity
-        if isinstance(identity, dict) and "config" in identity:
-            now = caliber_of(identity)
-            if now != caliber:
-                conn.execute(sa.update(runs).where(runs.c.run_id == run_id).values(caliber=now))
+    recompute_calibers(op.get_bind())
 
 
 def downgrade() -> None:
