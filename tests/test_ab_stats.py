@@ -229,6 +229,14 @@ def test_resident_side_processes_say_process_effects_are_not_sampled():
     assert any(c.startswith("process effects not sampled") for c in shared_state_caveats(resident))
     fresh = {"switch_env": {}, "config": {"ab": {"schedule": "node", "respawn_every": 1}}}
     assert not shared_state_caveats(fresh)
+    # ab.tuning=replay runs round by round in fresh processes whatever respawn_every says: ab.md said
+    # "kept one process per side for the whole run" of a run whose every round had its own.
+    replay = {"switch_env": {}, "rounds": 4, "config": {"ab": {"name": "demo_fused_softmax", "schedule": "node",
+                                                                "respawn_every": 0, "tuning": "replay"},
+                                                         "corpus": {"baseline_off_args": ["--x"]}}}
+    said = shared_state_caveats(replay)
+    assert not any("process effects not sampled" in c for c in said), said
+    assert any("the torch baseline was timed in round 1 only" in c for c in said), said
     # Every other round: a row's rounds pair up in processes, and the baseline is its first period's.
     two = {"switch_env": {}, "rounds": 8, "config": {"ab": {"name": "demo_fused_softmax", "schedule": "node",
                                                              "respawn_every": 2},

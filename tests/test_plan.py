@@ -264,6 +264,12 @@ def test_tuning_replay_gives_side_b_the_configs_side_a_tuned(tmp_path):
     assert plan.units[0].side == "off"  # A tunes first
     sep = make_plan(cfg(ab={**ab, "tuning": "separate"}), get_backend("cpu"), devs(1), MINI, tmp_path)
     assert len({u.env["FLAGGEMS_CACHE_DIR"] for u in sep.units}) == 2
+    # Round by round in fresh processes: a resident-process setting asked for with it does nothing, said so.
+    resident = make_plan(cfg(ab={**ab, "schedule": "node", "respawn_every": 0}), get_backend("cpu"), devs(1), MINI,
+                         tmp_path)
+    assert resident.schedule is None and any(
+        "ab.respawn_every=0 does nothing then (every round runs in fresh processes)" in n for n in resident.notes), \
+        resident.notes
 
 
 def test_an_op_mark_that_pulls_in_tests_of_several_files_is_noted():

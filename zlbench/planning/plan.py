@@ -306,16 +306,24 @@ def max_processes_of(cfg: Mapping[str, Any], backend: DeviceBackend) -> int:
     return max(processes, int(wanted))
 
 
+def round_by_round(ab: Mapping[str, Any]) -> bool:
+    """Whether an A/B runs whole passes round by round, each in fresh side processes: ab.schedule=round,
+    or ab.tuning=replay (side B must start after side A has tuned). ab.respawn_every does nothing then."""
+    return str(ab.get("schedule", "node")) != "node" or str(ab.get("tuning", "separate")) == "replay"
+
+
 def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:
     """What zlbench/engine/device_ab.py needs to run an interleaved A/B node by node (at most
     `rounds` rounds: plan.json's "rounds"); None when the A/B runs round by round (ab.schedule=round),
     or there is no pair of sides."""
     if len(sides) != 2 or str(ab.get("schedule", "node")) != "node":
         return None
-    if str(ab.get("tuning", "separate")) == "replay":
+    if round_by_round(ab):
         # Replay needs side A's tuning written before B's process starts: whole passes per round.
         notes.append("ab.tuning=replay runs round by round (ab.schedule=round): side B must start after "
-                     "side A has tuned")
+                     "side A has tuned" + (f"; ab.respawn_every={ab.get('respawn_every')} does nothing then (every "
+                                           "round runs in fresh processes)" if int(ab.get("respawn_every") or 0) != 1
+                                           else ""))
         return None
     return {"sides": [s.name for s in sides], "min_rounds": min(int(ab.get("min_rounds") or 4), rounds),
             "respawn_every": int(ab.get("respawn_every") or 0),

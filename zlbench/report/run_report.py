@@ -64,9 +64,11 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
     if identity["switch_env"].get("FLAGGEMS_DB_URL"):
         out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
                    "ignores compiler switches): unset it to give each side its own")
+    from zlbench.planning.plan import round_by_round
+
     ab = identity["config"].get("ab") or {}
     rounds = int(identity.get("rounds") or 1)
-    period = 1 if ab.get("schedule", "node") == "round" else int(ab.get("respawn_every", 1))
+    period = 1 if round_by_round(ab) else int(ab.get("respawn_every", 1))
     if period >= rounds > 1:  # a period no shorter than the run: one process a side throughout, as 0
         setting, period = f"ab.respawn_every={period} (no fewer than the run's {rounds} rounds)", 0
     else:
@@ -113,6 +115,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
     them). `plan`: the run's plan.json, which says how the rounds were scheduled (None: round by
     round, no stops); status_rows: the nodes' statuses (a node that failed in some rounds leaves its
     rows short)."""
+    from zlbench.planning.plan import round_by_round
     from zlbench.report.ab import compare, side_label
 
     ab = identity["config"]["ab"]
@@ -130,7 +133,7 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
                      fixed_rounds=None if schedule else int(identity.get("rounds") or 1),
                      failed={s["test_node"] for s in status_rows if s.get("status") in FAILED_STATUSES},
                      # rounds that shared their side processes are drawn together in the overall interval
-                     round_period=int(ab.get("respawn_every", 1)) if ab.get("schedule", "node") == "node" else 1)
+                     round_period=1 if round_by_round(ab) else int(ab.get("respawn_every", 1)))
     from zlbench.report.condensed import GITHUB_COMMENT_LIMIT, ab_markdown
 
     # Each form is decided before anything is written: at corpus scale ab.md is the Markdown that
