@@ -179,8 +179,8 @@ STOP_MEANINGS = {SETTLED: "its interval decided its verdict (wholly beyond or wi
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
                 cut: Collection[str], row_stop: Optional[str] = None, failed: Collection[str] = ()) -> str:
-    """Why a row has the rounds it has: settled, futile (more rounds were unlikely to settle it; its
-    node stopped once every row was settled or futile, or ran on for another row), not live (the
+    """Why a row has the rounds it has: settled or futile (more rounds were unlikely to settle it): its
+    node stopped once every row was settled or futile, or ran on for another row; not live (the
     scheduler stopped its node), max rounds, cut (the run ended first), or failed rounds (its node
     failed in some rounds of a run that was not cut). row_stop: the row's own sequential stop
     (stats.RowStat.stop)."""
@@ -192,8 +192,8 @@ def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], ro
         return row_stop if row_stop in (SETTLED, FUTILE) else "cut"
     if rounds and done < rounds["max"]:
         return FAILED_ROUNDS if base in failed else "cut"
-    if rounds and row_stop == FUTILE:
-        return FUTILE
+    if rounds and row_stop in (SETTLED, FUTILE):  # its node ran on to max rounds for another row
+        return row_stop
     return "max rounds" if rounds else ""
 
 
