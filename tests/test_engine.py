@@ -3,6 +3,7 @@ worker killed from outside leaves typed statuses; a full disk is a clear error; 
 
 import csv
 import json
+import re
 import shutil
 import os
 import signal
@@ -264,7 +265,11 @@ def test_run_time_limit_gives_timeouts_even_while_the_corpus_is_still_importing(
                   "launcher.steal=false", "launcher.run_timeout_s=4", cwd=tmp_path,
                   env={"WAIT_S": "600", "IMPORT_WAIT_S": "600", "SLOW_SLOT": "1"})
     assert res.returncode == 4, res.stderr[-2000:]  # cut short by its time limit
-    assert "Run cut short" in (run / "summary.md").read_text()
+    summary = (run / "summary.md").read_text()
+    assert "Run cut short" in summary
+    # Its resume command leaves out the limit that cut it (the same 4 s would cut the resume as well).
+    resume = re.search(r"Resume with `([^`]*)`( \(without the launcher.run_timeout_s that cut it)?", summary)
+    assert resume and resume[2] and "run_timeout_s" not in resume[1] and f"resume={run}" in resume[1], summary
     with open(run / "ops_status.csv") as f:
         got = {r["test_node"].split("::")[1]: (r["status"], r["reason"]) for r in csv.DictReader(f)}
     assert len(got) == 2 and {s for s, _ in got.values()} == {"timeout"}, got

@@ -54,8 +54,12 @@ def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "",
     else:
         what = (f"not measured in all {processes} processes ({partly} in fewer: their rows are the median "
                 "over the processes that measured them, and `processes` says how many)")
+    # The whole-run limit that cut it would cut the resume at the same point: the command leaves it out.
+    limit = any((s.get("reason") or "").startswith(ev.DEADLINE_REASON) for s in cut)
+    command = resume_command(run_dir, drop=("launcher.run_timeout_s",) if limit else ())
     return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} {noun} {what}. "
-            f"Resume with `{resume_command(run_dir)}`.\n")
+            f"Resume with `{command}`" + (" (without the launcher.run_timeout_s that cut it: add one back to bound "
+                                          "the resume)" if command != resume_command(run_dir) else "") + ".\n")
 
 
 def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:

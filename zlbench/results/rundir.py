@@ -152,11 +152,12 @@ def swapped_note(identity: Optional[Mapping], ab: bool, apart: Optional[tuple] =
     return f"{which} (device UUIDs: the run was resumed or requeued on another machine): {meaning}"
 
 
-def resume_command(run_dir: Path, unset: Sequence[str] = ()) -> str:
+def resume_command(run_dir: Path, unset: Sequence[str] = (), drop: Sequence[str] = ()) -> str:
     """The command that resumes this run dir: the overrides it ran with and resume=, since a resume
     with other settings is refused (another identity); `unset`: switch variables a shell sets that
-    the run did not (env -u)."""
-    keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra."))]
+    the run did not (env -u); `drop`: overrides left out (a time limit that cut the run, which is
+    no part of its identity)."""
+    keep = [o for o in made_with(run_dir) if not _key(o).startswith(("resume", "hydra.")) and _key(o) not in drop]
     return " ".join([*map(shlex.quote, switches(run_dir, unset)), "python -m zlbench", *map(shlex.quote, keep),
                      shlex.quote(f"resume={hydra_value(str(run_dir))}")])
 
