@@ -227,6 +227,17 @@ def test_a_compare_says_when_torchs_baseline_moved_between_the_runs(tmp_path, ur
     assert "suspect machine drift: every row's change includes it." in out.out
     code, out = history(capsys, "compare", "2", "3", "--url", url, "--fail-on", "none")  # a repeat: no word of it
     assert code == 0 and "Overall B/A latency" in out.out and "baseline itself moved" not in out.out, out.out
+    # B on another vendor's device: their own speeds, no machine drift (it said "suspect machine drift").
+    ident = {**H.identity(backend="musa", ops=["exp", "add"], processes=3), "created": "2026-11-04T00:00:00+0000"}
+    rows = [H.row(op, shape, lat * 4 ** j * 0.7, 0.01 * 4 ** j * 0.7, device_name=H.DEVICE_NAMES["musa"],
+                  ci=[lat * 4 ** j * 0.7 * 0.99, lat * 4 ** j * 0.7 * 1.01])
+            for op, lat in (("exp", 1.0), ("add", 2.0)) for j, shape in enumerate(H.SHAPES)]
+    imported(capsys, url, [H.write_run(tmp_path / "musa", ident, rows)])
+    code, out = history(capsys, "compare", "1", "4", "--url", url, "--fail-on", "none")
+    assert "- The torch baseline itself moved -30.00% between the runs" in out.out and "machine drift" not in out.out
+    assert f"A and B ran on different devices (backend cuda -> musa; device {H.DEVICE_NAMES['cuda']} -> " \
+        f"{H.DEVICE_NAMES['musa']}), so every row's change includes the devices' own difference. `zlbench history " \
+        "vendors` compares backends" in out.out, out.out
 
 
 def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):

@@ -553,7 +553,17 @@ def _result_lines(s: Mapping) -> List[str]:
                    + ("; not a verdict: no row has a noise estimate." if not known else "."))
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
     out.append(f"- Verdicts: {counts}.")
-    if (drift := drift_caveat(s.get("baseline_drift") or {}, s["threshold"], between="the runs")):
+    ra, rb = s.get("run_a") or {}, s.get("run_b") or {}
+    where = {k: (ra.get(k), rb.get(k)) for k in ("backend", "device_name") if ra.get(k) != rb.get(k)}
+    drift = drift_caveat(s.get("baseline_drift") or {}, s["threshold"], between="the runs")
+    if drift and where:
+        # Two devices (or vendors): their own speeds, not a machine drifting.
+        said = "; ".join(f"{'device' if k == 'device_name' else k} {a or '-'} -> {b or '-'}" for k, (a, b) in where.items())
+        out.append(f"- {drift[0].upper()}{drift[1:].replace(': suspect machine drift', '')}: A and B ran on different "
+                   f"devices ({said}), so every row's change includes the devices' own difference. "
+                   + ("`zlbench history vendors` compares backends on their speedups over torch." if "backend" in where
+                      else "Compare runs of one device to judge the code."))
+    elif drift:
         out.append(f"- {drift[0].upper()}{drift[1:]}: every row's change includes it. Compare runs made on one "
                    "quiet machine, or measure B again (a gate's recheck) before reading the rows.")
     out += _noise_lines(s)
