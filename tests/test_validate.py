@@ -236,6 +236,23 @@ def test_a_max_processes_below_processes_gets_a_note():
     assert config_notes(resolved("timer.processes=4")) == []
 
 
+@pytest.mark.parametrize("overrides,plain,replaced", [
+    (["fail_on=[slower]"], True, True),  # README's "add slower" taken literally, on a plain run
+    (["ab=demo_fused_softmax", "fail_on=[slower]"], False, True),
+    (["ab=demo_fused_softmax", "ab.side=on", "fail_on=[failed,slower]"], True, False),
+    (["ab=demo_fused_softmax", "fail_on=[failed,crashed,timeout,poisoned,fatal,slower]"], False, False),
+    (["fail_on=[]"], False, False), (["fail_on=[timeout]"], False, False)])
+def test_a_fail_on_that_gates_nothing_or_drops_the_statuses_gets_a_note(overrides, plain, replaced):
+    """fail_on=[slower] on a plain run exited 0 on a timeout, without a word: no verdict to fail on,
+    and the statuses the default list held were gone."""
+    from zlbench.config.validate import config_notes
+
+    notes = config_notes(resolved(*overrides))
+    assert any("they never fail it" in n for n in notes) == plain, notes
+    assert any("replaces the default list: a test that fails, crashes or times out no longer fails the run. Fix: "
+               "fail_on=[failed,crashed,timeout,poisoned,fatal,slower] to keep them." in n for n in notes) == replaced, notes
+
+
 def test_a_target_width_below_the_narrowest_interval_is_run_with_a_note():
     from zlbench.config.validate import config_notes
 

@@ -263,6 +263,7 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
         notes.append(f"ab={ab.get('name')} switches {var}, a Triton/FlagTree compiler setting, but {cpu} runs "
                      "no Triton kernel: both sides run the same code, so expect no difference (liveness cannot be "
                      "checked on the CPU). Fix: run it on the backend the switch is for (backend=cuda, musa, ...).")
+    notes += fail_on_notes(resolved)
     from zlbench.results.process_stats import narrowest_width
 
     width = (resolved.get("timer") or {}).get("target_width")
@@ -271,6 +272,29 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
                      f"({narrowest_width():.4f}, the run-level share): every node with a row of 20 us or more "
                      f"gets more processes (on an accelerator), up to timer.max_processes. Fix: "
                      f"timer.target_width={math.ceil(narrowest_width() * 1000) / 1000:g} or more.")
+    return notes
+
+
+def fail_on_notes(resolved: Mapping[str, Any]) -> List[str]:
+    """fail_on=[slower] (README: add slower to gate on an A/B) replaces the list: the node statuses it
+    held no longer fail the run; and a plain run has no verdict to fail on."""
+    from zlbench.exitcodes import FAILABLE_STATUSES, FAILABLE_VERDICTS
+
+    fail_on = [str(v) for v in resolved.get("fail_on") or []]
+    verdicts = [v for v in fail_on if v in FAILABLE_VERDICTS]
+    if not verdicts:
+        return []
+    notes = []
+    ab = resolved.get("ab") or {}
+    if ab.get("name", "none") == "none" or ab.get("side"):
+        run = "this plain run" if ab.get("name", "none") == "none" else f"one side's pass (ab.side={ab['side']})"
+        notes.append(f"fail_on names A/B verdicts ({', '.join(verdicts)}), and {run} has none: they never fail it. "
+                     "Fix: gate it against another run with `zlbench history compare` (its --fail-on), or `zlbench "
+                     "summary A_DIR --ab B_DIR` for two sides' passes.")
+    if not any(v in FAILABLE_STATUSES for v in fail_on):
+        wanted = ",".join(["failed", "crashed", "timeout", "poisoned", "fatal", *verdicts])
+        notes.append(f"fail_on=[{','.join(fail_on)}] replaces the default list: a test that fails, crashes or times out "
+                     f"no longer fails the run. Fix: fail_on=[{wanted}] to keep them.")
     return notes
 
 
