@@ -193,6 +193,20 @@ def test_a_run_cut_between_the_cases_of_a_test_says_so_and_its_resume_measures_t
     assert [s["status"] for s in csv.DictReader(open(run / "ops_status.csv"))] == ["ok"]
 
 
+def test_a_resume_into_another_hydra_run_dir_is_refused(tmp_path):
+    """resume=X hydra.run.dir=Y resumed X and left Y holding only that resume's zlbench.log (X's log
+    missing its lines): refused before anything is made; the same dir twice is no conflict."""
+    run = tmp_path / "run"
+    run.mkdir()
+    res = zlbench(*ARGS, f"resume={run}", f"hydra.run.dir={tmp_path / 'other'}", cwd=tmp_path)
+    assert res.returncode == 2 and f"resume={run} measures the rest into {run} itself, and hydra.run.dir=" \
+        f"{tmp_path / 'other'} names another dir" in res.stderr and "Fix: drop hydra.run.dir=" in res.stderr, res.stderr
+    assert not (tmp_path / "other").exists()
+    same = zlbench(*ARGS, f"resume={run}", f"hydra.run.dir={run}/", cwd=tmp_path)
+    assert same.returncode == 2 and "names another dir" not in same.stderr and "not a zlbench run dir" in same.stderr, \
+        same.stderr
+
+
 def test_resume_of_a_missing_run_dir_is_refused(tmp_path):
     missing = tmp_path / "nowhere"
     res = zlbench(*ARGS, f"resume={missing}", cwd=tmp_path)

@@ -458,6 +458,11 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")
+    elif resume_path and (other := _given(overrides, "hydra.run.dir", unquoted=True)) \
+            and os.path.abspath(os.path.expanduser(other)) != resume_path:
+        raise UsageError(f"resume={resume} measures the rest into {resume_path} itself, and hydra.run.dir={other} names "
+                         "another dir, which would get that resume's zlbench.log and nothing else. Fix: drop "
+                         f"hydra.run.dir= (a resume writes into its run dir), or drop resume= for a new run into {other}.")
     run_dir, sweep_dir = (_given(overrides, key, unquoted=True) for key in ("hydra.run.dir", "hydra.sweep.dir"))
     dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in TRUE for a in overrides)
     if "hydra.output_subdir" not in cli_keys and (
