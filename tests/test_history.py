@@ -319,6 +319,18 @@ def test_foreign_database_is_refused(tmp_path):
         Store(f"sqlite:///{path}")
 
 
+def test_a_store_file_that_is_no_database_names_a_fix_that_works(tmp_path):
+    """Its Fix said to rebuild the store with `history import ... --url URL`: into the same file,
+    which fails the same way."""
+    path = tmp_path / "notes.db"
+    path.write_text("my notes\n" * 200)
+    with pytest.raises(UsageError) as e:
+        Store(f"sqlite:///{path}")
+    assert "is no SQLite database (file is not a database)" in str(e.value) and "--url NEW_URL" in str(e.value)
+    assert "point store.url (or --url) at another file, or move that file away" in str(e.value), e.value
+    assert path.read_text() == "my notes\n" * 200  # left as it was
+
+
 def test_reading_a_missing_store_creates_nothing(tmp_path, capsys):
     code, out = history("list", "--url", f"sqlite:///{tmp_path / 'typo.db'}", capsys=capsys)
     assert code == 2 and "no results store at" in out.err and "history import" in out.err

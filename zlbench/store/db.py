@@ -117,9 +117,13 @@ def explain(error: SQLAlchemyError, url: str, doing: str) -> UsageError:
         return UsageError(f"{doing}: cannot reach the results store {shown} ({text}). Fix: start the database "
                           "server or correct store.url (host, port, user, password, database), or "
                           "store.url=none to turn the store off.")
+    if "file is not a database" in text or "malformed" in text:  # SQLite's words for a file it cannot read
+        return UsageError(f"{doing}: {shown} is no SQLite database ({text}), so no zlbench store. Fix: point "
+                          "store.url (or --url) at another file, or move that file away; a store can always be "
+                          "rebuilt from the run dirs with `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
     return UsageError(f"{doing}: the results store {shown} failed ({type(error).__name__}: {text}). Fix: check "
                       "that store.url names a zlbench store; a store can always be rebuilt from the run dirs "
-                      "with `python -m zlbench history import RUN_DIR... --url URL`.")
+                      "with `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
 
 
 def _alembic_config(connection: Connection):
