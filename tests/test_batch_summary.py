@@ -334,3 +334,21 @@ def test_two_runs_conditions_name_their_devices_and_whole_values_where_a_cut_hid
     assert "processes.device_uuid: a6501279 -> 5ffe901a" in changes, changes
     assert f"versions.zlbench_commit: {'9' * 40} -> {'9' * 40}+dirty" in changes, changes
     assert _changes({"k": "x" * 50}, {"k": "y" * 50}, ["k"]) == [f"k: {'x' * 40}... -> {'y' * 40}..."]  # said cut
+
+
+def test_the_one_run_form_of_an_aa_sweep_is_an_aa(tmp_path):
+    """`summary A --ab B` of an A/A sweep's two sides offered `ab=env ab.var=X`: an A/B, not the A/A
+    the sweep was. The one-run form keeps ab.aa=true, and values other than the default 0/1."""
+    from zlbench.report.batch_summary import Source, _node_level_command
+
+    def side(name, aa, values):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "run_identity.json").write_text(json.dumps(
+            {"config": {"ab": {"name": "env", "var": "ZL_X", "aa": aa, "values": values}}, "sides": {name: {}}}))
+        return Source(run)
+
+    assert _node_level_command(side("off", True, [0, 1]), side("on", True, [0, 1])) == \
+        "python -m zlbench ab=env ab.var=ZL_X ab.aa=true"
+    assert _node_level_command(side("a", False, ["-O2", "-O3"]), side("b", False, ["-O2", "-O3"])) == \
+        "python -m zlbench ab=env ab.var=ZL_X 'ab.values=[-O2,-O3]'"

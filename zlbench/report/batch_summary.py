@@ -174,11 +174,17 @@ def not_interleaved(a: Source, b: Source, label_a: str, label_b: str) -> Tuple[s
 
 
 def _node_level_command(a: Source, b: Source) -> str:
-    ab = (a.identity.get("config") or {}).get("ab") or {}
-    if ab.get("name") and ab.get("name") != "none":
-        return f"python -m zlbench ab={ab['name']}" + (f" ab.var={ab['var']}" if ab["name"] == "env" else "")
     from zlbench.config.secrets import has_password
     from zlbench.results.rundir import hydra_value
+
+    ab = (a.identity.get("config") or {}).get("ab") or {}
+    if ab.get("name") and ab.get("name") != "none":
+        values = [str(v) for v in ab.get("values") or []]
+        listed = ",".join(hydra_value(v) for v in values)
+        return (f"python -m zlbench ab={ab['name']}" + (f" ab.var={ab['var']}" if ab["name"] == "env" else "")
+                + (f" {shlex.quote(f'ab.values=[{listed}]')}" if ab["name"] == "env" and values not in ([], ["0", "1"])
+                   and not any(has_password(v) for v in values) else "")
+                + (" ab.aa=true" if ab.get("aa") else ""))  # the sweep's sides an A/A: so is its one-run form
 
     from zlbench.planning.switches import set_apart
 
