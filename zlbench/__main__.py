@@ -204,7 +204,7 @@ def main() -> None:
     except UsageError as e:
         _error(str(e))
         sys.exit(Exit.USAGE)
-    for line in provenance["env_ignored"].values():
+    for line in [*provenance["env_ignored"].values(), *provenance.get("notes", [])]:
         print(f"zlbench: note: {line}", file=sys.stderr)
     _provenance.clear()
     _provenance.update(provenance)

@@ -437,7 +437,7 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     overrode (name -> a line saying so)."""
     if any(a in ("-sc", "--shell-completion") for a in argv):
         # Hydra's shell completion takes its own words (install=bash, query=...): not overrides.
-        return list(argv), {"env": {}, "env_overrides": [], "cli_overrides": [], "env_ignored": {}}
+        return list(argv), {"env": {}, "env_overrides": [], "cli_overrides": [], "env_ignored": {}, "notes": []}
     is_flag = lambda a: a.startswith("-") or ("=" not in a and not a.startswith("~"))  # noqa: E731 (~key deletes)
     flags = [a for a in argv if is_flag(a)]
     overrides = [expand_home(_normalize_backend(a)) for a in argv if not is_flag(a)]
@@ -455,14 +455,18 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
                          "run started, or drop resume= for a new run.")
     if resume and os.path.isfile(os.path.expanduser(resume)):  # not said as hydra.run.dir= below
         raise UsageError(f"resume={resume} is a file, not a run dir. Fix: resume={os.path.dirname(resume) or '.'}")
+    notes = []
+    other = _given(overrides, "hydra.run.dir", unquoted=True) if resume_path else None
+    if other and os.path.abspath(os.path.expanduser(other)) != resume_path:
+        # It made that dir to hold the resume's zlbench.log alone, and the run's own log missed its lines.
+        notes.append(f"hydra.run.dir={other} is not used: resume={resume} measures the rest into {resume_path} "
+                     "itself, and writes its log there. Fix: drop hydra.run.dir=, or drop resume= for a new run "
+                     f"into {other}.")
+        overrides = [o for o in overrides if override_key(o) != "hydra.run.dir"]
+        cli_keys.discard("hydra.run.dir")
     if resume and "hydra.run.dir" not in cli_keys:
         # A resumed run writes into its own run dir (Hydra's files and zlbench.log too), not a new one.
         overrides.append(f"hydra.run.dir={resume}")
-    elif resume_path and (other := _given(overrides, "hydra.run.dir", unquoted=True)) \
-            and os.path.abspath(os.path.expanduser(other)) != resume_path:
-        raise UsageError(f"resume={resume} measures the rest into {resume_path} itself, and hydra.run.dir={other} names "
-                         "another dir, which would get that resume's zlbench.log and nothing else. Fix: drop "
-                         f"hydra.run.dir= (a resume writes into its run dir), or drop resume= for a new run into {other}.")
     run_dir, sweep_dir = (_given(overrides, key, unquoted=True) for key in ("hydra.run.dir", "hydra.sweep.dir"))
     dry = any(override_key(a) == "dry_run" and a.split("=", 1)[1].strip().lower() in TRUE for a in overrides)
     if "hydra.output_subdir" not in cli_keys and (
@@ -474,6 +478,6 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
         # run_identity.json (`resumed`).
         overrides.append("hydra.output_subdir=null")
     provenance = {"env": env_used, "env_overrides": env_overrides, "cli_overrides": list(overrides),
-                  "env_ignored": ignored}
+                  "env_ignored": ignored, "notes": notes}
     # Env-derived overrides first: a later override of the same key (from the CLI) would win anyway.
     return flags + env_overrides + overrides, provenance
