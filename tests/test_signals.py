@@ -70,3 +70,21 @@ def test_an_interrupted_start_resumes_to_every_node(tmp_path):
     res = zlbench(f"hydra.run.dir={tmp_path / 'x'}", *ARGS, f"resume={run}", cwd=tmp_path, env={"WAIT_S": "0.1"})
     assert res.returncode == 0, res.stderr[-3000:]
     assert set(statuses(run).values()) == {"ok"} and len(statuses(run)) == 10
+
+
+def test_a_second_interrupt_exits_at_once_and_names_the_commands_that_finish_the_run(tmp_path):
+    """A double Ctrl-C said only "resume the run dir": no command with the run's overrides, and no word
+    that the tables were not written nor the run recorded."""
+    import time
+
+    run = tmp_path / "run"
+    proc = start(run, env={"WAIT_S": "2"})
+    assert wait_for(lambda: bool(events(run, "start")) or proc.poll() is not None, timeout=180)
+    os.kill(proc.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    err = (tmp_path / "run.stderr").read_text()
+    assert "interrupted twice: exiting now, without writing the tables or recording the run; " \
+        f"`python -m zlbench collect {run}` writes them from what finished" in err, err[-3000:]
+    assert f"resume={run}` measures the rest." in err and "python -m zlbench " in err, err[-3000:]

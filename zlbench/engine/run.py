@@ -7,6 +7,7 @@ import logging
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -289,7 +290,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
     launcher = get_launcher(launcher_cfg)
     keys = [k for k in backend.visibility([0]) if k.endswith("_DEVICES") or k.endswith("_SLOT")]
     # Interrupts stay handled until the tables are written: a second Ctrl-C exits at once.
-    with Interrupts(launcher) as interrupts:
+    with Interrupts(launcher, run_dir) as interrupts:
         units, warm = plan.units, None
         # Each device's job starts its first more passes' processes ahead and waits for the choice
         # (engine/spares.py); those it gave up waiting for go as jobs of their own, as the others.
@@ -445,8 +446,9 @@ class Interrupts:
     """The first Ctrl-C (or SIGTERM, or SIGHUP: a closed terminal or SSH session) stops the run's
     jobs and lets the run write its tables from what finished; a second one exits at once."""
 
-    def __init__(self, launcher):
+    def __init__(self, launcher, run_dir: Optional[Path] = None):
         self.launcher = launcher
+        self.run_dir = run_dir
         self.signum: Optional[int] = None
         self.since = 0.0
         self._old: Dict[int, Any] = {}
@@ -479,13 +481,21 @@ class Interrupts:
     def _handle(self, signum, _frame) -> None:
         self.launcher.cancel()
         if self.signum is not None:
-            print("\n[zlbench] interrupted twice: exiting now; resume the run dir to finish it.",
+            print("\n[zlbench] interrupted twice: exiting now, without writing the tables or recording the run"
+                  + (f"; `python -m zlbench collect {shlex.quote(str(self.run_dir))}` writes them from what finished, "
+                     f"and `{self._resume()}` measures the rest." if self.run_dir else "; resume the run dir to finish it."),
                   file=sys.stderr, flush=True)
             os._exit(Exit.INTERRUPTED)
         self.signum, self.since = signum, time.time()
         # Printed, not logged: a signal handler must not take the logging lock.
         print(f"\n[zlbench] {signal.Signals(signum).name}: stopping the run's processes and writing the "
               "tables (again to exit at once)", file=sys.stderr, flush=True)
+
+    def _resume(self) -> str:
+        try:
+            return resume_command(self.run_dir)
+        except Exception:  # exiting at once: a run dir that cannot be read still gets its words
+            return f"python -m zlbench resume={self.run_dir}"
 
     def given_up(self) -> bool:
         """Interrupted, and the jobs had their grace period to stop."""
