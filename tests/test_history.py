@@ -564,6 +564,22 @@ def test_import_flaggems_log(tmp_path, store_url, capsys):
     code, out = history(*args, capsys=capsys)
     assert "unchanged:" in out.out
     assert count(store_url, S.rows) == 2
+    # Imported again without its facts (a folder's import): the record keeps them.
+    code, out = history("import", log, "--url", store_url, capsys=capsys)
+    assert code == 0 and "unchanged:" in out.out, out.out
+    # A copy of the log beside it is the same run, recorded once; it said the first path "no longer
+    # holds it (the dir moved)" and put its record in place of the first's.
+    copy = tmp_path / "copy.log"
+    copy.write_text(FLAGGEMS_LOG)
+    code, out = history("import", copy, "--url", store_url, capsys=capsys)
+    assert code == 0 and f"kept: {copy}" in out.out and f"recorded from {log}, which still holds it" in out.out, out.out
+    # A forgotten or wrong --device is corrected by importing again with it ("unchanged" kept the old).
+    code, out = history("import", log, "--url", store_url, "--device", "MTT S5000", capsys=capsys)
+    assert code == 0 and "replaced:" in out.out, out.out
+    code, out = history("list", "--url", store_url, "--format", "json", capsys=capsys)
+    (run,) = json.loads(out.out)
+    assert (run["backend"], run["device_name"], run["path"]) == ("musa", "MTT S5000", str(log)), run
+    history("import", log, "--url", store_url, "--device", "MTT S4000", capsys=capsys)
     code, out = history("vendors", "--url", store_url, "--format", "json", capsys=capsys)
     rows = json.loads(out.out)["rows"]
     assert [r["vendors"]["musa (MTT S4000)"]["speedup"] for r in rows] == [0.5, 2.0]

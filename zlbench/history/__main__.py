@@ -98,7 +98,7 @@ def _emit(text: str, out: Optional[Path], name: str) -> None:
 def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
     from zlbench.store.db import normalize_url, sqlite_file
-    from zlbench.store.ingest import log_record, run_dir_record, write_record
+    from zlbench.store.ingest import log_record, recorded_log_facts, run_dir_record, write_record
 
     url = (find_store(args.url, create=True)[0] if args.url
            else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
@@ -119,10 +119,14 @@ def cmd_import(args) -> int:
             records += [run_dir_record(p) for p in found]
         else:
             skipped[len(records)] = [] if args.skip_bad_lines else None
-            records.append(log_record(path, backend=args.backend, device_name=args.device,
-                                      corpus_commit=args.corpus_commit, skipped=skipped[len(records)]))
+            records.append(path)  # a log: read below, with what the store already says of it
     with Store(url) as store:
         for i, rec in enumerate(records):
+            if isinstance(rec, Path):
+                said = recorded_log_facts(store, rec) if rec.is_file() else {}
+                rec = log_record(rec, backend=args.backend or said.get("backend"),
+                                 device_name=args.device or said.get("device_name"),
+                                 corpus_commit=args.corpus_commit or said.get("corpus_commit"), skipped=skipped[i])
             written = write_record(store, rec)
             bad = skipped.get(i)
             print(f"{written.outcome}: {rec['run']['path']} ({len(rec['rows'])} rows"

@@ -280,7 +280,10 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
     mode = next((r.get("timer_used") for r in rows if r.get("timer_used")), None)
     run = {
         "run_key": "log:" + hashlib.sha256(data).hexdigest(),
-        "content_hash": hashlib.sha256(str(path).encode() + b"\0" + data).hexdigest(), "kind": "log",
+        # What is recorded of it: its path, its bytes and what the import said of it (a second import
+        # with --backend or --device corrects the record, not "unchanged").
+        "content_hash": hashlib.sha256(json.dumps([str(path), backend, device_name, corpus_commit]).encode() + b"\0"
+                                       + data).hexdigest(), "kind": "log",
         "identity_hash": None, "caliber": caliber,
         "created": parse_created(None, path.stat().st_mtime), "path": str(path), "host": None,
         "backend": _str(backend, 64), "device_name": _str(device_name, 255), "timer": _str(mode, 64),
@@ -293,6 +296,16 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
             "ab": None}
 
 
+def recorded_log_facts(store: Store, path: Path) -> Dict[str, Optional[str]]:
+    """What an earlier import said of this log (the same bytes): its backend, device and corpus commit,
+    so that importing it again without them keeps them, and with them corrects them."""
+    key = "log:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    with store.begin("reading the log's record") as conn:
+        found = conn.execute(select(S.runs.c.backend, S.runs.c.device_name, S.runs.c.corpus_commit)
+                             .where(S.runs.c.run_key == key)).first()
+    return dict(zip(("backend", "device_name", "corpus_commit"), found)) if found else {}
+
+
 def _still_holds(path: str, host: Optional[str], run: Mapping[str, Any]) -> bool:
     """Whether a recorded path, another than this record's, still holds the same run: a copy's
     record does not displace it (an edited or damaged copy would stand in for the run), a moved
@@ -302,6 +315,8 @@ def _still_holds(path: str, host: Optional[str], run: Mapping[str, Any]) -> bool
     if host != run["host"]:
         return True
     try:
+        if run["kind"] == "log":  # a log's key is its bytes': a copy beside it holds the same run
+            return "log:" + hashlib.sha256(Path(path).read_bytes()).hexdigest() == run["run_key"]
         return run_dir_key(Path(path)) == run["run_key"]
     except (OSError, UsageError):
         return False
@@ -322,7 +337,7 @@ class Written(NamedTuple):
         if self.outcome == "kept":
             return (f"; the same run is recorded from {self.elsewhere}, which still holds it: that record stays "
                     "(one record per run; either path finds it)")
-        return (f"; it was recorded from {self.elsewhere}, which no longer holds it (the dir moved): the store "
+        return (f"; it was recorded from {self.elsewhere}, which no longer holds it (moved or changed): the store "
                 "keeps one record per run")
 
 
