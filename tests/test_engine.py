@@ -98,6 +98,11 @@ def test_resume_refuses_another_caliber(tmp_path):
     assert res.returncode == 2 and "made with other settings" in res.stderr and "timer" in res.stderr
     # ... naming the setting and both values (it said "differs in: timer"), each setting once
     assert "(its identity differs in: timer.repeat: 1 -> 3);" in res.stderr, res.stderr
+    # Another node time limit changes no number: said as what it would do ("would mix measurements" was false).
+    res = zlbench(*ARGS, "launcher.node_timeout_s=60", f"resume={run}", cwd=tmp_path)
+    assert res.returncode == 2 and "was made with launcher.node_timeout_s=900.0, and a resume keeps it: it measures " \
+        "what the run did not get to, while a test that ran past the limit stays timed out" in res.stderr, res.stderr
+    assert "would mix measurements" not in res.stderr and f"resume={run})" in res.stderr, res.stderr
     # The same overrides under other software: the message names the versions, not the overrides.
     identity = json.loads((run / "run_identity.json").read_text())
     identity["versions"]["torch"] = "0.0.1"

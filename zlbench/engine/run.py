@@ -157,8 +157,19 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 f"{str(was_file.get('sha256'))[:12]} then, {str(now_file.get('sha256'))[:12]} now); resuming it "
                 "would mix two shape lists. Fix: restore the file as it was, or start a new run dir.")
         here = set(identity.get("switch_env") or {}) - set(old.get("switch_env") or {})
+        apart = _settings_apart(old, identity, diff)
+        if apart.startswith("config.launcher.node_timeout_s:") and ";" not in apart and not _switches_apart(old, identity):
+            # No number changes with the limit, but which tests ended as timed out does: and a resume
+            # measures only what the run did not get to, never a test that ran past its limit.
+            was = (old.get("config") or {}).get("launcher", {}).get("node_timeout_s")
+            raise UsageError(
+                f"{run_dir} was made with launcher.node_timeout_s={was}, and a resume keeps it: it measures what the "
+                "run did not get to, while a test that ran past the limit stays timed out, so another limit would "
+                f"judge the run's tests by two. Fix: resume with launcher.node_timeout_s={was} "
+                f"({resume_command(run_dir)}), or measure the timed-out ops under a longer limit in a new run dir "
+                "(ops=[...] launcher.node_timeout_s=...).")
         raise UsageError(
-            f"{run_dir} holds a run made with other settings (its identity differs in: {_settings_apart(old, identity, diff)}"
+            f"{run_dir} holds a run made with other settings (its identity differs in: {apart}"
             f"{_switches_apart(old, identity)}); resuming it would mix measurements. Fix: resume with the overrides "
             f"and switches it was made with ({resume_command(run_dir, unset=sorted(here))}), or start a new run dir."
         )
