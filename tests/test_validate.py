@@ -227,6 +227,15 @@ def test_a_respawn_period_no_shorter_than_the_run_gets_a_note(every, noted):
                          "Fix: ab.respawn_every=1 (the default) or a period below ab.rounds."]
 
 
+def test_replay_runs_round_by_round_so_no_resident_process_note():
+    """ab.tuning=replay runs every round in fresh processes: the start said "each side keeps one
+    process for the whole run" while the plan's note said respawn_every does nothing."""
+    from zlbench.config.validate import config_notes
+
+    notes = config_notes(resolved("ab=demo_fused_softmax", "ab.rounds=3", "ab.respawn_every=4", "ab.tuning=replay"))
+    assert not any("keeps one process" in n or "below ab.min_rounds" in n for n in notes), notes
+
+
 def test_a_max_processes_below_processes_gets_a_note():
     from zlbench.config.validate import config_notes
 

@@ -239,7 +239,8 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
     ab = resolved.get("ab") or {}
     rounds, least = ab.get("rounds"), ab.get("min_rounds")
     schedule = getattr(ab.get("schedule"), "value", ab.get("schedule"))  # an enum where Hydra composed it
-    interleaved = ab.get("name", "none") != "none" and not ab.get("side") and schedule == "node"
+    interleaved = ab.get("name", "none") != "none" and not ab.get("side") and schedule == "node" \
+        and getattr(ab.get("tuning"), "value", ab.get("tuning")) != "replay"  # round by round (plan.round_by_round)
     notes = []
     if interleaved and isinstance(rounds, int) and isinstance(least, int) and 2 <= rounds < least:
         notes.append(f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "
@@ -289,8 +290,9 @@ def fail_on_notes(resolved: Mapping[str, Any]) -> List[str]:
     if ab.get("name", "none") == "none" or ab.get("side"):
         run = "this plain run" if ab.get("name", "none") == "none" else f"one side's pass (ab.side={ab['side']})"
         notes.append(f"fail_on names A/B verdicts ({', '.join(verdicts)}), and {run} has none: they never fail it. "
-                     "Fix: gate it against another run with `zlbench history compare` (its --fail-on), or `zlbench "
-                     "summary A_DIR --ab B_DIR` for two sides' passes.")
+                     "Fix: gate it against another run with `zlbench history compare A B --fail-on slower`"
+                     + (", or run both sides in one run (drop ab.side): its verdicts meet fail_on" if ab.get("side")
+                        else "") + ".")
     if not any(v in FAILABLE_STATUSES for v in fail_on):
         wanted = ",".join(["failed", "crashed", "timeout", "poisoned", "fatal", *verdicts])
         notes.append(f"fail_on=[{','.join(fail_on)}] replaces the default list: a test that fails, crashes or times out "
