@@ -238,6 +238,13 @@ def test_a_compare_says_when_torchs_baseline_moved_between_the_runs(tmp_path, ur
     assert f"A and B ran on different devices (backend cuda -> musa; device {H.DEVICE_NAMES['cuda']} -> " \
         f"{H.DEVICE_NAMES['musa']}), so every row's change includes the devices' own difference. `zlbench history " \
         "vendors` compares backends" in out.out, out.out
+    # A run whose device is unknown (a FlagGems log imported without --backend/--device) is no other device.
+    from zlbench.history.compare import _result_lines
+
+    s = json.loads(history(capsys, "compare", "1", "2", "--url", url, "--format", "json", "--fail-on", "none")[1].out)
+    s = s["summary"]
+    s["run_b"] = {**s["run_b"], "backend": None, "device_name": None}
+    assert any("suspect machine drift" in line for line in _result_lines(s)), _result_lines(s)
 
 
 def test_the_softmax_demo_case_fused_against_three_pass(tmp_path, url, capsys):
@@ -762,6 +769,14 @@ def test_a_recheck_whose_tests_ran_past_the_node_timeout_says_so(tmp_path, url, 
     assert f"- The recheck lost {len(H.SHAPES)} row(s): their tests ran past launcher.node_timeout_s=0.2s in it" \
         in out.out and "a recheck at the same limit cannot measure them. To measure them, run the recheck again " \
         "with a longer launcher.node_timeout_s." in out.out and "or run the recheck again." not in out.out, out.out
+    # Rows lost to the run's own time limit are timeouts too, and a resume measures them: only rows that
+    # all ran past a node limit get the node-limit words.
+    from zlbench.history.compare import lost_ends
+
+    lost = [{"side": "main", "node": f"t.py::test_{i}", "lost_in": "B"} for i in (1, 2)]
+    mixed = {"main": {"t.py::test_1": ("timeout", "exceeded launcher.node_timeout_s=0.2s"),
+                      "t.py::test_2": ("timeout", "whole-run time limit (launcher.run_timeout_s) reached before it ran")}}
+    assert lost_ends(lost, mixed) == {"statuses": {"timeout": 2}, "node_timeout": None}
     # A crash is another matter: a draw of one run may not repeat, so running it again is the advice.
     crashed = H.write_run(tmp_path / "c.recheck", H.identity(ops=["exp"], created="2026-11-03T00:00:00+0000",
                                                              processes=3), [{**cut, "status": "crashed"}])

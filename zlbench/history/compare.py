@@ -329,9 +329,10 @@ def lost_ends(rows: List[Mapping], b_failed: Mapping) -> Dict[str, Any]:
     """How B's tests of the rows it lost ended: {"statuses": {status: rows}, "node_timeout":
     the limit the reason names where a test was cut by launcher.node_timeout_s, else None}."""
     ends = [b_failed.get(r["side"], {}).get((r["node"] or "").split("[")[0]) for r in rows if r.get("lost_in") == "B"]
-    limits = {m.group(1) for e in ends if e and (m := re.search(r"node_timeout_s=([0-9.]+)s", e[1] or ""))}
+    limits = [m.group(1) for e in ends if e and (m := re.search(r"node_timeout_s=([0-9.]+)s", e[1] or ""))]
+    # the limit where every row was lost to it (a run-limit cut is a timeout too, and a resume measures it)
     return {"statuses": dict(Counter(e[0] if e else "unknown" for e in ends)),
-            "node_timeout": limits.pop() if len(limits) == 1 else None}
+            "node_timeout": limits[0] if ends and len(limits) == len(ends) and len(set(limits)) == 1 else None}
 
 
 def _lost_how(ends: Mapping[str, Any]) -> str:
@@ -554,7 +555,8 @@ def _result_lines(s: Mapping) -> List[str]:
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["verdicts"].items())) or "none"
     out.append(f"- Verdicts: {counts}.")
     ra, rb = s.get("run_a") or {}, s.get("run_b") or {}
-    where = {k: (ra.get(k), rb.get(k)) for k in ("backend", "device_name") if ra.get(k) != rb.get(k)}
+    where = {k: (ra.get(k), rb.get(k)) for k in ("backend", "device_name")
+             if ra.get(k) and rb.get(k) and ra.get(k) != rb.get(k)}  # a log imported without them: unknown, not apart
     drift = drift_caveat(s.get("baseline_drift") or {}, s["threshold"], between="the runs")
     if drift and where:
         # Two devices (or vendors): their own speeds, not a machine drifting.
