@@ -329,6 +329,16 @@ def test_a_store_file_that_is_no_database_names_a_fix_that_works(tmp_path):
     assert "is no SQLite database (file is not a database)" in str(e.value) and "--url NEW_URL" in str(e.value)
     assert "point store.url (or --url) at another file, or move that file away" in str(e.value), e.value
     assert path.read_text() == "my notes\n" * 200  # left as it was
+    # A damaged store is told so (not "no SQLite database"); a PostgreSQL "malformed" value is neither.
+    from sqlalchemy.exc import DatabaseError
+
+    from zlbench.store.db import explain
+
+    damaged = explain(DatabaseError("SELECT", {}, sqlite3.DatabaseError("database disk image is malformed")),
+                      f"sqlite:///{path}", "reading")
+    assert "is damaged (database disk image is malformed)" in str(damaged) and "no SQLite" not in str(damaged)
+    pg = explain(DatabaseError("SELECT", {}, Exception("malformed array literal")), "postgresql://h/db", "reading")
+    assert "damaged" not in str(pg) and "no SQLite" not in str(pg), pg
 
 
 def test_reading_a_missing_store_creates_nothing(tmp_path, capsys):
@@ -580,6 +590,15 @@ def test_import_flaggems_log(tmp_path, store_url, capsys):
     (run,) = json.loads(out.out)
     assert (run["backend"], run["device_name"], run["path"]) == ("musa", "MTT S5000", str(log)), run
     history("import", log, "--url", store_url, "--device", "MTT S4000", capsys=capsys)
+    # Every log is read before the store is opened: a malformed one records nothing of the others,
+    # and a missing one leaves no empty store behind.
+    bad = tmp_path / "bad.log"
+    bad.write_text('[INFO] {"op_name": "exp", "result": [{"latency": "n/a"}]}\n')
+    fresh = f"sqlite:///{tmp_path / 'fresh' / 'zlbench.db'}"
+    code, out = history("import", copy, bad, "--url", fresh, capsys=capsys)
+    assert code == 2 and "malformed result record" in out.err and not (tmp_path / "fresh" / "zlbench.db").exists()
+    code, out = history("import", tmp_path / "typo.log", "--url", fresh, capsys=capsys)
+    assert code == 2 and "does not exist" in out.err and not (tmp_path / "fresh" / "zlbench.db").exists(), out.err
     code, out = history("vendors", "--url", store_url, "--format", "json", capsys=capsys)
     rows = json.loads(out.out)["rows"]
     assert [r["vendors"]["musa (MTT S4000)"]["speedup"] for r in rows] == [0.5, 2.0]

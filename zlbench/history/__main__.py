@@ -117,16 +117,19 @@ def cmd_import(args) -> int:
                 raise UsageError(f"{path} holds no zlbench run dir (no run_identity.json below it). Fix: pass "
                                  "run dirs, a folder of them (zl_runs), or FlagGems result_*.log files.")
             records += [run_dir_record(p) for p in found]
-        else:
+        else:  # read (and refused if malformed) before the store is opened: nothing is half imported
             skipped[len(records)] = [] if args.skip_bad_lines else None
-            records.append(path)  # a log: read below, with what the store already says of it
+            records.append(log_record(path, backend=args.backend, device_name=args.device,
+                                      corpus_commit=args.corpus_commit, skipped=skipped[len(records)]))
+    given = {"backend": args.backend, "device_name": args.device, "corpus_commit": args.corpus_commit}
     with Store(url) as store:
         for i, rec in enumerate(records):
-            if isinstance(rec, Path):
-                said = recorded_log_facts(store, rec) if rec.is_file() else {}
-                rec = log_record(rec, backend=args.backend or said.get("backend"),
-                                 device_name=args.device or said.get("device_name"),
-                                 corpus_commit=args.corpus_commit or said.get("corpus_commit"), skipped=skipped[i])
+            if rec["run"]["kind"] == "log" and not all(given.values()):
+                # What an earlier import was told of it stays where this one says nothing.
+                said = recorded_log_facts(store, Path(rec["run"]["path"]))
+                if any(said.get(k) and not v for k, v in given.items()):
+                    rec = log_record(Path(rec["run"]["path"]), **{k: v or said.get(k) for k, v in given.items()},
+                                     skipped=[] if skipped.get(i) is not None else None)
             written = write_record(store, rec)
             bad = skipped.get(i)
             print(f"{written.outcome}: {rec['run']['path']} ({len(rec['rows'])} rows"

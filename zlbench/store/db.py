@@ -113,14 +113,19 @@ def explain(error: SQLAlchemyError, url: str, doing: str) -> UsageError:
         return UsageError(f"{doing}: the results store {shown} is locked by another writer ({text}). Fix: wait "
                           "for the other zlbench to finish and retry; with many machines writing at once, use "
                           "a PostgreSQL server (store.url=postgresql://...) instead of one SQLite file.")
+    sqlite = make_url(url).get_backend_name() == "sqlite"
+    if sqlite and "file is not a database" in text:  # SQLite's words for a file that is something else
+        return UsageError(f"{doing}: {shown} is no SQLite database ({text}), so no zlbench store. Fix: point "
+                          "store.url (or --url) at another file, or move that file away; a store can always be "
+                          "rebuilt from the run dirs with `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
+    if sqlite and "database disk image is malformed" in text:
+        return UsageError(f"{doing}: the results store {shown} is damaged ({text}). Fix: move that file away and "
+                          "rebuild the store from the run dirs (`python -m zlbench history import RUN_DIR... --url "
+                          "URL`); `sqlite3 FILE .recover` may save what it holds.")
     if isinstance(error, OperationalError) or (isinstance(error, DBAPIError) and error.connection_invalidated):
         return UsageError(f"{doing}: cannot reach the results store {shown} ({text}). Fix: start the database "
                           "server or correct store.url (host, port, user, password, database), or "
                           "store.url=none to turn the store off.")
-    if "file is not a database" in text or "malformed" in text:  # SQLite's words for a file it cannot read
-        return UsageError(f"{doing}: {shown} is no SQLite database ({text}), so no zlbench store. Fix: point "
-                          "store.url (or --url) at another file, or move that file away; a store can always be "
-                          "rebuilt from the run dirs with `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
     return UsageError(f"{doing}: the results store {shown} failed ({type(error).__name__}: {text}). Fix: check "
                       "that store.url names a zlbench store; a store can always be rebuilt from the run dirs "
                       "with `python -m zlbench history import RUN_DIR... --url NEW_URL`.")

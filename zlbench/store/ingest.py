@@ -280,10 +280,7 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
     mode = next((r.get("timer_used") for r in rows if r.get("timer_used")), None)
     run = {
         "run_key": "log:" + hashlib.sha256(data).hexdigest(),
-        # What is recorded of it: its path, its bytes and what the import said of it (a second import
-        # with --backend or --device corrects the record, not "unchanged").
-        "content_hash": hashlib.sha256(json.dumps([str(path), backend, device_name, corpus_commit]).encode() + b"\0"
-                                       + data).hexdigest(), "kind": "log",
+        "content_hash": hashlib.sha256(str(path).encode() + b"\0" + data).hexdigest(), "kind": "log",
         "identity_hash": None, "caliber": caliber,
         "created": parse_created(None, path.stat().st_mtime), "path": str(path), "host": None,
         "backend": _str(backend, 64), "device_name": _str(device_name, 255), "timer": _str(mode, 64),
@@ -296,14 +293,17 @@ def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[
             "ab": None}
 
 
+# What `history import LOG` is told of a log (--backend, --device, --corpus-commit): the log does not say.
+SAID_OF_A_LOG = ("backend", "device_name", "corpus_commit")
+
+
 def recorded_log_facts(store: Store, path: Path) -> Dict[str, Optional[str]]:
     """What an earlier import said of this log (the same bytes): its backend, device and corpus commit,
     so that importing it again without them keeps them, and with them corrects them."""
     key = "log:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
     with store.begin("reading the log's record") as conn:
-        found = conn.execute(select(S.runs.c.backend, S.runs.c.device_name, S.runs.c.corpus_commit)
-                             .where(S.runs.c.run_key == key)).first()
-    return dict(zip(("backend", "device_name", "corpus_commit"), found)) if found else {}
+        found = conn.execute(select(*(S.runs.c[k] for k in SAID_OF_A_LOG)).where(S.runs.c.run_key == key)).first()
+    return dict(zip(SAID_OF_A_LOG, found)) if found else {}
 
 
 def _still_holds(path: str, host: Optional[str], run: Mapping[str, Any]) -> bool:
@@ -366,10 +366,12 @@ def _write(conn, record: Mapping[str, Any]) -> Written:
     earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
                          S.runs.c.identity_hash == run["identity_hash"])
     same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash, S.runs.c.path,
-                               S.runs.c.host).where(
+                               S.runs.c.host, *(S.runs.c[k] for k in SAID_OF_A_LOG)).where(
         or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
         else S.runs.c.run_key == run["run_key"])).all()
-    if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"]:
+    # A log's facts come from its import's options: given again otherwise, they correct the record.
+    if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"] \
+            and (run["kind"] != "log" or all(getattr(same[0], k) == run[k] for k in SAID_OF_A_LOG)):
         return Written("unchanged")
     elsewhere = next((r.path for r in same if r.run_key == run["run_key"] and r.path != run["path"]), None)
     if any(r.run_key == run["run_key"] and _still_holds(r.path, r.host, run) for r in same):
