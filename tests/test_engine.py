@@ -99,7 +99,7 @@ def test_resume_refuses_another_caliber(tmp_path):
     # ... naming the setting and both values (it said "differs in: timer"), each setting once
     assert "(its identity differs in: timer.repeat: 1 -> 3);" in res.stderr, res.stderr
     # Another node time limit changes no number: said as what it would do ("would mix measurements" was false).
-    res = zlbench(*ARGS, "launcher.node_timeout_s=60", f"resume={run}", cwd=tmp_path)
+    res = zlbench(*ARGS, "launcher.node_timeout_s=60", "fail_on=[]", f"resume={run}", cwd=tmp_path)  # fail_on: no matter
     assert res.returncode == 2 and "was made with launcher.node_timeout_s=900.0, and a resume keeps it: it measures " \
         "what the run did not get to, while a test that ran past the limit stays timed out" in res.stderr, res.stderr
     assert "would mix measurements" not in res.stderr and f"resume={run})" in res.stderr, res.stderr
@@ -279,6 +279,20 @@ def test_run_time_limit_gives_timeouts_even_while_the_corpus_is_still_importing(
         got = {r["test_node"].split("::")[1]: (r["status"], r["reason"]) for r in csv.DictReader(f)}
     assert len(got) == 2 and {s for s, _ in got.values()} == {"timeout"}, got
     assert all("launcher.run_timeout_s" in reason for _, reason in got.values()), got
+
+
+def test_a_cut_node_measured_in_some_processes_still_drops_the_limit_from_the_resume(tmp_path):
+    """At timer.processes=3 a node cut after its first pass reads "measured in 1 of 3 processes; not in
+    the others: whole-run time limit ...": the banner kept the limit in the resume command then."""
+    from zlbench.report.run_report import cut_banner
+    from zlbench.results import events as ev
+
+    (tmp_path / "run_identity.json").write_text(json.dumps(
+        {"switch_env": {}, "provenance": {"job_overrides": ["ops=[exp]", "launcher.run_timeout_s=4"]}}))
+    cut = [{"test_node": "t.py::test_exp", "status": "timeout", "rows": 2,
+            "reason": f"measured in 1 of 3 processes; not in the others: {ev.DEADLINE_REASON} before it ran"}]
+    banner = cut_banner(cut, 1, tmp_path, processes=3)
+    assert "run_timeout_s=4" not in banner and "(without the launcher.run_timeout_s that cut it" in banner, banner
 
 
 def _ran_where(run_dir):

@@ -140,8 +140,10 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
     # Hashed again as this zlbench hashes (results/identity_layout.py): the hash an earlier
     # zlbench wrote beside it may read another layout of the same settings.
     if identity_hash(old) != identity["identity_hash"]:
-        diff = sorted(k for k in identity if k not in ("provenance", "created", "identity_hash")
-                      and old.get(k) != identity.get(k))
+        from zlbench.results.identity_layout import NOT_HASHED
+
+        # over what the hash reads: another host or fail_on is no difference (NOT_HASHED)
+        diff = sorted(k for k in identity if k not in NOT_HASHED and old.get(k) != identity.get(k))
         if diff == ["versions"]:  # the same overrides, other software: the command would not help
             was, now = old.get("versions") or {}, identity.get("versions") or {}
             changed = ", ".join(f"{k} {was.get(k)} -> {now.get(k)}" for k in sorted({*was, *now})
@@ -341,6 +343,7 @@ def launch_and_finish(resolved: Mapping[str, Any], backend, plan: Plan, run_dir:
         while not (launcher.done() or interrupts.given_up()):  # jobs told that nothing more is theirs
             launcher.wait(0.5)
         code = wind_up(run_dir, launcher, interrupts, resolved.get("fail_on"))
+        interrupts.written = True
         # Recording the run, interrupts stay handled: a second Ctrl-C exits at once, as it says
         # (now that the tables follow the jobs' end at once, it may well come in here).
         from zlbench.store import record_or_warn
@@ -460,6 +463,7 @@ class Interrupts:
     def __init__(self, launcher, run_dir: Optional[Path] = None):
         self.launcher = launcher
         self.run_dir = run_dir
+        self.written = False  # the tables: a second interrupt while the run is recorded leaves them whole
         self.signum: Optional[int] = None
         self.since = 0.0
         self._old: Dict[int, Any] = {}
@@ -492,9 +496,13 @@ class Interrupts:
     def _handle(self, signum, _frame) -> None:
         self.launcher.cancel()
         if self.signum is not None:
-            print("\n[zlbench] interrupted twice: exiting now, without writing the tables or recording the run"
-                  + (f"; `python -m zlbench collect {shlex.quote(str(self.run_dir))}` writes them from what finished, "
-                     f"and `{self._resume()}` measures the rest." if self.run_dir else "; resume the run dir to finish it."),
+            collect = f"python -m zlbench collect {shlex.quote(str(self.run_dir))}"
+            print("\n[zlbench] interrupted twice: exiting now, "
+                  + (f"its tables written but the run not recorded in the store; `{collect}` records it"
+                     if self.written else
+                     "without writing the tables or recording the run"
+                     + (f"; `{collect}` writes them from what finished, and `{self._resume()}` measures the rest"
+                        if self.run_dir else "; resume the run dir to finish it")) + ".",
                   file=sys.stderr, flush=True)
             os._exit(Exit.INTERRUPTED)
         self.signum, self.since = signum, time.time()

@@ -55,7 +55,7 @@ def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "",
         what = (f"not measured in all {processes} processes ({partly} in fewer: their rows are the median "
                 "over the processes that measured them, and `processes` says how many)")
     # The whole-run limit that cut it would cut the resume at the same point: the command leaves it out.
-    limit = any((s.get("reason") or "").startswith(ev.DEADLINE_REASON) for s in cut)
+    limit = any(ev.DEADLINE_REASON in (s.get("reason") or "") for s in cut)  # its reason may say in how many processes first
     command = resume_command(run_dir, drop=("launcher.run_timeout_s",) if limit else ())
     return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} {noun} {what}. "
             f"Resume with `{command}`" + (" (without the launcher.run_timeout_s that cut it: add one back to bound "
