@@ -52,7 +52,7 @@ def _log_status(result: Mapping[str, Any], timing_read: bool) -> Dict[str, Any]:
         return {"status": "failed", "reason": result.get("error_msg")}
     if timing_read and result.get("latency") is None:
         return {"status": "failed", "reason": "its result entry records no latency and no error_msg: not measured "
-                                              "(FlagGems' --metrics without latency records none)"}
+                                              "(a log edited or cut, or FlagGems' --metrics without latency)"}
     return {"status": "ok", "reason": None}
 
 
