@@ -328,7 +328,8 @@ def test_the_ab_report_says_which_rows_were_futile(tmp_path):
     assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), "futile") == "futile"
     assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), None) == "max rounds"
     # ... and a settled one (it read "6 (max rounds at 5)": its columns rest on 5 rounds, settled there)
-    assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), "settled") == "settled"
+    assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), "settled", look=5) == "settled"
+    assert stop_reason(node, 10, {}, {"min": 3, "max": 10}, (), "settled", look=10) == "max rounds"
     # A node the run's end cut: its rows that had settled or gone futile say so, the others were cut.
     assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "futile") == "futile"
     assert stop_reason(node, 5, {}, {"min": 3, "max": 10}, {node}, "settled") == "settled"

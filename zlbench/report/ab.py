@@ -80,7 +80,7 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], label_a: str, label_
         for t in table:
             t["live"] = LIVE_AA
     for p, t, s in zip(pairing.rows, table, row_stats):
-        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop, failed)
+        t["stop"] = stop_reason(p.node, t["rounds"], stops or {}, rounds, cut, s.stop, failed, s.look)
         t["look"] = s.look
         if t["stop"] == FAILED_ROUNDS and t["verdict"] == "inconclusive (cut)":
             t["verdict"] = "inconclusive"  # too few rounds to judge, but nothing to resume
@@ -178,12 +178,13 @@ STOP_MEANINGS = {SETTLED: "its interval decided its verdict (wholly beyond or wi
 
 
 def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], rounds: Optional[Mapping[str, int]],
-                cut: Collection[str], row_stop: Optional[str] = None, failed: Collection[str] = ()) -> str:
+                cut: Collection[str], row_stop: Optional[str] = None, failed: Collection[str] = (),
+                look: Optional[int] = None) -> str:
     """Why a row has the rounds it has: settled or futile (more rounds were unlikely to settle it): its
     node stopped once every row was settled or futile, or ran on for another row; not live (the
     scheduler stopped its node), max rounds, cut (the run ended first), or failed rounds (its node
-    failed in some rounds of a run that was not cut). row_stop: the row's own sequential stop
-    (stats.RowStat.stop)."""
+    failed in some rounds of a run that was not cut). row_stop, look: the row's own sequential stop
+    and the round it was made at (stats.RowStat.stop, .look)."""
     base = base_node(node or "")
     if base in stops:
         why = str(stops[base].get("why"))
@@ -192,8 +193,8 @@ def stop_reason(node: Optional[str], done: int, stops: Mapping[str, Mapping], ro
         return row_stop if row_stop in (SETTLED, FUTILE) else "cut"
     if rounds and done < rounds["max"]:
         return FAILED_ROUNDS if base in failed else "cut"
-    if rounds and row_stop in (SETTLED, FUTILE):  # its node ran on to max rounds for another row
-        return row_stop
+    if rounds and (row_stop == FUTILE or row_stop == SETTLED and look and look < done):
+        return row_stop  # its node ran on to max rounds for another row (one settled at the last round: max rounds)
     return "max rounds" if rounds else ""
 
 
