@@ -225,6 +225,15 @@ def is_compiler_switch(var: str) -> bool:
     return var.startswith("FLAGTREE_") or var in TRITON_COMPILER_VARS
 
 
+def round_by_round(ab: Mapping[str, Any]) -> bool:
+    """Whether an A/B runs whole passes round by round, each in fresh side processes: ab.schedule=round,
+    or ab.tuning=replay (side B must start after side A has tuned). ab.respawn_every does nothing then."""
+    def value(key: str, default: str) -> str:  # an enum where Hydra composed the config
+        v = ab.get(key, default)
+        return str(getattr(v, "value", v))
+    return value("schedule", "node") != "node" or value("tuning", "separate") == "replay"
+
+
 def _runs_on_cpu(resolved: Mapping[str, Any]) -> bool:
     name = (resolved.get("backend") or {}).get("name")
     if name == "auto":
@@ -238,9 +247,7 @@ def config_notes(resolved: Mapping[str, Any]) -> List[str]:
     """Settings that run but may not do what they seem to: said when the run starts."""
     ab = resolved.get("ab") or {}
     rounds, least = ab.get("rounds"), ab.get("min_rounds")
-    schedule = getattr(ab.get("schedule"), "value", ab.get("schedule"))  # an enum where Hydra composed it
-    interleaved = ab.get("name", "none") != "none" and not ab.get("side") and schedule == "node" \
-        and getattr(ab.get("tuning"), "value", ab.get("tuning")) != "replay"  # round by round (plan.round_by_round)
+    interleaved = ab.get("name", "none") != "none" and not ab.get("side") and not round_by_round(ab)
     notes = []
     if interleaved and isinstance(rounds, int) and isinstance(least, int) and 2 <= rounds < least:
         notes.append(f"ab.rounds={rounds} is below ab.min_rounds={least}: every node runs all {rounds} rounds (none "

@@ -160,7 +160,8 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 "would mix two shape lists. Fix: restore the file as it was, or start a new run dir.")
         here = set(identity.get("switch_env") or {}) - set(old.get("switch_env") or {})
         apart = _settings_apart(old, identity, diff)
-        if apart.startswith("config.launcher.node_timeout_s:") and ";" not in apart and not _switches_apart(old, identity):
+        if len(apart) == 1 and apart[0].startswith("config.launcher.node_timeout_s:") \
+                and not _switches_apart(old, identity):
             # No number changes with the limit, but which tests ended as timed out does: and a resume
             # measures only what the run did not get to, never a test that ran past its limit.
             was = (old.get("config") or {}).get("launcher", {}).get("node_timeout_s")
@@ -171,14 +172,14 @@ def check_resume(run_dir: Path, identity: Mapping[str, Any]) -> bool:
                 f"({resume_command(run_dir)}), or measure the timed-out ops under a longer limit in a new run dir "
                 "(ops=[...] launcher.node_timeout_s=...).")
         raise UsageError(
-            f"{run_dir} holds a run made with other settings (its identity differs in: {apart}"
+            f"{run_dir} holds a run made with other settings (its identity differs in: {'; '.join(apart) or 'unknown'}"
             f"{_switches_apart(old, identity)}); resuming it would mix measurements. Fix: resume with the overrides "
             f"and switches it was made with ({resume_command(run_dir, unset=sorted(here))}), or start a new run dir."
         )
     return True
 
 
-def _settings_apart(old: Mapping[str, Any], new: Mapping[str, Any], diff: List[str]) -> str:
+def _settings_apart(old: Mapping[str, Any], new: Mapping[str, Any], diff: List[str]) -> List[str]:
     """What the identities differ in, by setting where a part is a mapping ('config:
     launcher.node_timeout_s 0.3 -> 900.0', not 'config'), read as their hashes read them."""
     from zlbench.report.batch_summary import _changes, _flat
@@ -188,7 +189,7 @@ def _settings_apart(old: Mapping[str, Any], new: Mapping[str, Any], diff: List[s
     nested = [k for k in diff if isinstance(was.get(k), Mapping) and isinstance(now.get(k), Mapping)]
     fa, fb = ({k: v for key in nested for k, v in _flat(dict(d[key]), key, lists=False).items()} for d in (was, now))
     parts = _changes(fa, fb, said_once(fa, fb, fa.keys() | fb.keys())) or nested
-    return "; ".join(parts + [k for k in diff if k not in nested]) or "unknown"
+    return parts + [k for k in diff if k not in nested]
 
 
 def _switches_apart(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

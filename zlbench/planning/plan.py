@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from zlbench.backends import DeviceBackend, DeviceInfo
+from zlbench.config.validate import round_by_round
 from zlbench.planning.corpus import Corpus, TestNode, check_shape_file
 from zlbench.planning.switches import named_env, switch_env
 from zlbench.errors import UsageError
@@ -304,12 +305,6 @@ def max_processes_of(cfg: Mapping[str, Any], backend: DeviceBackend) -> int:
     if wanted is None:
         return processes if backend.name == "cpu" else 2 * processes
     return max(processes, int(wanted))
-
-
-def round_by_round(ab: Mapping[str, Any]) -> bool:
-    """Whether an A/B runs whole passes round by round, each in fresh side processes: ab.schedule=round,
-    or ab.tuning=replay (side B must start after side A has tuned). ab.respawn_every does nothing then."""
-    return str(ab.get("schedule", "node")) != "node" or str(ab.get("tuning", "separate")) == "replay"
 
 
 def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, notes: List[str]) -> Optional[Dict[str, Any]]:

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.config.validate import is_compiler_switch
+from zlbench.config.validate import is_compiler_switch, round_by_round
 from zlbench.exitcodes import Exit, run_exit
 from zlbench.results import events as ev
 from zlbench.results.rundir import (add_process_facts, devices_swapped, load_plan, pairs_apart, read_identity,
@@ -56,10 +56,11 @@ def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "",
                 "over the processes that measured them, and `processes` says how many)")
     # The whole-run limit that cut it would cut the resume at the same point: the command leaves it out.
     limit = any(ev.DEADLINE_REASON in (s.get("reason") or "") for s in cut)  # its reason may say in how many processes first
-    command = resume_command(run_dir, drop=("launcher.run_timeout_s",) if limit else ())
+    command = resume_command(run_dir)
+    shorter = resume_command(run_dir, drop=("launcher.run_timeout_s",)) if limit else command
     return (f"> **Run cut short**{f' ({why})' if why else ''}: {len(cut)} of {total} {noun} {what}. "
-            f"Resume with `{command}`" + (" (without the launcher.run_timeout_s that cut it: add one back to bound "
-                                          "the resume)" if command != resume_command(run_dir) else "") + ".\n")
+            f"Resume with `{shorter}`" + (" (without the launcher.run_timeout_s that cut it: add one back to bound "
+                                          "the resume)" if shorter != command else "") + ".\n")
 
 
 def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
@@ -68,8 +69,6 @@ def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
     if identity["switch_env"].get("FLAGGEMS_DB_URL"):
         out.append("FLAGGEMS_DB_URL is set, so both sides read and wrote one tuning database (its key "
                    "ignores compiler switches): unset it to give each side its own")
-    from zlbench.planning.plan import round_by_round
-
     ab = identity["config"].get("ab") or {}
     rounds = int(identity.get("rounds") or 1)
     period = 1 if round_by_round(ab) else int(ab.get("respawn_every", 1))
@@ -119,7 +118,6 @@ def ab_report(run_dir: Path, rows: List[dict], sides: List[str], identity: Mappi
     them). `plan`: the run's plan.json, which says how the rounds were scheduled (None: round by
     round, no stops); status_rows: the nodes' statuses (a node that failed in some rounds leaves its
     rows short)."""
-    from zlbench.planning.plan import round_by_round
     from zlbench.report.ab import compare, side_label
 
     ab = identity["config"]["ab"]

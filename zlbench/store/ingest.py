@@ -26,8 +26,6 @@ from zlbench.store import schema as S
 from zlbench.store.db import Store, explain
 
 AB_FILE = "ab.json"
-# Identity keys that do not decide what a number means: times, where, what was observed, and
-# (for the caliber) the versions and commits a series of runs moves along.
 
 
 def caliber_fields(identity: Mapping[str, Any]) -> Dict[str, Any]:
