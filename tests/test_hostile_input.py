@@ -106,6 +106,27 @@ def test_a_dry_run_leaves_no_dated_folder(tmp_path):
     assert files_under(tmp_path) == []
 
 
+@pytest.mark.parametrize("args", [
+    ["ops=[expp]"],  # refused
+    ["ops=[exp]", "dry_run=true"],
+])
+@pytest.mark.parametrize("held", [["result_test_exp.log", "notes.log"], []])
+def test_a_folder_of_the_users_own_survives_a_refused_or_dry_run_into_it(tmp_path, args, held):
+    """A folder of FlagGems result logs (which `zlbench summary` reads), or an empty one the user made:
+    the refused run removed it whole, as if Hydra had made it."""
+    own = tmp_path / "gems_logs"
+    own.mkdir()
+    for name in held:
+        (own / name).write_text("kept\n")
+    res = zlbench(*args, f"hydra.run.dir={own}", "progress=none", cwd=tmp_path)
+    assert res.returncode in (0, 2), res.stderr[-2000:]
+    assert sorted(p.name for p in own.iterdir()) == sorted(held)  # Hydra's .hydra/ and log went again
+    assert all((own / name).read_text() == "kept\n" for name in held)
+    res = zlbench("ops=[exp]", f"resume={own}", "progress=none", cwd=tmp_path)
+    assert res.returncode == 2 and "is not a zlbench run dir" in res.stderr, res.stderr[-2000:]
+    assert sorted(p.name for p in own.iterdir()) == sorted(held)
+
+
 @pytest.mark.parametrize("args,entry", [
     (["+corpus.env.ZL_TEST_X=1", "~corpus.env.ZL_TEST_X"], "ZL_TEST_X"),  # set by an earlier override
     (["ab=musa_rlc", "~ab.fixed.FLAGTREE_MUSA_RLC_PHASE_MASK"], "FLAGTREE_MUSA_RLC_PHASE_MASK"),  # by its group

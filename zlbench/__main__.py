@@ -60,7 +60,7 @@ def _error(message: str) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def _app(cfg: DictConfig) -> None:
-    from zlbench.engine.run import execute, remove_empty_run_dir
+    from zlbench.engine.run import execute
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -79,7 +79,7 @@ def _app(cfg: DictConfig) -> None:
         store_url = OmegaConf.select(cfg, "store.url", default="default", throw_on_resolution_failure=False)
         code = int(execute(cfg, run_dir, {**_provenance, "job_overrides": job, "store_url": str(store_url)}))
     except UsageError as e:
-        remove_empty_run_dir(run_dir)
+        output_dir.remove_refused_run_dir(run_dir)
         _error(str(e) + env_origin(str(e), _provenance))
         code = int(Exit.USAGE)
     except Exception:  # a bug in zlbench: one line here, the traceback in zlbench.log
@@ -109,6 +109,7 @@ def _check_output_dir(argv: List[str]) -> None:
         with RunDirLock(path):  # raises UsageError (naming the holder) while that run is alive
             pass
     _made.extend(output_dir.missing_folders(path))
+    output_dir.remember_contents(path)
 
 
 def _remove_refused_sweep() -> None:

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from zlbench.config.schema import conf_dir
 from zlbench.errors import UsageError
 
 _NOW = re.compile(r"\$\{now:([^}]*)\}")
+# What the planned dir (and, for a sweep dir, each folder in it) held before Hydra wrote into it:
+# a refused or dry run removes only what was made for it, never a folder of the user's own.
+_held_before: Dict[Path, FrozenSet[str]] = {}
 
 
 def _default(key: str) -> str:
@@ -69,3 +73,33 @@ def remove_made_folders(run_dir: Path, made: Sequence[Path]) -> None:
             folder.rmdir()  # only an empty one
         except OSError:
             return
+
+
+def remember_contents(path: Path) -> None:
+    """Before Hydra writes: the names the dir (and each folder in it: a sweep's job dirs) holds now."""
+    _held_before.clear()
+    for folder in (path, *(path.iterdir() if path.is_dir() else ())):
+        if folder.is_dir():
+            _held_before[Path(os.path.abspath(folder))] = frozenset(os.listdir(folder))
+
+
+def remove_refused_run_dir(run_dir: Path) -> None:
+    """After a usage error or a dry run, leave nothing that looks like a result: Hydra made the dir,
+    its .hydra/ and the log before zlbench could check anything. A dir that held a result stays
+    whole; one that existed before (a folder of FlagGems logs, an empty folder the user made) loses
+    only what this run wrote into it."""
+    if not run_dir.is_dir():
+        return
+    names = os.listdir(run_dir)
+    if any(not n.startswith(".hydra") and not n.endswith(".log") for n in names):
+        return
+    before = _held_before.get(Path(os.path.abspath(run_dir)))
+    if before is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    for name in set(names) - before:
+        made = run_dir / name
+        if made.is_dir():
+            shutil.rmtree(made, ignore_errors=True)
+        else:
+            made.unlink(missing_ok=True)

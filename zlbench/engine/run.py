@@ -8,7 +8,6 @@ import logging
 import json
 import os
 import shlex
-import shutil
 import signal
 import sys
 import threading
@@ -22,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from zlbench.backends import get_backend
 from zlbench.backends.registry import backend_names, detect
+from zlbench.config import output_dir
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 from zlbench.planning.identity import build_identity, identity_hash
@@ -253,7 +253,7 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
     resolved, backend, plan, identity = prepare(cfg, run_dir, provenance)
     if resolved.get("dry_run"):
         print_plan(plan, identity)  # `dry_run=true | head`: zlbench/terminal.py
-        remove_empty_run_dir(run_dir)
+        output_dir.remove_refused_run_dir(run_dir)
         return Exit.OK
     from zlbench.engine.launchers import get_launcher
 
@@ -521,12 +521,3 @@ class Interrupts:
         """Interrupted, and the jobs had their grace period to stop."""
         return self.signum is not None and time.time() - self.since > STOP_GRACE_S
 
-
-def remove_empty_run_dir(run_dir: Path) -> None:
-    """After a usage error, leave nothing that looks like a result: Hydra made the dir and its
-    .hydra/ before zlbench could check anything."""
-    if not run_dir.is_dir():
-        return
-    leftovers = [p for p in run_dir.iterdir() if not p.name.startswith(".hydra") and p.suffix != ".log"]
-    if not leftovers:
-        shutil.rmtree(run_dir, ignore_errors=True)
