@@ -161,6 +161,9 @@ def test_the_dtype_list_holds_torch_dtype_names_as_a_corpus_takes_them():
     ("dtypes=[float32,int64]", ["dtypes=[float32,int64]: the corpus' --dtypes does not take int64 (it takes "
                                 "float16, float32, bfloat16, int16, int32, bool, complex64: corpus.dtypes_taken)",
                                 "Fix: dtypes=[int16], or dtypes=[] for the corpus' own choice"]),
+    # each case measured twice in one process: its two readings were counted as two processes'
+    ("dtypes=[float32,float16,float32]", ["dtypes=[float32,float16,float32] lists float32 more than once",
+                                          "Fix: dtypes=[float32,float16]."]),
     ("devices=[]", ["devices=[] selects no device", "Fix: devices=all"]),
     ("gpus=[]", ["gpus=[] selects no device"]),
 ])

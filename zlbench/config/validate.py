@@ -161,6 +161,13 @@ def dtype_problem(dtypes: Any, taken: Optional[Sequence[str]] = None) -> Optiona
     """A dtypes= name torch does not have, or (`taken`: corpus.dtypes_taken) the corpus' --dtypes does
     not take: every benchmark process would die on it at start."""
     bad = [str(d) for d in dtypes or [] if str(d) not in TORCH_DTYPES]
+    names = [str(d) for d in dtypes or []]
+    twice = sorted({d for d in names if names.count(d) > 1})
+    if not bad and twice:
+        # The corpus would measure each case twice in one process: rows read as two processes' readings.
+        once = ",".join(dict.fromkeys(names))
+        return (f"dtypes=[{','.join(names)}] lists {', '.join(twice)} more than once: each dtype is measured once "
+                f"per process (more readings come from timer.processes). Fix: dtypes=[{once}].")
     if not bad and taken:
         untaken = [str(d) for d in dtypes or [] if str(d) not in taken]
         if untaken:
