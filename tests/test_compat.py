@@ -82,3 +82,32 @@ def test_flag_gems_on_another_vendor_fails_the_run_clearly(tmp_path):
     assert res.returncode == 1, res.stderr[-2000:]  # fatal nodes: not ok (fail_on)
     assert {s["status"] for s in st.values()} == {"fatal"}
     assert all("backend=rocm but flag_gems dispatched to nvidia" in s["reason"] for s in st.values())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a machine whose torch reaches no GPU")
+@pytest.mark.parametrize("backend,smi,needles", [
+    # torch is the runtime: a CPU build (the README's install) failed every op with "Torch not compiled
+    # with CUDA enabled", status failed, as if each op were broken
+    ("cuda", "nvidia-smi.txt", ["backend=cuda: torch", "cannot reach a CUDA device", "or backend=cpu"]),
+    ("rocm", "rocm-smi.json", ["backend=rocm: torch", "cannot reach a ROCm device", "or backend=cpu"]),
+    # the vendor's extension is missing: the reason named no fix
+    ("musa", "mthreads-gmi.txt", ["torch_musa (the vendor's torch extension) is not importable",
+                                  "Fix: install it for the benchmark's Python"]),
+])
+def test_a_torch_that_cannot_reach_the_backends_device_is_one_setup_error_with_its_fix(tmp_path, backend, smi,
+                                                                                       needles):
+    from .conftest import DATA, zlbench
+
+    run = tmp_path / "run"
+    res = zlbench(f"hydra.run.dir={run}", f"backend={backend}", "ops=[exp]", "dtypes=[float32]", "devices=[0]",
+                  "timer.processes=1", "progress=none", "store.url=none", cwd=tmp_path,
+                  env={"ZLBENCH_SMI_OUTPUT": str(DATA / "smi" / smi)})
+    assert res.returncode == 1, res.stderr[-2000:]
+    import csv
+
+    with open(run / "ops_status.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["status"] == "fatal", row
+    assert all(n in row["reason"] for n in needles), row["reason"]
+    assert "Fix:" in row["reason"]

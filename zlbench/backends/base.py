@@ -65,6 +65,9 @@ class DeviceBackend:
     torch_device: ClassVar[str] = "cpu"
     # Python module of the vendor's torch extension, imported before flag_gems (None: built in).
     torch_extension: ClassVar[Optional[str]] = None
+    # Where torch itself carries the vendor's runtime (no extension): the torch.version attribute a
+    # build for it sets, and the runtime's name. A torch built without it fails every op.
+    torch_build: ClassVar[Optional[Tuple[str, str]]] = None
     # Env var that pins a process to devices; extra keys get the same value.
     visibility_env: ClassVar[Optional[str]] = None
     extra_visibility_envs: ClassVar[Tuple[str, ...]] = ()

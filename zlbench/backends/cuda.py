@@ -12,6 +12,7 @@ class CudaBackend(DeviceBackend):
     aliases = ("nvidia", "gpu", "nv")
     flag_gems_vendors = ("nvidia",)
     torch_device = "cuda"
+    torch_build = ("cuda", "CUDA")
     visibility_env = "CUDA_VISIBLE_DEVICES"
     enumerate_command = (
         "nvidia-smi",

@@ -13,6 +13,7 @@ class RocmBackend(DeviceBackend):
     aliases = ("amd", "hip", "hygon", "dcu")
     flag_gems_vendors = ("amd", "hygon")
     torch_device = "cuda"  # ROCm builds of torch expose torch.cuda
+    torch_build = ("hip", "ROCm")
     visibility_env = "HIP_VISIBLE_DEVICES"
     extra_visibility_envs = ("ROCR_VISIBLE_DEVICES",)
     enumerate_command = ("rocm-smi", "--showproductname", "--showbus", "--showdriverversion", "--json")

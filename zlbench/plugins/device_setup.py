@@ -32,7 +32,9 @@ if _backend.torch_extension:
     try:
         importlib.import_module(_backend.torch_extension)
     except ImportError as e:  # reported at session start with a clear message
-        _extension_error = f"{_backend.torch_extension} is not importable: {e}"
+        _extension_error = (f"{_backend.torch_extension} (the vendor's torch extension) is not importable: {e}. "
+                            f"Fix: install it for the benchmark's Python ({sys.executable}), or run the backend "
+                            "of this machine's devices (backend=auto picks it)")
     else:
         _extension_error = None
 else:
@@ -110,11 +112,39 @@ def pytest_sessionstart(session):
             )
             _runtime.emit("setup_error", reason=reason)
             raise pytest.UsageError(reason)
+    unreachable = _device_unreachable()
+    if unreachable:
+        _runtime.emit("setup_error", reason=unreachable)
+        raise pytest.UsageError(unreachable)
     facts = process_facts()
     if host_draws.install(_backend.torch_device):
         facts["host_draws"] = (f"integer draws of >= {host_draws.MIN_NUMEL} elements aimed at the CPU are made on "
                                f"{_backend.torch_device} (plugins/host_draws.py)")
     _runtime.emit("process", facts=facts)
+
+
+def _device_unreachable() -> Optional[str]:
+    """Where torch itself is the vendor's runtime (CUDA, ROCm): a torch built without it, or one that
+    finds no device, fails every op ("Torch not compiled with CUDA enabled") as if the op were broken."""
+    if not _backend.torch_build:
+        return None
+    import torch
+
+    attr, runtime = _backend.torch_build
+    if getattr(torch, _backend.torch_device).is_available():
+        return None
+    said = f"backend={_backend.name}: torch {torch.__version__} cannot reach a {runtime} device"
+    built = getattr(torch.version, attr, None)
+    if not built:
+        return (f"{said}: it is built without {runtime} (torch.version.{attr} is None), so no op could run. "
+                f"Fix: install a {runtime} build of torch for the benchmark's Python ({sys.executable}), "
+                "or backend=cpu to measure on the CPU")
+    shown = {k: os.environ[k] for k in _backend.visibility([0]) if k in os.environ}
+    hidden = f" (this process has {', '.join(f'{k}={v}' for k, v in shown.items())} here)" if shown else ""
+    return (f"{said}: built for {runtime} {built}, torch.{_backend.torch_device}.is_available() is False: no "
+            f"driver loaded, or the devices are hidden{hidden}. Fix: check that "
+            f"`{_backend.enumerate_command[0]}` lists the device and the driver matches this torch, or "
+            "backend=cpu to measure on the CPU")
 
 
 def pytest_runtest_logfinish(nodeid, location):
