@@ -2,6 +2,8 @@
 
 import csv
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -187,3 +189,18 @@ def test_rows_of_a_busy_cpu_warn_in_the_terminal_and_summary(shared_run, tmp_pat
     warning, err = collect((4.013, 0.0035), *calm[1:])
     assert len(warning) == 1 and "1 of 3 host-timed rows look contended" in warning[0], err
     assert "> **Warning**: 1 of 3 host-timed rows look contended" in (run / "summary.md").read_text()
+
+
+def test_a_run_whose_every_node_is_skipped_measured_nothing_and_does_not_pass(run_zlbench, tmp_path):
+    """A dtypes= no test takes: every node skipped, no row, and the run exited 0 ("every node
+    measured"), so a CI job with a wrong dtypes= passed without measuring anything."""
+    res = run_zlbench("ops=[exp]", "dtypes=[float16]", "store.url=none")
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "[zlbench] exit 1: no row measured (1 skipped): a run that checked nothing does not pass" in res.stderr
+    with open(res.run_dir / "ops_status.csv") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["skipped"]
+    again = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(res.run_dir)],
+                           capture_output=True, text=True)
+    assert again.returncode == 1, again.stderr[-2000:]  # the tables as they stand say the same
+    res = run_zlbench("ops=[exp]", "dtypes=[float16]", "store.url=none", "fail_on=[]", run_dir=tmp_path / "r2")
+    assert res.returncode == 0, res.stderr[-2000:]
