@@ -204,3 +204,20 @@ def test_a_run_whose_every_node_is_skipped_measured_nothing_and_does_not_pass(ru
     assert again.returncode == 1, again.stderr[-2000:]  # the tables as they stand say the same
     res = run_zlbench("ops=[exp]", "dtypes=[float16]", "store.url=none", "fail_on=[]", run_dir=tmp_path / "r2")
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_a_fresh_run_into_a_run_dir_that_held_another_adds_to_the_history(run_zlbench, tmp_path):
+    """`rm -rf runs/pr && zlbench ... hydra.run.dir=runs/pr` in CI: each run replaced the one before in
+    the store (same path, host and identity), so the history never grew past one run."""
+    import shutil
+
+    store = f"store.url=sqlite:///{tmp_path / 'zlbench.db'}"
+    for _ in range(2):
+        shutil.rmtree(tmp_path / "run", ignore_errors=True)
+        res = run_zlbench(*EXP_RUN, "timer.processes=1", store)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "store sqlite:///" in res.stderr and ": recorded " in res.stderr, res.stderr[-2000:]
+    res = subprocess.run([sys.executable, "-m", "zlbench", "history", "--url", str(tmp_path / "zlbench.db"), "list",
+                          "--format", "json"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)) == 2

@@ -173,8 +173,9 @@ def test_ab_run_keeps_its_verdicts(real_runs, store_url):
 
 
 def test_changed_run_dir_replaces_its_run(real_runs, tmp_path, store_url):
-    """A collect or resume rewrites the tables (a resume also the creation time): the store holds
-    the run's newest state, once."""
+    """A collect or resume rewrites the tables (a resume by a zlbench before 2026-11-30 also the
+    creation time): the store holds the run's newest state, once. A fresh run into the same dir (no
+    resume listed) is another run."""
     run_dir = tmp_path / "zl_runs" / "d" / "t"
     shutil.copytree(real_runs["a"], run_dir)
     record_run(run_dir, store_url)
@@ -182,9 +183,15 @@ def test_changed_run_dir_replaces_its_run(real_runs, tmp_path, store_url):
     (run_dir / "rows.jsonl").write_text("\n".join(lines[:2]) + "\n")
     ident = json.loads((run_dir / "run_identity.json").read_text())
     ident["created"] = "2030-01-01T00:00:00+0000"
+    ident["resumed"] = [{"at": ident["created"], "overrides": []}]
     (run_dir / "run_identity.json").write_text(json.dumps(ident))
     record_run(run_dir, store_url)
     assert count(store_url, S.runs) == 1 and count(store_url, S.rows) == 2
+    del ident["resumed"]
+    ident["created"] = "2030-01-02T00:00:00+0000"
+    (run_dir / "run_identity.json").write_text(json.dumps(ident))
+    record_run(run_dir, store_url)
+    assert count(store_url, S.runs) == 2
 
 
 def test_default_url_is_beside_the_run_dirs(tmp_path):

@@ -359,13 +359,16 @@ def write_record(store: Store, record: Mapping[str, Any]) -> Written:
 
 def _write(conn, record: Mapping[str, Any]) -> Written:
     run = dict(record["run"])
-    # The same run (its key), or an earlier state of the same run dir: same host, path and
-    # identity hash (a resume rewrites the identity's creation time, nothing else).
+    # The same run (its key), or, for a resumed run, an earlier state of its run dir: same host, path
+    # and identity hash (a zlbench before 2026-11-30 rewrote the creation time on a resume). A fresh
+    # run into a dir that held another (`rm -rf runs/pr && zlbench ... hydra.run.dir=runs/pr`) is a
+    # run of its own: it replaced the earlier run's record, and the history never grew.
+    resumed = bool((run.get("identity") or {}).get("resumed"))
     earlier_state = and_(S.runs.c.path == run["path"], S.runs.c.host == run["host"],
                          S.runs.c.identity_hash == run["identity_hash"])
     same = conn.execute(select(S.runs.c.run_id, S.runs.c.run_key, S.runs.c.content_hash, S.runs.c.path,
                                S.runs.c.host, *(S.runs.c[k] for k in SAID_OF_A_LOG)).where(
-        or_(S.runs.c.run_key == run["run_key"], earlier_state) if run["host"] and run["identity_hash"]
+        or_(S.runs.c.run_key == run["run_key"], earlier_state) if resumed and run["host"] and run["identity_hash"]
         else S.runs.c.run_key == run["run_key"])).all()
     # A log's facts come from its import's options: given again otherwise, they correct the record.
     if len(same) == 1 and same[0].run_key == run["run_key"] and same[0].content_hash == run["content_hash"] \
