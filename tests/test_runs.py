@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -289,6 +290,65 @@ def test_devices_in_use_by_another_run_are_refused(tmp_path):
     first.communicate(timeout=300)
     assert first.returncode == 0
     assert not list(locks.glob("*.holder.json"))  # released when its process ended
+
+
+def _as_nobody_can_import_zlbench() -> bool:
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return False
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                          "import zlbench.engine.locks"], capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
+    return res.returncode == 0
+
+
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def test_device_locks_are_every_users_and_a_lock_another_user_cannot_take_is_a_usage_error(tmp_path):
+    """Device locks are on by default for accelerators in a folder shared by every user: the first
+    user's folder (0755) and lock files (0644) gave every later user an internal error (exit 70)."""
+    import tempfile
+
+    from zlbench.engine import locks
+
+    shared = Path(tempfile.mkdtemp(prefix="zl-locks-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)
+        folder = shared / "device-locks"
+        env = {**os.environ, "ZLBENCH_LOCK_DIR": str(folder)}
+        old = dict(os.environ)
+        os.environ.update(env)
+        try:
+            with locks.DeviceLock("cuda-0"):
+                assert (folder / "cuda-0.lock.holder.json").stat().st_mode & 0o777 == 0o666
+            assert folder.stat().st_mode & 0o7777 == 0o1777
+            assert (folder / "cuda-0.lock").stat().st_mode & 0o777 == 0o666
+            # a lock file an earlier zlbench left, only its owner's to write
+            (folder / "cuda-1.lock").write_text("")
+            os.chmod(folder / "cuda-1.lock", 0o644)
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+        if not _as_nobody_can_import_zlbench():
+            pytest.skip("another user is needed (root with setpriv, the repo readable by all)")
+        code = ("import sys; from zlbench.engine.locks import DeviceLock, check_devices_free\n"
+                "from zlbench.errors import UsageError\n"
+                "with DeviceLock('cuda-0'): print('took cuda-0')\n"
+                "class U: device_lock = sys.argv[1]\n"
+                "try: check_devices_free([U()])\n"
+                "except UsageError as e: print('refused:', e)\n")
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code]
+        res = subprocess.run(nobody + ["cuda-0"], capture_output=True, text=True, env={**env, "PYTHONPATH": ROOT})
+        assert res.returncode == 0 and "took cuda-0" in res.stdout and "refused" not in res.stdout, res.stderr
+        res = subprocess.run(nobody + ["cuda-1"], capture_output=True, text=True, env={**env, "PYTHONPATH": ROOT})
+        assert res.returncode == 0, res.stderr
+        assert f"refused: cannot take the lock of device cuda-1 in {folder}" in res.stdout, res.stdout
+        assert "Fix: ZLBENCH_LOCK_DIR=" in res.stdout and "launcher.device_lock=false" in res.stdout
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_a_finished_run_is_recorded_in_the_store_and_a_dead_store_costs_one_message(shared_run, tmp_path):

@@ -27,6 +27,9 @@ from zlbench.results.rundir import RUN_LOCK_FILE, describe_holder as _describe, 
 
 # Where device locks live (one machine's devices, shared by every run on it).
 LOCK_DIR_ENV = "ZLBENCH_LOCK_DIR"
+DEFAULT_LOCK_DIR = "/tmp/zlbench-device-locks"
+SHARED_DIR_MODE = 0o1777
+SHARED_FILE_MODE = 0o666
 # Held shared by every worker of a run, probed exclusively by a run that starts in the dir.
 WORKERS_LOCK = ".zlbench.workers.lock"
 # How long a run waits for the processes of an earlier run in its dir to end (they die with their
@@ -43,16 +46,32 @@ def _holder() -> dict:
 
 
 class _HeldLock:
-    def __init__(self, path: Path):
-        self.lock = FileLock(str(path))
+    """shared: a lock every user of the machine takes (a device's), so its files are theirs to write."""
+
+    def __init__(self, path: Path, shared: bool = False):
+        self.lock = FileLock(str(path), mode=SHARED_FILE_MODE) if shared else FileLock(str(path))
         self.holder = holder_record(path)
+        self.shared = shared
 
     def try_acquire(self) -> bool:
         try:
             self.lock.acquire(timeout=0)
         except Timeout:
             return False
-        self.holder.write_text(json.dumps(_holder()), encoding="utf-8")
+        text = json.dumps(_holder()).encode()
+        if not self.shared:
+            self.holder.write_bytes(text)
+            return True
+        # Not O_CREAT where it exists: in a sticky world-writable dir, Linux (protected_regular)
+        # refuses that on another user's file even where its mode lets everyone write it.
+        made = not self.holder.exists()
+        fd = os.open(self.holder, os.O_WRONLY | os.O_TRUNC | (os.O_CREAT if made else 0), SHARED_FILE_MODE)
+        try:
+            if made:
+                os.fchmod(fd, SHARED_FILE_MODE)  # not narrowed by the umask
+            os.write(fd, text)
+        finally:
+            os.close(fd)
         return True
 
     def release(self) -> None:
@@ -182,8 +201,15 @@ def held_fds() -> tuple:
 
 
 def device_lock_path(key: str) -> Path:
-    folder = Path(os.environ.get(LOCK_DIR_ENV) or "/tmp/zlbench-device-locks")
-    folder.mkdir(parents=True, exist_ok=True)
+    """The lock of a device, in a folder every user's runs share (two users' runs on one GPU measure
+    each other as two runs of one user would): made sticky and world-writable, as /tmp is."""
+    folder = Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(folder, SHARED_DIR_MODE)
+        except OSError:  # made by another user meanwhile
+            pass
     return folder / f"{key.replace('/', '_').replace(':', '_')}.lock"
 
 
@@ -191,7 +217,7 @@ class DeviceLock:
     """Held around each benchmark process: waits while another run's process holds the device."""
 
     def __init__(self, key: Optional[str], on_wait=None):
-        self._lock = _HeldLock(device_lock_path(key)) if key else None
+        self._lock = _HeldLock(device_lock_path(key), shared=True) if key else None
         self.on_wait = on_wait
 
     def __enter__(self) -> "DeviceLock":
@@ -212,8 +238,16 @@ class DeviceLock:
 def check_devices_free(units: Sequence) -> None:
     """Before a run starts: refuse it when another run holds one of its devices."""
     for key in sorted({u.device_lock for u in units if u.device_lock}):
-        probe = _HeldLock(device_lock_path(key))
-        if not probe.try_acquire():
+        try:
+            probe = _HeldLock(device_lock_path(key), shared=True)
+            free = probe.try_acquire()
+        except OSError as e:  # another user's lock files, a folder that cannot be written
+            folder = os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR
+            raise UsageError(f"cannot take the lock of device {key} in {folder}: {e.strerror or e} "
+                             f"({getattr(e, 'filename', None) or folder}). Fix: {LOCK_DIR_ENV}=<a folder every user "
+                             f"of this machine can write> (or `chmod 1777 {folder}` and `chmod 666` its files), or "
+                             "launcher.device_lock=false.") from None
+        if not free:
             raise UsageError(f"device {key} is in use by another zlbench run ({_describe(probe.holder)}): "
                              "two runs on one device measure each other. Fix: wait for it to end, or "
                              "devices=[...] to use others.")
