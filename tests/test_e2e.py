@@ -196,7 +196,7 @@ def test_a_run_whose_every_node_is_skipped_measured_nothing_and_does_not_pass(ru
     measured"), so a CI job with a wrong dtypes= passed without measuring anything."""
     res = run_zlbench("ops=[exp]", "dtypes=[float16]", "store.url=none")
     assert res.returncode == 1, res.stderr[-2000:]
-    assert "[zlbench] exit 1: no row measured (1 skipped): a run that checked nothing does not pass" in res.stderr
+    assert "[zlbench] exit 1: every node skipped (1), no row measured: a run that checked nothing does not pass" in res.stderr
     with open(res.run_dir / "ops_status.csv") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["skipped"]
     again = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(res.run_dir)],

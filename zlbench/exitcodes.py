@@ -11,8 +11,8 @@ FAILABLE_VERDICTS = ("slower", "faster", "unstable", "inconclusive", "inconclusi
 
 
 class Exit(IntEnum):
-    OK = 0  # rows measured; nothing named in fail_on
-    NOT_OK = 1  # nodes with a status (or A/B rows with a verdict) named in fail_on; or no row measured
+    OK = 0  # nothing named in fail_on, and not every node skipped
+    NOT_OK = 1  # nodes with a status (or A/B rows with a verdict) named in fail_on; or every node skipped
     USAGE = 2  # bad input: config, override, corpus, selection, result file
     DEAD_AXIS = 3  # the A/B axis is not live (ab.allow_dead=true accepts it)
     CUT = 4  # the run was cut short (time limit, jobs ended early): nodes left to resume
@@ -36,7 +36,7 @@ def run_exit(status_rows: Iterable[Mapping], verdicts: Sequence[str], fail_on: S
 
 
 def measured_nothing(status_rows: Iterable[Mapping]) -> bool:
-    """Every node ended without a row (each skipped: a dtypes= or ops= no test takes): a run that
-    checked nothing does not pass, as `history compare` judging no row does not."""
+    """Every node skipped (a dtypes= or ops= no test takes): a run that checked nothing does not
+    pass, as `history compare` judging no row does not."""
     status_rows = list(status_rows)
-    return bool(status_rows) and all(int(s.get("rows") or 0) == 0 for s in status_rows)
+    return bool(status_rows) and all(s["status"] == "skipped" for s in status_rows)

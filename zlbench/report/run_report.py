@@ -258,9 +258,9 @@ def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Map
         found.update(v for v in verdicts if v in fail_on)
         if not found:
             statuses = Counter(s["status"] for s in status_rows)
-            print(f"[zlbench] exit {int(code)}: no row measured ("
-                  + ", ".join(f"{n} {what}" for what, n in sorted(statuses.items())) + "): a run that checked "
-                  "nothing does not pass (ops_status.csv says why; fail_on=[] lets it pass)", file=sys.stderr)
+            print(f"[zlbench] exit {int(code)}: every node skipped ({sum(statuses.values())}), no row measured: "
+                  "a run that checked nothing does not pass (ops_status.csv says why; fail_on=[] lets it pass)",
+                  file=sys.stderr)
             return code
         print(f"[zlbench] exit {int(code)}: fail_on={list(fail_on)} found "
               + ", ".join(f"{n} {what}" for what, n in sorted(found.items()))
