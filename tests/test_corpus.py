@@ -198,6 +198,18 @@ def test_marks_on_pytest_param_select_the_function_and_only_those_cases():
     assert {n.only_marks for n in c.select(op_file="test_blas_perf_parallel.py")} == {()}
 
 
+@pytest.mark.parametrize("test_node,needles", [
+    # a parametrize id copied from pytest: every case ran, and the id was dropped silently
+    (PARALLEL + "[bmm]", ["names one case of " + PARALLEL, "ops=[<mark>] runs one", f"Fix: test_node='{PARALLEL}'"]),
+    ("benchmark/test_fft.py::test_perf_fft[zzz]", ["names one case of benchmark/test_fft.py::test_perf_fft",
+                                                   "Fix: test_node='benchmark/test_fft.py::test_perf_fft'"]),
+])
+def test_a_test_node_naming_one_case_is_refused_with_the_function(test_node, needles):
+    with pytest.raises(UsageError) as e:
+        Corpus(MINI).select(test_node=test_node)
+    assert all(n in str(e.value) for n in needles), str(e.value)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mark", ["bmm", "mm", "abs", "exp"])
 def test_selection_finds_what_pytest_m_finds(mark):

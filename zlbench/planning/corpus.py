@@ -197,10 +197,17 @@ class Corpus:
         )
 
     def _node(self, test_node: str) -> TestNode:
-        wanted = test_node.split("[")[0]
+        wanted, _, case = test_node.partition("[")
         if not wanted.startswith(f"{self.test_dir}/") and "::" in wanted:
             wanted = f"{self.test_dir}/{wanted}"
         for n in self.nodes:
+            if n.nodeid == wanted and case:
+                # It ran every case of the function, silently (a parametrize id copied from pytest).
+                marks = f" (its cases' op marks: {', '.join(n.case_marks)}: ops=[<mark>] runs one)" \
+                    if n.case_marks else ""
+                raise UsageError(f"test_node '{test_node}' names one case of {wanted}: zlbench measures a test "
+                                 f"function whole, its cases chosen by dtypes= and the shape mode{marks}. "
+                                 f"Fix: test_node='{wanted}'.")
             if n.nodeid == wanted:
                 return n
         ids = [n.nodeid for n in self.nodes]
