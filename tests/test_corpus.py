@@ -261,3 +261,19 @@ def test_corpus_root_names_what_is_wrong_with_it(tmp_path):
     with pytest.raises(UsageError, match=r"Fix: the demo corpus needs no root: drop corpus.root; for FlagGems, "
                                          r"corpus=flaggems corpus.root=PATH"):
         corpus_root({"corpus": {"name": "demo", "root": str(tmp_path / "nope")}})
+
+
+def test_an_op_in_a_file_python_cannot_parse_is_said_so(tmp_path):
+    """A syntax error in the op's file: "matches no test", with the file's name offered as an op mark."""
+    import shutil
+
+    root = tmp_path / "corpus"
+    shutil.copytree(MINI, root)
+    broken = root / "benchmark" / "test_fft.py"
+    broken.write_text(broken.read_text() + "\ndef broken(:\n")
+    with pytest.raises(UsageError) as e:
+        Corpus(root).select(ops=["fft"])
+    said = str(e.value)
+    assert "op 'fft' matches no test in" in said and "1 test file(s) there cannot be parsed" in said, said
+    assert "benchmark/test_fft.py (SyntaxError: " in said and "Fix: correct the file, or op_file=<it>" in said
+    assert [n.op for n in Corpus(root).select(op_file="test_fft.py")] == ["test_fft"]  # still plannable

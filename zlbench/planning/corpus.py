@@ -73,13 +73,17 @@ def _module_marks(tree: ast.Module) -> List[str]:
     return []
 
 
-def scan_file(root: Path, path: Path, op_names: Optional[Set[str]] = None) -> List[TestNode]:
+def scan_file(root: Path, path: Path, op_names: Optional[Set[str]] = None,
+              unparsed: Optional[Dict[str, str]] = None) -> List[TestNode]:
     """The file's test nodes; adds the op names it passes as `op_name="..."` literals to op_names
-    (FlagGems looks shapes up by a Benchmark's op_name, which need not be a mark)."""
+    (FlagGems looks shapes up by a Benchmark's op_name, which need not be a mark), and a file
+    Python cannot parse to unparsed (file -> the error)."""
     rel = path.relative_to(root).as_posix()
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError:
+    except SyntaxError as e:
+        if unparsed is not None:
+            unparsed[rel] = f"{type(e).__name__}: {e.msg}, line {e.lineno}"
         # Still plannable: the worker runs it and records the collection error as its status.
         return [TestNode(rel, rel, path.stem, ())]
     if op_names is not None:
@@ -117,7 +121,8 @@ class Corpus:
             )
         files = sorted(p for p in base.rglob("test_*.py") if "__pycache__" not in p.parts)
         self.op_names: Set[str] = set()  # Benchmark op_name literals
-        self.nodes: List[TestNode] = [n for f in files for n in scan_file(self.root, f, self.op_names)]
+        self.unparsed: Dict[str, str] = {}  # files Python cannot parse: their marks are unknown
+        self.nodes: List[TestNode] = [n for f in files for n in scan_file(self.root, f, self.op_names, self.unparsed)]
 
     @property
     def ini(self) -> Optional[Path]:
@@ -173,6 +178,13 @@ class Corpus:
                 f"op '{op}' matches no test in {self.root / self.test_dir}: it holds no test at all (no "
                 "test_*.py that pytest collects). Fix: corpus.root=<the corpus checkout> (corpus.test_dir="
                 "<its benchmark folder> where it is not `benchmark`).")
+        if not hits and self.unparsed:
+            # Its test may be in a file with a syntax error: "no test" alone sent the user hunting marks.
+            broken = "; ".join(f"{f} ({e})" for f, e in sorted(self.unparsed.items())[:3])
+            raise UsageError(
+                f"op '{op}' matches no test in {self.root / self.test_dir}, and {len(self.unparsed)} test file(s) "
+                f"there cannot be parsed, so their op marks are unknown: {broken}. Fix: correct the file, or "
+                f"op_file=<it> to run it and record its collection error.")
         if not hits:
             raise UsageError(
                 f"op '{op}' matches no test in {self.root / self.test_dir}."
