@@ -51,7 +51,13 @@ def test_collect_of_a_run_still_measuring_says_so_and_exits_cut(tmp_path):
                                    capture_output=True, text=True)
         assert collected.returncode == 4, collected.stderr
         assert f"{run} is still being measured (pid {proc.pid} on" in collected.stderr, collected.stderr
-        assert "(collected while the run was still running)" in (run / "summary.md").read_text()
+        summary = (run / "summary.md").read_text()
+        assert "(collected while the run was still running)" in summary
+        # not a cut to resume (a resume would wait for the live run's lock, then be refused)
+        assert summary.startswith(f"> **Still measuring** (pid {proc.pid} on") and "Resume with" not in summary
+        said = subprocess.run([sys.executable, "-m", "zlbench", "summary", str(run)], capture_output=True, text=True)
+        assert said.returncode == 4, said.stderr
+        assert "**Still measuring**" in said.stdout and "Run cut short" not in said.stdout, said.stdout[:2000]
         assert proc.poll() is None  # still running, undisturbed
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -426,7 +426,7 @@ def run_dir_summary(path: Path, allow_dead: bool = False) -> Optional[Tuple[str,
     running = live_run(path)
     suffix = f" (summarized while the run was still running: {running})" if running else ""
     identity = read_identity(path)
-    text, result = compose(path, d.rows, d.status_rows, identity, load_plan(path), suffix)
+    text, result = compose(path, d.rows, d.status_rows, identity, load_plan(path), suffix, running=running or "")
     code = exit_of(d.status_rows, result["ab"], identity, allow_dead=allow_dead)
     return text, int(Exit.CUT) if running and code in (Exit.OK, Exit.NOT_OK) else int(code)
 

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
         running = live_run(args.run_dir)
         suffix = " (collected while the run was still running)" if running else " (collected)"
-        code = int(report(args.run_dir, suffix, fail_on=_fail_on(args.run_dir)))
+        code = int(report(args.run_dir, suffix, fail_on=_fail_on(args.run_dir), running=running or ""))
         if running:
             from zlbench.exitcodes import Exit
 

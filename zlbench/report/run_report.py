@@ -166,9 +166,11 @@ def _speedup_png(rows: List[dict], path: Path, identity: Mapping[str, Any]) -> b
 
 
 def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: Mapping[str, Any],
-            plan: Mapping[str, Any], title_suffix: str = "", why_cut: str = "") -> Tuple[str, Dict]:
+            plan: Mapping[str, Any], title_suffix: str = "", why_cut: str = "", running: str = "") -> Tuple[str, Dict]:
     """summary.md's text, and what went into it ("ab": an interleaved A/B's result, else None;
-    "warnings"), without writing anything: a run's end and `zlbench summary RUN_DIR` say the same."""
+    "warnings"), without writing anything: a run's end and `zlbench summary RUN_DIR` say the same.
+    running: who still measures the run (`zlbench summary` of a live run): its nodes not measured yet
+    are not a cut to resume."""
     cut = cut_nodes(status_rows)
     sides = [s["name"] for s in plan["sides"]]
     gpus = gpus_note(run_dir, identity, sides)  # once: summary.md's line and ab.md's caveat
@@ -185,7 +187,11 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
         text += (f"\n> The run limit (launcher.run_timeout_s) stopped {left_out} node run(s) of the more passes "
                  "(nodes whose processes disagreed): their rows are from the processes that ran; the run is "
                  "whole.\n")
-    if cut:
+    if cut and running:
+        text = (f"> **Still measuring** ({running}): {len(cut)} of {len(status_rows)} node(s) not measured yet; "
+                "these tables are the run as it stands, and the run writes its own summary.md when it ends.\n\n"
+                + text)
+    elif cut:
         why_cut = why_cut or why_not_measured(s.get("reason") or "" for s in cut)  # zlbench collect
         ab_sides = len(sides) if identity["config"]["ab"]["name"] != "none" else 0
         text = cut_banner(cut, len(status_rows), run_dir, why_cut, int(plan.get("processes") or 1),
@@ -205,13 +211,13 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
 
 
 def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str]] = None,
-           why_cut: str = "") -> Exit:
+           why_cut: str = "", running: str = "") -> Exit:
     """Tables, summary, plots and (for an interleaved A/B) the A/B report, from the events so far."""
     plan = load_plan(run_dir)
     rows, status_rows = collect(run_dir)
     add_process_facts(run_dir)
     identity = read_identity(run_dir)
-    text, result = compose(run_dir, rows, status_rows, identity, plan, title_suffix, why_cut)
+    text, result = compose(run_dir, rows, status_rows, identity, plan, title_suffix, why_cut, running)
     for w in result["warnings"]:
         log.warning(f"[zlbench] warning: {w}")
     outputs = ["run_identity.json", "ops_status.csv", "rows.jsonl", "run.log", "summary.md"]
