@@ -101,9 +101,11 @@ def test_a_torch_that_cannot_reach_the_backends_device_is_one_setup_error_with_i
 
     run = tmp_path / "run"
     res = zlbench(f"hydra.run.dir={run}", f"backend={backend}", "ops=[exp]", "dtypes=[float32]", "devices=[0]",
-                  "timer.processes=1", "progress=none", "store.url=none", cwd=tmp_path,
-                  env={"ZLBENCH_SMI_OUTPUT": str(DATA / "smi" / smi)})
+                  "timer.processes=1", "progress=none", f"store.url=sqlite:///{tmp_path / 'zlbench.db'}",
+                  cwd=tmp_path, env={"ZLBENCH_SMI_OUTPUT": str(DATA / "smi" / smi)})
     assert res.returncode == 1, res.stderr[-2000:]
+    # the store's count of rows says none was measured ("(1 rows)" read as a measured run)
+    assert f"recorded {run} (1 rows, 0 measured)" in res.stderr, res.stderr[-2000:]
     import csv
 
     with open(run / "ops_status.csv") as f:

@@ -98,7 +98,7 @@ def _emit(text: str, out: Optional[Path], name: str) -> None:
 def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
     from zlbench.store.db import normalize_url, sqlite_file
-    from zlbench.store.ingest import log_record, recorded_log_facts, run_dir_record, write_record
+    from zlbench.store.ingest import log_record, recorded_log_facts, rows_said, run_dir_record, write_record
 
     url = (find_store(args.url, create=True)[0] if args.url
            else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
@@ -132,7 +132,7 @@ def cmd_import(args) -> int:
                                      skipped=[] if skipped.get(i) is not None else None)
             written = write_record(store, rec)
             bad = skipped.get(i)
-            print(f"{written.outcome}: {rec['run']['path']} ({len(rec['rows'])} rows"
+            print(f"{written.outcome}: {rec['run']['path']} ({rows_said(rec)}"
                   + (f"; skipped {len(bad)} malformed line(s): {', '.join(map(str, bad))}" if bad else "")
                   + written.note + ")")
         print(f"[zlbench] store {store.shown}: {len(records)} run(s)", file=sys.stderr)

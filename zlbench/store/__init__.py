@@ -52,7 +52,7 @@ def record_run(run_dir: Path, url: Optional[str]) -> None:
     if url is None or str(url).strip().lower() in OFF:
         return
     from zlbench.store.db import Store
-    from zlbench.store.ingest import run_dir_record, write_record
+    from zlbench.store.ingest import rows_said, run_dir_record, write_record
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its "Running upgrade" lines are no news
 
@@ -60,7 +60,7 @@ def record_run(run_dir: Path, url: Optional[str]) -> None:
     with Store(url) as store:
         written = write_record(store, record)
     print(f"[zlbench] store {store.shown}: {written.outcome} {record['run']['path']} "
-          f"({len(record['rows'])} rows){written.note}", file=sys.stderr)
+          f"({rows_said(record)}){written.note}", file=sys.stderr)
 
 
 def record_or_warn(run_dir: Path, url: Optional[str]) -> None:

@@ -150,6 +150,14 @@ def _record(columns, item: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def rows_said(record: Mapping[str, Any]) -> str:
+    """"N rows", and how many of them were measured where not all were: a node that measured nothing
+    (fatal, interrupted) is kept as a row without a latency, which "recorded (2 rows)" counted."""
+    rows = record["rows"]
+    measured = sum(1 for r in rows if r.get("latency") is not None)
+    return f"{len(rows)} rows" + (f", {measured} measured" if measured < len(rows) else "")
+
+
 def _row_record(r: Mapping[str, Any]) -> Dict[str, Any]:
     base = r.get("timing_base")
     # The baseline's interval lives inside timing_base (a mapping, not a store column of its own).
