@@ -157,6 +157,13 @@ def test_the_processes_section_says_which_rows_have_no_interval():
     identity = {"timer": {"processes": 3}}
     cut = process_lines([row("exp", False), row("abs", False)], identity)
     assert cut[0] == "## Processes" and "2 row(s) measured in fewer processes than the 3 planned" in cut[2], cut
+    cut_short = [{"status": "interrupted", "resumable": True}]
+    assert "(resume the run to measure the others)" in process_lines([row("exp", False)], identity, cut_short)[2]
+    # the other processes timed out (launcher.node_timeout_s): a resume would measure nothing, and said it would
+    timed_out = [{"status": "timeout", "resumable": False}, {"status": "ok"}]
+    said = process_lines([row("exp", False)], identity, timed_out)[2]
+    assert "the other processes ended timeout (ops_status.csv says why): a resume does not run them again" in said
+    assert "resume the run to measure" not in said
     mixed = "\n".join(process_lines([row("exp", True), row("abs", False)], identity))
     assert "; 1 row(s) have none (one process, and too few tests of its timer measured in several to borrow a spread from)" in mixed, mixed
     assert "have none" not in "\n".join(process_lines([row("exp", True)], identity))

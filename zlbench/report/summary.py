@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
@@ -210,9 +210,11 @@ def _bimodal_lines(calls) -> List[str]:
                 tablefmt="github")]
 
 
-def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str]:
+def process_lines(rows: List[dict], identity: Optional[dict] = None,
+                  status_rows: Sequence[Mapping] = ()) -> List[str]:
     """## Processes: how many benchmark processes measured each row, how wide the process-level
-    intervals are, and the rows whose processes disagree (BENCHMARK_PROCESS_UNSTABLE)."""
+    intervals are, and the rows whose processes disagree (BENCHMARK_PROCESS_UNSTABLE).
+    status_rows: whether a resume would measure the processes that are missing."""
     measured = [r for r in rows if r.get("status") == "ok" and r.get("latency")]
     if any(r.get("side") not in (None, "main") for r in measured):
         return []  # an A/B's rows are its sides' rounds, each one process: ab.md judges them
@@ -224,9 +226,16 @@ def process_lines(rows: List[dict], identity: Optional[dict] = None) -> List[str
                     "process-level interval, so their precision is that of one process only; what a process "
                     "draws at start (autotune picks, input placement) is not sampled", ""]
         if measured and planned:  # a run cut before its second process, with no row of several to borrow from
+            # Only a cut leaves nodes to resume; a timeout or a crash in the other processes is final.
+            resumable = [s for s in status_rows if s.get("resumable") or s.get("status") == "interrupted"]
+            final = sorted({s["status"] for s in status_rows if s.get("status") not in ("ok", "skipped")} -
+                           {"interrupted"})
+            why = ("resume the run to measure the others" if resumable or not final else
+                   f"the other processes ended {', '.join(final)} (ops_status.csv says why): a resume does not "
+                   "run them again; fix the cause (e.g. a larger launcher.node_timeout_s) in a new run")
             return ["## Processes", "", f"- {len(measured)} row(s) measured in fewer processes than the {planned} "
-                    "planned, and none with an interval to borrow: no row carries a process-level interval "
-                    "(resume the run to measure the others)", ""]
+                    f"planned, and none with an interval to borrow: no row carries a process-level interval ({why})",
+                    ""]
         return []
     widths = sorted((((r["latency_ci"][1] - r["latency_ci"][0]) / r["latency"], r) for r in with_ci),
                     key=lambda w: w[0])  # equal widths keep their order (rows do not compare)
@@ -349,7 +358,7 @@ def render_summary(rows: List[dict], status_rows: List[dict], title: str,
     lines += _status_lines(status_rows)
     lines += _results_lines(rows)
     lines += _marker_notes(rows)
-    for section in (process_lines(rows, identity), timing_lines(rows, identity)):
+    for section in (process_lines(rows, identity, status_rows), timing_lines(rows, identity)):
         if section:
             lines += [""] + section[:-1]
     return "\n".join(lines) + "\n"
