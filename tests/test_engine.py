@@ -139,6 +139,9 @@ def test_a_refused_resume_keeps_the_overrides_the_run_was_made_with(tmp_path):
     identity = json.loads((run / "run_identity.json").read_text())
     assert identity["created"] == started and len(identity["resumed"]) == 1
     assert "progress=none" in identity["resumed"][0]["overrides"] and identity["resumed"][0]["at"] > started
+    # ... and its provenance is still the command it was made with (the resume's overwrote it)
+    assert not any(o.startswith("resume=") for o in identity["provenance"]["job_overrides"]), identity["provenance"]
+    assert "progress=none" not in identity["provenance"]["cli_overrides"]
     # A dry run (which writes nothing), or a run made with other settings (refused), into the run dir by
     # hydra.run.dir= leaves it alone too: the resume command it names is still the one the run was
     # made with.

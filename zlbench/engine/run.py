@@ -264,7 +264,13 @@ def execute(cfg: DictConfig, hydra_run_dir: Path, provenance: Mapping[str, Any])
         if resuming:  # the run is dated by its start (summary.md, the store), each resume listed
             old = read_identity(run_dir)
             this = {"at": identity["created"], "overrides": (provenance or {}).get("job_overrides")}
-            identity = {**identity, "created": old.get("created", identity["created"]),
+            if identity["provenance"].get("notes"):
+                this["notes"] = identity["provenance"]["notes"]
+            # The command the run was made with stays its provenance (each resume is listed with its
+            # own); only the store it now records itself in is the resume's.
+            made = {**(old.get("provenance") or identity["provenance"]),
+                    "store_url": identity["provenance"].get("store_url")}
+            identity = {**identity, "created": old.get("created", identity["created"]), "provenance": made,
                         "resumed": [*(old.get("resumed") or []), this]}
         if resuming and (run_dir / "plan.json").exists():
             # The same units as before, not a fresh balance (which the earlier wall times now known
