@@ -158,3 +158,56 @@ def test_compare_of_two_run_dirs_without_a_store_reads_them_alone(tmp_path):
     (tmp_path / "empty").mkdir()
     out = history("compare", "1", "2", cwd=tmp_path / "empty")
     assert out.returncode == 2 and "no results store found" in out.stderr, out.stderr
+
+
+def test_url_env_and_store_url_read_a_store_the_same_way(tmp_path, monkeypatch):
+    """--url, $ZLBENCH_STORE_URL and a run's store.url take the same forms (a URL, an SQLite file, a
+    folder: its zlbench.db, a run dir: the store beside it), read by one function: the variable was
+    taken as it was (a folder read as an SQLite file: 'no results store at'), and store.url=FOLDER
+    made the run's store fail ('cannot reach ... start the database server')."""
+    from zlbench.history.where import find_store
+    from zlbench.store import default_url, run_url
+    from zlbench.store.db import normalize_url
+
+    run = recorded(tmp_path / "runs" / "x")
+    (tmp_path / "folder").mkdir()
+    forms = {"folder": (tmp_path / "folder", f"sqlite:///{tmp_path / 'folder' / 'zlbench.db'}"),
+             "run dir": (run, default_url(run)),
+             "file": (tmp_path / "a.db", f"sqlite:///{tmp_path / 'a.db'}"),
+             "url": (f"sqlite:///{tmp_path / 'b.db'}", f"sqlite:///{tmp_path / 'b.db'}")}
+    for name, (given, meant) in forms.items():
+        monkeypatch.delenv("ZLBENCH_STORE_URL", raising=False)
+        read = [normalize_url(find_store(str(given), create=True)[0]),
+                normalize_url(run_url(run, str(given)))]
+        monkeypatch.setenv("ZLBENCH_STORE_URL", str(given))
+        read.append(normalize_url(find_store(None, create=True)[0]))
+        assert read == [meant] * 3, (name, read)
+
+
+def test_a_folder_in_the_environment_or_store_url_is_the_store_in_it(tmp_path):
+    """The brief's case: ZLBENCH_STORE_URL=FOLDER for a run and for `history list`, and
+    store.url=FOLDER, write and read FOLDER/zlbench.db."""
+    (tmp_path / "env").mkdir()
+    res = zlbench("hydra.run.dir=runs/x", "progress=none", "ops=[exp]", "dtypes=[float32]", cwd=tmp_path,
+                  env={"ZLBENCH_STORE_URL": str(tmp_path / "env")})
+    assert res.returncode == 0 and "results store not written" not in res.stderr, res.stderr[-2000:]
+    assert (tmp_path / "env" / "zlbench.db").is_file() and not (tmp_path / "runs" / "zlbench.db").exists()
+    out = history("list", "--format", "json", cwd=tmp_path, env={"ZLBENCH_STORE_URL": str(tmp_path / "env")})
+    assert out.returncode == 0 and [r["path"] for r in json.loads(out.stdout)] == [str(tmp_path / "runs" / "x")], \
+        out.stderr
+    # store.url=FOLDER (as a collect's --store-url: record_or_warn reads both)
+    (tmp_path / "opt").mkdir()
+    res = subprocess.run([sys.executable, "-m", "zlbench", "collect", str(tmp_path / "runs" / "x"), "--store-url",
+                          str(tmp_path / "opt")], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0 and "results store not written" not in res.stderr, res.stderr[-2000:]
+    assert (tmp_path / "opt" / "zlbench.db").is_file()
+    # import reads the variable as --url: a folder gets its store
+    (tmp_path / "imp").mkdir()
+    out = history("import", tmp_path / "runs" / "x", cwd=tmp_path, env={"ZLBENCH_STORE_URL": str(tmp_path / "imp")})
+    assert out.returncode == 0 and (tmp_path / "imp" / "zlbench.db").is_file(), out.stderr
+    # a reader given a folder with no store is refused, naming the variable, and makes none
+    (tmp_path / "empty").mkdir()
+    out = history("list", cwd=tmp_path, env={"ZLBENCH_STORE_URL": str(tmp_path / "empty")})
+    assert out.returncode == 2 and f"$ZLBENCH_STORE_URL={tmp_path / 'empty'} is a folder without a results store" \
+        in out.stderr, out.stderr
+    assert not list((tmp_path / "empty").iterdir())

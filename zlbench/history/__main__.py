@@ -100,8 +100,8 @@ def cmd_import(args) -> int:
     from zlbench.store.db import normalize_url, sqlite_file
     from zlbench.store.ingest import log_record, recorded_log_facts, rows_said, run_dir_record, write_record
 
-    url = (find_store(args.url, create=True)[0] if args.url
-           else os.environ.get(ENV_URL) or default_url(Path(args.paths[0])))
+    url = (find_store(args.url, create=True)[0] if args.url or os.environ.get(ENV_URL)
+           else default_url(Path(args.paths[0])))
     url = normalize_url(url)
     db_file = sqlite_file(url)
     if db_file is not None:

@@ -6,7 +6,7 @@ dir's parent (hydra.run.dir=runs/x -> runs/zlbench.db; hydra.sweep.dir=sweep -> 
 So a history command reads, in this order:
 
 1. --url (a database URL, an SQLite file, a folder holding zlbench.db, or a run dir: its store);
-2. $ZLBENCH_STORE_URL;
+2. $ZLBENCH_STORE_URL, read the same way (zlbench.store.resolve_url, which reads a run's store.url too);
 3. ./zl_runs/zlbench.db, where runs launched from this folder write by default;
 4. the one zlbench.db up to SEARCH_DEPTH folders below this folder (several: refused, naming them).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from zlbench.errors import UsageError
-from zlbench.store import DB_FILE, RUNS_ROOT, default_url
+from zlbench.store import DB_FILE, RUNS_ROOT, resolve_url
 
 ENV_URL = "ZLBENCH_STORE_URL"
 SEARCH_DEPTH = 3  # hydra.run.dir=a/b/c/run writes a/b/c/zlbench.db: three folders down
@@ -28,23 +28,6 @@ SEARCH_DEPTH = 3  # hydra.run.dir=a/b/c/run writes a/b/c/zlbench.db: three folde
 
 def _sqlite(path: Path) -> str:
     return "sqlite:///" + str(path.resolve())
-
-
-def _given(arg: str, create: bool = False) -> str:
-    """--url as given; a folder means the store in it (create: also a new one), or the store of the
-    run dir it is."""
-    path = Path(arg).expanduser()
-    if create and "://" not in arg and arg.endswith(("/", os.sep)) and not path.is_dir():
-        return _sqlite(path / DB_FILE)  # `--url ci/store/`: a folder meant, made by import
-    if "://" in arg or not path.is_dir():
-        return arg
-    if (path / "run_identity.json").is_file():
-        return default_url(path)
-    if create or (path / DB_FILE).is_file():
-        return _sqlite(path / DB_FILE)
-    raise UsageError(f"--url {arg} is a folder without a results store ({DB_FILE}) and not a run dir. Fix: pass "
-                     f"the folder that holds {DB_FILE} (runs write it beside their run dirs), the run dir itself, "
-                     "or a database URL.")
 
 
 def stores_below(folder: Path, depth: int = SEARCH_DEPTH) -> List[Path]:
@@ -59,9 +42,9 @@ def find_store(arg: Optional[str], cwd: Optional[Path] = None, create: bool = Fa
     """(store URL, a note saying where it was found, None when --url or the environment named it).
     create: the store may be new (`import`): a folder given as --url gets one."""
     if arg:
-        return _given(arg, create), None
-    if os.environ.get(ENV_URL):
-        return os.environ[ENV_URL], None
+        return resolve_url(arg, create, "--url"), None
+    if os.environ.get(ENV_URL):  # read as --url is (a folder: its zlbench.db), as a run reads it
+        return resolve_url(os.environ[ENV_URL], create, f"${ENV_URL}"), None
     cwd = (cwd or Path.cwd()).resolve()
     default = cwd / RUNS_ROOT / DB_FILE
     found = stores_below(cwd)

@@ -6,6 +6,7 @@ what a run dir holds, so the run dir stays the source of truth and the store can
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -16,7 +17,7 @@ DB_FILE = "zlbench.db"
 OFF = ("", "none", "null", "off", "false", "0")
 RUNS_ROOT = "zl_runs"
 
-__all__ = ["record_run", "record_or_warn", "default_url", "Store", "DB_FILE"]
+__all__ = ["record_run", "record_or_warn", "default_url", "resolve_url", "Store", "DB_FILE"]
 
 
 def __getattr__(name: str):
@@ -38,11 +39,40 @@ def default_url(run_dir: Path) -> str:
     return "sqlite:///" + str(root / DB_FILE)
 
 
+def resolve_url(given: str, create: bool = False, source: str = "--url") -> str:
+    """The one reading of a store named by `--url`, `$ZLBENCH_STORE_URL` or `store.url` (README: The
+    store and history): a database URL (as it is), an SQLite file (its path, as it is), a folder (the
+    zlbench.db in it), or a run dir (the store beside it, default_url). create: the store may be new
+    (a run, a collect, `import`): any folder gets one, and a path ending in / that does not exist yet
+    is a folder too. Else (a reader) a folder holding neither zlbench.db nor run_identity.json is a
+    UsageError naming `source` (the option or variable it came from)."""
+    text = str(given).strip()
+    path = Path(text).expanduser()
+    if "://" in text:
+        return text
+    if create and text.endswith(("/", os.sep)) and not path.is_dir():
+        return "sqlite:///" + str(path.resolve() / DB_FILE)  # `--url ci/store/`: a folder meant, made by import
+    if not path.is_dir():
+        return text
+    if (path / "run_identity.json").is_file():
+        return default_url(path)
+    if create or (path / DB_FILE).is_file():
+        return "sqlite:///" + str(path.resolve() / DB_FILE)
+    from zlbench.errors import UsageError
+
+    named = f"{source} {given}" if source.startswith("-") else f"{source}={given}"
+    raise UsageError(f"{named} is a folder without a results store ({DB_FILE}) and not a run dir. Fix: pass "
+                     f"the folder that holds {DB_FILE} (runs write it beside their run dirs), the run dir itself, "
+                     "or a database URL.")
+
+
 def run_url(run_dir: Path, url: Optional[str]) -> Optional[str]:
     """The store a run's store.url names (None, "" or "default": the default store beside its run
-    dir); None where the store is off."""
-    url = default_url(run_dir) if url in (None, "", "default") else url
-    return None if str(url).strip().lower() in OFF else url
+    dir; else as resolve_url reads it, a folder meaning the zlbench.db in it); None where the store
+    is off."""
+    if url in (None, "", "default"):
+        return default_url(run_dir)
+    return None if str(url).strip().lower() in OFF else resolve_url(str(url), create=True, source="store.url")
 
 
 def record_run(run_dir: Path, url: Optional[str]) -> None:
