@@ -197,3 +197,63 @@ def test_regressions_says_when_it_lists_only_some_other_calibers():
                "other_calibers": others, "too_few_runs": False}
     text = render_markdown({"summary": summary, "steps": []})
     assert "10 other(s): " in text and f"{'07' * 6} (1 run), ..." in text, text
+
+
+def _sqlite_error(words: str):
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    return OperationalError("PRAGMA journal_mode=WAL", {}, sqlite3.OperationalError(words))
+
+
+def test_an_sqlite_store_that_cannot_be_opened_names_the_file_and_why(tmp_path, capsys, monkeypatch):
+    """SQLite's "unable to open database file" and "attempt to write a readonly database" said 'cannot
+    reach the results store ... Fix: start the database server' (there is none): they name the file
+    and what is wrong with it (a folder, a missing folder, read-only), and the fix."""
+    import zlbench.store.db as db
+    from zlbench.store import record_or_warn
+
+    run = H.write_run(tmp_path / "runs" / "x", H.identity(), [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    folder = tmp_path / "afolder"
+    folder.mkdir()
+    # a folder named as the SQLite file: for real, from a run's end and from import
+    record_or_warn(run, f"sqlite:///{folder}")
+    err = capsys.readouterr().err
+    assert f"the results store {folder} is a folder, not an SQLite file" in err and str(folder / "zlbench.db") in err
+    assert "database server" not in err and "results store not written" in err, err
+    code, out = history(capsys, "import", run, "--url", f"sqlite:///{folder}")
+    assert code == 2 and "is a folder, not an SQLite file" in out.err and "database server" not in out.err, out.err
+    assert not list(folder.iterdir())
+
+    def said(url, words="unable to open database file"):
+        return str(db.explain(_sqlite_error(words), url, "opening the store"))
+
+    # a folder missing, or a file where a folder should be
+    msg = said(f"sqlite:///{tmp_path / 'gone' / 'sub' / 'zlbench.db'}")
+    assert f"{tmp_path / 'gone'} does not exist" in msg and f"mkdir -p {tmp_path / 'gone' / 'sub'}" in msg, msg
+    (tmp_path / "afile").write_text("")
+    msg = said(f"sqlite:///{tmp_path / 'afile' / 'zlbench.db'}")
+    assert f"{tmp_path / 'afile'} is a file, not a folder" in msg and "mkdir" not in msg, msg
+    # read-only: the file, its -wal file, its folder (os.access, as this test may run as root)
+    store = tmp_path / "ro" / "zlbench.db"
+    store.parent.mkdir()
+    store.write_text("")
+    (tmp_path / "ro" / "zlbench.db-wal").write_text("")
+    real_access = os.access
+    for denied, words in ((store, f"the results store file {store} is read-only for this user"),
+                          (Path(f"{store}-wal"), f"the results store file {store}-wal is read-only"),
+                          (store.parent, f"the results store's folder {store.parent} is read-only for this user")):
+        monkeypatch.setattr(db.os, "access", lambda p, mode, d=denied: not (Path(p) == d and mode & os.W_OK)
+                            and real_access(p, mode))
+        for error in ("attempt to write a readonly database", "unable to open database file"):
+            msg = said(f"sqlite:///{store}", error)
+            assert words in msg and "chmod u+" in msg and "database server" not in msg, msg
+    monkeypatch.setattr(db.os, "access", lambda p, mode: Path(p) != store and real_access(p, mode))
+    assert f"the results store file {store} cannot be read by this user" in said(f"sqlite:///{store}")
+    monkeypatch.setattr(db.os, "access", real_access)
+    msg = said(f"sqlite:///{store}", "attempt to write a readonly database")  # nothing on disk says why
+    assert f"SQLite can only read the results store {store}" in msg and "chmod u+rw" in msg, msg
+    # a server's store keeps the server's words
+    msg = said("postgresql+psycopg://user@127.0.0.1:9/zlbench", "connection refused")
+    assert "cannot reach the results store" in msg and "start the database server" in msg, msg

@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 from zlbench.errors import UsageError
 from zlbench.store.schema import SCHEMA_HEAD
 
-from zlbench.store import OFF  # noqa: E402 (one list of the words that turn the store off)
+from zlbench.store import DB_FILE, OFF  # noqa: E402 (one list of the words that turn the store off)
 # How long a writer waits for another one's lock before giving up (SQLite busy timeout,
 # PostgreSQL lock_timeout). Long enough for a concurrent 10,000-row write to finish.
 # ZLBENCH_STORE_LOCK_TIMEOUT_S overrides it.
@@ -122,6 +122,8 @@ def explain(error: SQLAlchemyError, url: str, doing: str) -> UsageError:
         return UsageError(f"{doing}: the results store {shown} is damaged ({text}). Fix: move that file away and "
                           "rebuild the store from the run dirs (`python -m zlbench history import RUN_DIR... --url "
                           "URL`); `sqlite3 FILE .recover` may save what it holds.")
+    if sqlite and ("unable to open database file" in text or "readonly database" in text):
+        return _sqlite_cannot_open(sqlite_file(url), text, doing, shown)
     if isinstance(error, OperationalError) or (isinstance(error, DBAPIError) and error.connection_invalidated):
         return UsageError(f"{doing}: cannot reach the results store {shown} ({text}). Fix: start the database "
                           "server or correct store.url (host, port, user, password, database), or "
@@ -129,6 +131,44 @@ def explain(error: SQLAlchemyError, url: str, doing: str) -> UsageError:
     return UsageError(f"{doing}: the results store {shown} failed ({type(error).__name__}: {text}). Fix: check "
                       "that store.url names a zlbench store; a store can always be rebuilt from the run dirs "
                       "with `python -m zlbench history import RUN_DIR... --url NEW_URL`.")
+
+
+ELSEWHERE = "or point store.url (or --url) at a file you can write; store.url=none turns the store off"
+
+
+def _sqlite_cannot_open(db: Optional[Path], text: str, doing: str, shown: str) -> UsageError:
+    """SQLite's "unable to open database file" and "attempt to write a readonly database": no server
+    to start, a path to correct. Which one is read off the file system: the path is a folder, its
+    folder is missing, the file (or its -wal/-shm companions) or its folder cannot be written."""
+    if db is None:  # not a file (sqlite:// in memory): nothing on disk to name
+        return UsageError(f"{doing}: SQLite cannot open the results store {shown} ({text}). Fix: "
+                          f"store.url=sqlite:///PATH/zlbench.db, {ELSEWHERE}.")
+    db = db.expanduser().absolute()
+    folder = db.parent
+    if db.is_dir():
+        return UsageError(f"{doing}: the results store {db} is a folder, not an SQLite file ({text}). Fix: name "
+                          f"the file in it (sqlite:///{db / DB_FILE}), or give the folder as a plain path "
+                          f"(store.url={db}, likewise --url and $ZLBENCH_STORE_URL: the {DB_FILE} in it).")
+    if not folder.is_dir():
+        missing = next((p for p in reversed(db.parents) if not p.is_dir()), folder)
+        what = "is a file, not a folder" if missing.exists() else "does not exist"
+        return UsageError(f"{doing}: the results store {db} cannot be opened: {missing} {what} ({text}). Fix: "
+                          + (f"mkdir -p {folder}, " if not missing.exists() else "") + f"{ELSEWHERE}.")
+    for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if f.exists() and not os.access(f, os.R_OK | os.W_OK):
+            how = "is read-only for this user" if os.access(f, os.R_OK) else "cannot be read by this user"
+            return UsageError(f"{doing}: the results store file {f} {how} ({text}). Fix: chmod u+rw {f}, "
+                              f"{ELSEWHERE}.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return UsageError(f"{doing}: the results store's folder {folder} is read-only for this user ({text}): "
+                          f"SQLite writes {db.name} and its -wal and -shm files there. Fix: chmod u+wx {folder}, "
+                          f"{ELSEWHERE}.")
+    if "readonly" in text:  # nothing above says why: a read-only file system, a store opened read-only
+        return UsageError(f"{doing}: SQLite can only read the results store {db} ({text}): the file, its -wal "
+                          f"and -shm files or the file system they are on cannot be written. Fix: chmod u+rw {db} "
+                          f"and u+wx {folder} (a read-only mount: another path), {ELSEWHERE}.")
+    return UsageError(f"{doing}: SQLite cannot open the results store {db} ({text}). Fix: check that it is a "
+                      f"file you can read and write in a folder you can write, {ELSEWHERE}.")
 
 
 def _alembic_config(connection: Connection):
