@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,39 @@ def test_an_sqlite_store_that_cannot_be_opened_names_the_file_and_why(tmp_path, 
     # a server's store keeps the server's words
     msg = said("postgresql+psycopg://user@127.0.0.1:9/zlbench", "connection refused")
     assert "cannot reach the results store" in msg and "start the database server" in msg, msg
+
+
+def test_import_of_a_folder_skips_the_run_dirs_it_cannot_import(tmp_path, capsys):
+    """One unfinished run dir below a folder (a run still measuring, one whose Slurm submission failed:
+    run_identity.json and no tables) imported nothing of the folder, and made no store: each such dir
+    is skipped with why, the rest imported; exit 2 only when nothing can be; a run dir named itself
+    that cannot be imported still refuses the whole import, nothing written."""
+    runs = tmp_path / "zl_runs"
+    good = H.write_run(runs / "2026-11-01" / "a", H.identity(), [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    unfinished = runs / "2026-11-02" / "b"
+    unfinished.mkdir(parents=True)
+    (unfinished / "run_identity.json").write_text(json.dumps(H.identity(created="2026-11-02T00:00:00+0000")))
+    damaged = H.write_run(runs / "2026-11-03" / "c", H.identity(created="2026-11-03T00:00:00+0000"),
+                          [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    (damaged / "run_identity.json").write_text("{not json")
+    store = tmp_path / "new" / "zlbench.db"
+    code, out = history(capsys, "import", runs, "--url", store)
+    assert code == 0, out.err
+    assert out.out.splitlines() == [f"recorded: {good} (1 rows)"], out.out
+    assert f"[zlbench] skipped {unfinished}: has no rows.jsonl or ops_status.csv" in out.err, out.err
+    assert f"[zlbench] skipped {damaged}: {damaged / 'run_identity.json'} is not valid JSON" in out.err, out.err
+    assert "1 run(s); 2 run dir(s) skipped (said above)" in out.err and "zlbench: error" not in out.err, out.err
+    code, out = history(capsys, "list", "--url", store, "--format", "json")
+    assert code == 0 and [r["path"] for r in json.loads(out.out)] == [str(good)], out.err
+    # nothing below the folder can be imported: exit 2, no store (nor its folder) made
+    only_bad = tmp_path / "only_bad"
+    only_bad.mkdir()
+    shutil.copytree(unfinished, only_bad / "b")
+    code, out = history(capsys, "import", only_bad, "--url", f"{tmp_path / 'none'}/")
+    assert code == 2 and f"skipped {only_bad / 'b'}: has no rows.jsonl" in out.err, out.err
+    assert "zlbench: error: nothing imported: none of the 1 run dir(s) below" in out.err and "Fix:" in out.err
+    assert not (tmp_path / "none").exists() and not out.out
+    # a run dir named itself is meant: refused, and nothing of the rest written (nor the store's folder)
+    code, out = history(capsys, "import", runs, unfinished, "--url", f"{tmp_path / 'named'}/")
+    assert code == 2 and f"zlbench: error: {unfinished} has no rows.jsonl" in out.err, out.err
+    assert not (tmp_path / "named").exists() and not out.out

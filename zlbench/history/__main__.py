@@ -103,11 +103,12 @@ def cmd_import(args) -> int:
     url = (find_store(args.url, create=True)[0] if args.url or os.environ.get(ENV_URL)
            else default_url(Path(args.paths[0])))
     url = normalize_url(url)
-    db_file = sqlite_file(url)
-    if db_file is not None:
-        # import builds a store: its folder too (a run's store.url with a missing folder stays an error)
-        _made(db_file.parent, "--url")
+    # A run dir or log named on the command line is imported whole or the import is refused (exit 2,
+    # nothing written): it was meant. Below a folder, a run dir that cannot be read (a run still
+    # measuring, one whose Slurm submission failed: run_identity.json and no tables yet; a damaged
+    # one) is skipped, said and counted: one such dir imported nothing of a whole zl_runs.
     records, skipped = [], {}  # skipped: a log's index in records -> its malformed lines (--skip-bad-lines)
+    passed: List[tuple] = []  # (run dir found below a folder, why it cannot be imported)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
             records.append(run_dir_record(path))
@@ -116,11 +117,27 @@ def cmd_import(args) -> int:
             if not found:
                 raise UsageError(f"{path} holds no zlbench run dir (no run_identity.json below it). Fix: pass "
                                  "run dirs, a folder of them (zl_runs), or FlagGems result_*.log files.")
-            records += [run_dir_record(p) for p in found]
+            for run_dir in found:
+                try:
+                    records.append(run_dir_record(run_dir))
+                except (UsageError, OSError) as e:
+                    passed.append((run_dir, e))
         else:  # read (and refused if malformed) before the store is opened: nothing is half imported
             skipped[len(records)] = [] if args.skip_bad_lines else None
             records.append(log_record(path, backend=args.backend, device_name=args.device,
                                       corpus_commit=args.corpus_commit, skipped=skipped[len(records)]))
+    for run_dir, e in passed:
+        print(f"[zlbench] skipped {run_dir}: {_why_not(run_dir, e)}", file=sys.stderr)
+    if not records:  # every run dir found was passed over: nothing to write, no store made
+        folders = ", ".join(str(p) for p in args.paths)
+        raise UsageError(f"nothing imported: none of the {len(passed)} run dir(s) below {folders} can be imported "
+                         "(each said above: not finished, still measuring, or damaged). Fix: `zlbench collect "
+                         "RUN_DIR` a run that ended without its tables (a run still measuring records itself "
+                         "when it ends), then import again.")
+    db_file = sqlite_file(url)
+    if db_file is not None:
+        # import builds a store: its folder too (a run's store.url with a missing folder stays an error)
+        _made(db_file.parent, "--url")
     given = {"backend": args.backend, "device_name": args.device, "corpus_commit": args.corpus_commit}
     with Store(url) as store:
         for i, rec in enumerate(records):
@@ -135,8 +152,17 @@ def cmd_import(args) -> int:
             print(f"{written.outcome}: {rec['run']['path']} ({rows_said(rec)}"
                   + (f"; skipped {len(bad)} malformed line(s): {', '.join(map(str, bad))}" if bad else "")
                   + written.note + ")")
-        print(f"[zlbench] store {store.shown}: {len(records)} run(s)", file=sys.stderr)
+        print(f"[zlbench] store {store.shown}: {len(records)} run(s)"
+              + (f"; {len(passed)} run dir(s) skipped (said above)" if passed else ""), file=sys.stderr)
     return 0
+
+
+def _why_not(run_dir: Path, error: Exception) -> str:
+    """Why a run dir found below a folder is not imported, without its path said twice."""
+    if isinstance(error, OSError):
+        return f"cannot read {error.filename or 'it'} ({error.strerror or error})."
+    why, full = str(error), str(run_dir.resolve())
+    return why[len(full) + 1:] if why.startswith(full + " ") else why
 
 
 def _open(args):
@@ -378,7 +404,10 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--op", action="append", help="only this operator (repeatable)")
 
     sp = verb("import", "(re)build the store from run dirs, folders of them, or FlagGems result logs", cmd_import)
-    sp.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR|LOG")
+    sp.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR|LOG",
+                    help="run dirs, folders of them, FlagGems result_*.log files: one named that cannot be read "
+                         "refuses the import (exit 2, nothing written); a run dir below a folder that cannot "
+                         "(not finished, damaged) is skipped and said, and exit 2 only when nothing is imported")
     sp.add_argument("--backend", help="for FlagGems logs: the backend they were measured on")
     sp.add_argument("--device", help="for FlagGems logs: the device name")
     sp.add_argument("--corpus-commit", help="for FlagGems logs: the FlagGems commit")
