@@ -242,6 +242,18 @@ def test_a_sweep_runs_every_job_and_exits_with_the_worst(tmp_path):
     assert "demo on cpu" in (tmp_path / "sweep" / "1" / "summary.md").read_text().splitlines()[0]
 
 
+def test_the_sweep_table_names_the_run_dir_a_resumed_job_measured_into(tmp_path):
+    run = tmp_path / "run"
+    args = ["corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_00']"]
+    assert zlbench(f"hydra.run.dir={run}", *args, "progress=none", cwd=tmp_path, env={"WAIT_S": "0"}).returncode == 0
+    res = zlbench("-m", *args, f"resume={run}", "progress=none,plain", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                  cwd=tmp_path, env={"WAIT_S": "0"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    table = res.stderr[res.stderr.index("multirun jobs"):]
+    # Hydra's job dirs (sweep/0, sweep/1) hold the jobs' logs only
+    assert table.count(f"-> {run}\n") == 2 and str(tmp_path / "sweep") not in table, table
+
+
 @pytest.mark.parametrize("args,needle", [
     (["+foo=1"], "foo is not a zlbench setting"),
     (["progress=bogus"], "progress"),

@@ -89,7 +89,10 @@ def _app(cfg: DictConfig) -> None:
         code = int(Exit.INTERNAL)
     if not run_dir.exists():  # a refused or dry run: nothing of it stays, zl_runs/<date>/ neither
         output_dir.remove_made_folders(run_dir, _made)
-    _jobs.append((label, str(run_dir), code))
+    # A resumed job measured into the run dir it resumed, not Hydra's job dir (which holds its log only).
+    resumed = OmegaConf.select(cfg, "resume", default=None, throw_on_resolution_failure=False)
+    where = Path(str(resumed)).expanduser().resolve() if resumed and code != Exit.USAGE else run_dir
+    _jobs.append((label, str(where), code))
 
 
 def _check_output_dir(argv: List[str]) -> None:
