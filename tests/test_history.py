@@ -308,6 +308,31 @@ def test_what_a_run_fails_on_is_no_part_of_its_caliber_and_an_old_store_is_recom
         assert conn.execute(select(S.runs.c.caliber)).scalar_one() == caliber_of(gate)
 
 
+def test_a_runs_test_time_limit_is_no_part_of_its_caliber_and_an_old_store_is_recomputed(tmp_path, store_url):
+    """launcher.node_timeout_s raised for one slow op (or crash_retries, device_lock) began a series of
+    its own: `compare --latest` found nothing earlier. Revision 0007 recomputes the stored calibers."""
+    import copy
+
+    from zlbench.store.ingest import caliber_of, run_dir_record, write_record
+
+    usual = H.identity()
+    usual["config"]["launcher"] = {"name": "local", "node_timeout_s": 900.0, "crash_retries": 1,
+                                   "device_lock": True}
+    longer = copy.deepcopy(usual)
+    longer["config"]["launcher"].update(node_timeout_s=1800.0, crash_retries=0, device_lock=False)
+    assert caliber_of(longer) == caliber_of(usual)
+    other = copy.deepcopy(usual)
+    other["config"]["launcher"]["name"] = "slurm"  # another launcher is still another caliber
+    assert caliber_of(other) != caliber_of(usual)
+    run = H.write_run(tmp_path / "old", longer, [H.row("exp", "[[64,64]]", 1.0, 0.5)])
+    with Store(store_url, target="0006") as old:  # a store an older zlbench wrote, its caliber with the limit
+        record = run_dir_record(run)
+        record["run"]["caliber"] = "caliber-with-node-timeout"
+        write_record(old, record)
+    with Store(store_url) as store, store.begin("reading") as conn:
+        assert conn.execute(select(S.runs.c.caliber)).scalar_one() == caliber_of(usual)
+
+
 def test_newer_store_says_how_to_migrate(store_url):
     with Store(store_url) as store, store.begin("stamping") as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))

@@ -28,6 +28,13 @@ from zlbench.store.db import Store, explain
 AB_FILE = "ab.json"
 
 
+# How long a test may run and how often a crash is retried decide whether a test is measured, not
+# the number it gets (a run's identity keeps them: a resume under another limit would judge its
+# tests by two), and whether a device is locked against other runs neither: a run that raises one
+# for a slow op goes on its series (store revision 0007).
+NOT_CALIBER_LAUNCHER = ("node_timeout_s", "crash_retries", "device_lock")
+
+
 def caliber_fields(identity: Mapping[str, Any]) -> Dict[str, Any]:
     """What a caliber is a hash of: the identity without versions, commits and times. The resolved
     test nodes and the corpus' location are left out too: they follow from the selection (kept) and
@@ -40,7 +47,10 @@ def caliber_fields(identity: Mapping[str, Any]) -> Dict[str, Any]:
     if isinstance(config, dict) and isinstance(config.get("corpus"), dict):
         # corpus.root as configured: two checkouts of FlagGems side by side (main and a PR) are one
         # series (until store revision 0005 it was kept here, and each checkout began a series).
-        caliber["config"] = {**config, "corpus": {k: v for k, v in config["corpus"].items() if k != "root"}}
+        caliber["config"] = config = {**config, "corpus": {k: v for k, v in config["corpus"].items() if k != "root"}}
+    if isinstance(config, dict) and isinstance(config.get("launcher"), dict):
+        caliber["config"] = {**config, "launcher": {k: v for k, v in config["launcher"].items()
+                                                    if k not in NOT_CALIBER_LAUNCHER}}
     return caliber
 
 
@@ -51,7 +61,7 @@ def caliber_of(identity: Mapping[str, Any]) -> str:
 
 
 def recompute_calibers(conn) -> None:
-    """A store revision's step where the caliber's fields change (0005, 0006): each stored run's
+    """A store revision's step where the caliber's fields change (0005 to 0007): each stored run's
     caliber computed again from its stored identity; a FlagGems log's holds no identity and stays."""
     import sqlalchemy as sa
 

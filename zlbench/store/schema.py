@@ -8,7 +8,7 @@ from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Inte
                         String, Table, Text)
 
 # The newest Alembic revision this zlbench knows (migrations/versions/).
-SCHEMA_HEAD = "0006"
+SCHEMA_HEAD = "0007"
 
 metadata = MetaData()
 
