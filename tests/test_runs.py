@@ -242,6 +242,21 @@ def test_a_sweep_runs_every_job_and_exits_with_the_worst(tmp_path):
     assert "demo on cpu" in (tmp_path / "sweep" / "1" / "summary.md").read_text().splitlines()[0]
 
 
+def test_a_process_whose_start_up_hangs_is_stopped_by_the_test_time_limit(tmp_path):
+    """A hang while the corpus loads (a stuck driver, a cache lock on NFS) waited for ever: the
+    node clock ran only while a test was in flight."""
+    run = tmp_path / "run"
+    res = zlbench(f"hydra.run.dir={run}", *ARGS, "ops=['wait_00']", "launcher.node_timeout_s=2", "store.url=none",
+                  cwd=tmp_path, env={"IMPORT_WAIT_S": "600"}, timeout=300)
+    assert res.returncode == 1, res.stderr[-2000:]
+    with open(run / "ops_status.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["status"] == "timeout", row
+    assert row["reason"].startswith("the benchmark process ran 30 s (launcher.node_timeout_s=2, at least 30 s for "
+                                    "a start-up) before its first test: imports, conftest, collection or a session "
+                                    "fixture hung"), row["reason"]
+
+
 def test_the_sweep_table_names_the_run_dir_a_resumed_job_measured_into(tmp_path):
     run = tmp_path / "run"
     args = ["corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_00']"]

@@ -42,7 +42,7 @@ class Attempt:
     given: List[str]  # the nodes it was given
     new: List[dict]
     returncode: int
-    killed_for: Optional[str] = None  # node_timeout | deadline | None
+    killed_for: Optional[str] = None  # node_timeout | startup | between_nodes | deadline | None
     log_tail: str = ""
 
     @property
@@ -79,10 +79,10 @@ def outcome(attempt: Attempt, answerable: Sequence[str], history: Sequence[dict]
     flight = ev.in_flight(attempt.new)
     if flight is not None:
         return _in_flight_outcome(attempt, flight, history, node_timeout, crash_retries)
-    return _between_nodes_outcome(attempt, answerable)
+    return _between_nodes_outcome(attempt, answerable, node_timeout)
 
 
-def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str]) -> Outcome:
+def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str], node_timeout: float = 0.0) -> Outcome:
     """The process ended between nodes. Nodes it never started: collection errors, or a process
     that died before its first node."""
     started = {ev.base_node(s["node"]) for s in attempt.started}
@@ -101,11 +101,16 @@ def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str]) -> Outco
         # goes on in a fresh process. Progress was made, so this cannot loop forever.
         return out
     for n in never:
-        out.ends.append(_never_started(attempt, n, bool(started)))
+        out.ends.append(_never_started(attempt, n, bool(started), node_timeout))
     return out
 
 
-def _never_started(attempt: Attempt, node: str, any_started: bool) -> dict:
+def _never_started(attempt: Attempt, node: str, any_started: bool, node_timeout: float = 0.0) -> dict:
+    if attempt.killed_for == "startup" and not any_started:
+        return _end(node, "timeout", f"the benchmark process ran {idle_limit(node_timeout):g} s (launcher."
+                                     f"node_timeout_s={node_timeout:g}, at least {IDLE_FLOOR_S:g} s for a start-up) "
+                                     "before its first test: imports, conftest, collection or a session fixture "
+                                     f"hung; log tail: {attempt.log_tail}")
     if attempt.killed_for == "deadline" and not any_started:
         # zlbench killed the process before its first node (still importing the corpus): the
         # run's time limit was reached, nothing crashed.
@@ -344,22 +349,35 @@ class Started:
         self.log.close()
 
 
+# A start-up (torch, Triton and the corpus imported on a busy machine) may take longer than a short
+# test time limit allows a test: where no test is in flight the limit is never below this.
+IDLE_FLOOR_S = 30.0
+
+
+def idle_limit(node_timeout: float) -> float:
+    return max(node_timeout, IDLE_FLOOR_S)
+
+
 def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,
            deadline: Optional[float]) -> Optional[str]:
-    """Wait for the process; kill its process group on a node timeout or the run deadline."""
-    current = None
+    """Wait for the process; kill its process group on a node timeout or the run deadline. The node
+    clock runs between nodes too: a start-up (imports, conftest, collection) or a teardown that
+    hangs (a stuck driver, a cache lock on NFS) waited for ever, as no node was in flight."""
+    current, started_any = None, False
     since = time.time()
     while not wait_exit(proc, POLL_S):  # its exit ends the wait at once, not at the next look
         new, pos = ev.read_new_events(events, pos)
         for e in new:
             if e.get("event") == "start":
-                current, since = e["node"], e["t"]
+                current, since, started_any = e["node"], e["t"], True
             elif e.get("event") == "end":
-                current = None
+                current, since = None, time.time()
         now = time.time()
         reason = None
         if current is not None and now - since > node_timeout:
             reason = "node_timeout"
+        elif current is None and now - since > idle_limit(node_timeout):
+            reason = "between_nodes" if started_any else "startup"
         elif deadline is not None and now > deadline:
             reason = "deadline"
         if reason:
