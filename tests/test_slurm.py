@@ -71,13 +71,22 @@ def test_no_wait_then_collect(tmp_path):
     assert {s["status"] for s in statuses(run)} == {"ok"}
 
 
-def _run_until_nodes_end(tmp_path, run, args, n=3):
+def _run_until_nodes_end(tmp_path, run, args, n=3, env=None, holding=1):
     """Start a Slurm run in the background; return it and its job ids once n nodes have ended and
-    the next one waits in flight (the wait corpus holds it until tmp_path/tickets/release exists)."""
-    env = {**os.environ, "WAIT_S": "0.05", "TICKETS": str(tmp_path / "tickets"), "HOLD_FROM": str(n)}
+    the next one waits in flight (the wait corpus holds it until tmp_path/tickets/release exists;
+    holding: how many wait so, one per array task: a task's nodes end only after it holds none)."""
+    env = {**os.environ, "WAIT_S": "0.05", "TICKETS": str(tmp_path / "tickets"), "HOLD_FROM": str(n),
+           **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "zlbench", f"hydra.run.dir={run}", *args], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert held(tmp_path / "tickets") and len(measured_ends(run)) == n
+    try:
+        assert held(tmp_path / "tickets", holding) and len(measured_ends(run)) == n
+    except BaseException:  # leave no run, and no job of it holding the node's cores for the tests after
+        proc.kill()
+        ids = [p.name.split("_")[0] for p in (run / "submitit").glob("*_submission.sh")]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True)
+        raise
     # This run's own tasks (as its events name them): the Slurm may run other people's zlbench jobs.
     jobs = sorted({json.loads(line)["job_id"] for p in run.glob("units/*/events.jsonl")
                    for line in p.read_text().splitlines() if '"launch"' in line})
@@ -147,3 +156,52 @@ def test_a_plain_runs_more_passes_run_in_the_spares_its_job_started(tmp_path):
     assert {e["job_id"] for r in (2, 3) for e in events[r] if e["event"] == "launch"} == \
         {next(e["job_id"] for e in events[2] if e["event"] == "launch")}  # one job ran both
     assert {r["op"]: r["processes"] for r in map(json.loads, (run / "rows.jsonl").read_text().splitlines())} == {"luck": 4}
+
+
+def test_a_squeue_that_fails_or_hangs_while_the_job_runs_waits_for_it(tmp_path):
+    """A squeue hiccup (exit 1, "Socket timed out": what a busy controller answers, which a real
+    Slurm here cannot be made to do, so a fake squeue before the real one on PATH) marked the
+    running job dead after 10 s (its nodes crashed, exit 4), and a squeue that hung was an internal
+    error (exit 70, no tables). The job goes on and finishes: the run waits for it, saying so once."""
+    from .test_slurm_faults import TIMED_OUT, shim
+
+    mode = tmp_path / "squeue_mode"
+    shim(tmp_path / "bin", "squeue", f"""case "$(cat {mode} 2>/dev/null)" in
+  fail) echo '{TIMED_OUT}' >&2; exit 1;;
+  hang) exec sleep 600;;
+esac
+exec {shutil.which("squeue")} "$@"
+""")
+    run = tmp_path / "run"
+    args = [*ARGS, "launcher.tasks=2", "launcher.steal=false", "corpus=flaggems", f"corpus.root={WAIT}",
+            "ops=['wait_0*']"]
+    proc, jobs = _run_until_nodes_end(tmp_path, run, args, n=2, holding=2,
+                                      env={"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"})
+    try:
+        mode.write_text("fail")
+        time.sleep(15)  # beyond the 10 s after which a job squeue did not list counted as gone
+        mode.write_text("hang")
+        time.sleep(35)  # beyond squeue's 30 s timeout
+        assert proc.poll() is None  # still waiting for the jobs
+        (tmp_path / "tickets" / "release").touch()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        subprocess.run(["scancel", *jobs], capture_output=True)  # ended already, unless the test failed
+    assert proc.returncode == 0, err[-3000:]
+    assert err.count("squeue failed") == 1 and TIMED_OUT in err and "ended early" not in err, err[-3000:]
+    final = {s["test_node"]: s["status"] for s in statuses(run)}
+    assert final == {k: "ok" for k in final} and len(final) == 10, err[-2000:]
+
+
+def test_a_job_the_controller_does_not_hold_is_gone(tmp_path):
+    """squeue's "Invalid job id specified" (exit 1) is the controller's answer, not a failure: a
+    task it no longer holds (purged after MinJobAge) ends as it did before squeue failures waited."""
+    import submitit
+
+    from zlbench.engine.launchers.slurm import _SlurmJob
+
+    job = _SlurmJob(submitit.SlurmJob(folder=tmp_path, job_id="67000000"), grace_s=0)
+    assert wait_for(job.done, timeout=10)
+    with pytest.raises(RuntimeError, match="ended without a result"):
+        job.result()

@@ -6,6 +6,7 @@ the nodes already complete."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -19,8 +20,16 @@ from zlbench.engine.launchers.base import LaunchContext, Launcher
 from zlbench.engine.plain_worker import Terminated
 from zlbench.errors import UsageError
 
+log = logging.getLogger("zlbench")
+
 # Longer than any sane Slurm KillWait (default 30 s).
 KILL_WAIT_S = 300
+# squeue may fail or hang for a while (a busy or restarting controller: "Socket timed out"), which
+# says nothing of the jobs: they run on, and each one's result file still tells when it ends. A job
+# without a result counts as gone once squeue answers without it, or after SQUEUE_OUTAGE_S seconds
+# of squeue failures on end.
+SQUEUE_TIMEOUT_S = 30
+SQUEUE_OUTAGE_S = 600
 
 # Where Slurm says which GPUs this task got, most specific first.
 ALLOCATION_ENVS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
@@ -65,28 +74,84 @@ class SlurmQueue(submitit.helpers.Checkpointable):
             raise
 
 
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 120 else f"{seconds:g} s"
+
+
+class _Squeue:
+    """squeue, as a launcher's jobs ask it whether each task is still there: its answer, or why
+    there is none (a failure or a hang says nothing of the job: its state is unknown). Shared by
+    the launcher's jobs, so that a failing squeue is said once and its run of failures timed once."""
+
+    def __init__(self):
+        self.failing_since: Optional[float] = None
+        self.error = ""
+        self.warned = False
+
+    def lists(self, job_id: str) -> Optional[bool]:
+        """Whether squeue lists the task (pending, running or completing); None: unknown."""
+        try:
+            out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%i"], capture_output=True, text=True,
+                                 timeout=SQUEUE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return self._failed(f"squeue did not answer in {SQUEUE_TIMEOUT_S} s")
+        except OSError as e:
+            return self._failed(f"squeue could not run: {e}")
+        said = " ".join(out.stderr.split())
+        if out.returncode == 0:
+            self.failing_since = None
+            return bool(out.stdout.strip())
+        if "Invalid job id" in said:  # the controller answered: it holds no such job (any more)
+            self.failing_since = None
+            return False
+        return self._failed(said or f"squeue exited {out.returncode}")
+
+    def _failed(self, error: str) -> Optional[bool]:
+        self.error = error[:160]
+        self.failing_since = self.failing_since or time.time()
+        if not self.warned:
+            self.warned = True
+            log.warning(f"[zlbench] warning: squeue failed ({self.error}): the Slurm jobs' state is unknown while "
+                        f"it does; waiting on for their results (a job counts as gone only after "
+                        f"{_span(SQUEUE_OUTAGE_S)} of squeue failures on end)")
+        return None
+
+    def outage_s(self) -> float:
+        return time.time() - self.failing_since if self.failing_since is not None else 0.0
+
+
 class _SlurmJob:
     """A submitit job whose completion does not depend on sacct: without an accounting database
     submitit cannot tell a cancelled job from a running one, so a job that left squeue counts as
-    done after a grace period."""
+    done after a grace period. A squeue that fails or hangs leaves the job waited on (its result
+    file still says when it ends), up to SQUEUE_OUTAGE_S of failures on end."""
 
-    def __init__(self, job, grace_s: float = 10.0):
+    def __init__(self, job, grace_s: float = 10.0, squeue: Optional[_Squeue] = None):
         self.job = job
         self.job_id = job.job_id
         self.grace_s = grace_s
+        self.squeue = squeue or _Squeue()
         self._gone_since: Optional[float] = None
+        self._lost = ""  # why the job counts as gone though no squeue answer said so
 
     def done(self) -> bool:
         if self.job.paths.result_pickle.exists():
+            return True
+        if self._lost:
             return True
         if shutil.which("squeue") is None:
             return self.job.done()
         # This task alone (<job>_<task>: squeue answers for one element of an array, pending or
         # running): a task that died must read as done while the array's other tasks still run
         # (they may be waiting for the choice of more passes, engine/spares.py).
-        out = subprocess.run(["squeue", "-h", "-j", str(self.job_id), "-o", "%i"],
-                             capture_output=True, text=True, timeout=30)
-        if out.returncode == 0 and out.stdout.strip():
+        listed = self.squeue.lists(str(self.job_id))
+        if listed is None:
+            if self.squeue.outage_s() <= SQUEUE_OUTAGE_S:
+                return False
+            self._lost = (f"squeue failed for {_span(SQUEUE_OUTAGE_S)} on end ({self.squeue.error}): whether "
+                          f"slurm job {self.job_id} still runs is unknown")
+            return True
+        if listed:
             self._gone_since = None
             return False
         self._gone_since = self._gone_since or time.time()
@@ -97,12 +162,16 @@ class _SlurmJob:
 
     def result(self):
         if not self.job.paths.result_pickle.exists():
-            raise RuntimeError(f"slurm job {self.job_id} ended without a result (cancelled or failed)")
+            raise RuntimeError(self._lost or f"slurm job {self.job_id} ended without a result (cancelled or failed)")
         return self.job.result()
 
 
 class SlurmLauncher(Launcher):
     name = "slurm"
+
+    def __init__(self, conf: Mapping[str, Any]):
+        super().__init__(conf)
+        self.squeue = _Squeue()
 
     @property
     def waits(self) -> bool:
@@ -141,4 +210,4 @@ class SlurmLauncher(Launcher):
         n = len(order)
         jobs = executor.map_array(SlurmQueue(), [ctx.queues[d] for d in order], [str(ctx.run_dir)] * n,
                                   [ctx.deadline] * n, [ctx.restore_env] * n, [ctx.visibility_keys] * n)
-        self.jobs += [_SlurmJob(j) for j in jobs]  # a plain run's later passes come as another array
+        self.jobs += [_SlurmJob(j, squeue=self.squeue) for j in jobs]  # a plain run's later passes come as another array
