@@ -205,3 +205,51 @@ def test_a_job_the_controller_does_not_hold_is_gone(tmp_path):
     assert wait_for(job.done, timeout=10)
     with pytest.raises(RuntimeError, match="ended without a result"):
         job.result()
+
+
+def test_a_partition_slurm_refuses_is_a_usage_error(tmp_path):
+    res = zlbench(f"hydra.run.dir={tmp_path / 'run'}", *ARGS, "launcher.partition=nosuch", "ops=[exp]",
+                  "dtypes=[float32]", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-3000:]
+    (error,) = [line for line in res.stderr.splitlines() if line.startswith("zlbench: error:")]
+    assert error == ("zlbench: error: launcher=slurm: sbatch did not submit the jobs (sbatch: error: invalid partition "
+                     "specified: nosuch; sbatch: error: Batch job submission failed: Invalid partition name specified). "
+                     "Fix: change what Slurm refused (launcher.partition, account, qos, constraint, time_min, mem_gb, "
+                     "gpus_per_task, additional_parameters; `sinfo` lists the partitions), or launcher=local to run on "
+                     "this machine's devices."), res.stderr[-3000:]
+    assert "internal error" not in res.stderr
+
+
+def _contents(run):
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_resuming_where_the_controller_does_not_answer_leaves_the_run_dir_as_it_was(tmp_path):
+    """A real run cut by scancel, then resumed while Slurm's controller does not answer (a fake
+    sinfo and sbatch before the real ones on PATH: a real controller here is other tests' too)."""
+    from .test_slurm_faults import NO_CONTROLLER, REFUSED, shim
+
+    run = tmp_path / "run"
+    args = [*ARGS, "corpus=flaggems", f"corpus.root={WAIT}", "ops=['wait_0*']"]
+    proc, jobs = _run_until_nodes_end(tmp_path, run, args)
+    subprocess.run(["scancel", *jobs], check=True)
+    proc.communicate(timeout=300)
+    assert proc.returncode == 4 and len(measured_ends(run)) == 3
+    before = _contents(run)
+    down = tmp_path / "bin"
+    shim(down, "sinfo", f"echo 'slurm_load_partitions: {NO_CONTROLLER}' >&2\nexit 1\n")
+    shim(down, "sbatch", f"echo '{REFUSED}' >&2\nexit 1\n")
+    path = {"PATH": f"{down}{os.pathsep}{os.environ['PATH']}", "WAIT_S": "0.05"}
+    res = zlbench(*args, f"resume={run}", cwd=tmp_path, env=path)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.startswith("zlbench: error: launcher=slurm: Slurm's controller does not answer (") and \
+        res.stderr.count("\n") == 1, res.stderr[-3000:]
+    assert _contents(run) == before and not (tmp_path / "zl_runs").exists()
+    # sinfo answered, sbatch did not: what was measured stays, and the tables as they were.
+    (down / "sinfo").unlink()
+    res = zlbench(*args, f"resume={run}", cwd=tmp_path, env=path)
+    assert res.returncode == 2 and f"sbatch did not submit the jobs ({REFUSED})" in res.stderr, res.stderr[-3000:]
+    after = _contents(run)
+    # Only the resume's record of itself and its log lines: nothing of what sbatch did not take.
+    assert sorted(k for k in {*before, *after} if before.get(k) != after.get(k)) == ["run_identity.json", "zlbench.log"]
+    assert len(measured_ends(run)) == 3

@@ -2,6 +2,7 @@
 that fails or hangs, a controller that does not answer): fake Slurm commands on PATH, at the
 command boundary. No Slurm needed; tests/test_slurm.py runs the same launcher against a real one."""
 
+import dataclasses
 import logging
 import os
 import time
@@ -9,7 +10,10 @@ import time
 import pytest
 import submitit
 
-from zlbench.engine.launchers import slurm
+from zlbench.config.schema import SlurmLauncherConf
+from zlbench.engine.launchers import LaunchContext, slurm
+
+from .conftest import zlbench
 
 
 def shim(folder, name, script):
@@ -22,6 +26,10 @@ def shim(folder, name, script):
 
 
 TIMED_OUT = "slurm_load_jobs error: Socket timed out on send/recv operation"
+NO_CONTROLLER = "Unable to contact slurm controller (connect failure)"
+REFUSED = f"sbatch: error: Batch job submission failed: {NO_CONTROLLER}"
+ARGS = ["backend=cpu", "launcher=slurm", "launcher.cpus_per_task=1", "launcher.time_min=10", "ops=[exp]",
+        "dtypes=[float32]", "progress=plain"]
 
 
 @pytest.fixture
@@ -30,6 +38,57 @@ def fake_bin(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     return folder
+
+
+@pytest.fixture
+def slurm_down(fake_bin):
+    """Slurm's commands as they answer with the controller down (srun, which submitit looks for
+    before it submits, is there: it asks no controller)."""
+    shim(fake_bin, "srun", "exit 0\n")
+    shim(fake_bin, "sinfo", f"echo 'slurm_load_partitions: {NO_CONTROLLER}' >&2\nexit 1\n")
+    shim(fake_bin, "squeue", f"echo 'slurm_load_jobs error: {NO_CONTROLLER}' >&2\nexit 1\n")
+    shim(fake_bin, "sbatch", f"echo '{REFUSED}' >&2\nexit 1\n")
+    return fake_bin
+
+
+def files_under(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+def test_a_slurm_whose_controller_does_not_answer_is_refused_before_anything_is_written(tmp_path, slurm_down):
+    # It was an internal error (FailedJobError from sbatch, exit 70) after the run dir was written.
+    res = zlbench(*ARGS, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr == (f"zlbench: error: launcher=slurm: Slurm's controller does not answer (slurm_load_partitions: "
+                          f"{NO_CONTROLLER}), so nothing could be submitted. Fix: check that Slurm's controller "
+                          "answers here (`sinfo`, `scontrol ping`) and run it again, or launcher=local to run on this "
+                          "machine's devices.\n")
+    assert files_under(tmp_path) == ["bin"] + [f"bin/{c}" for c in ("sbatch", "sinfo", "squeue", "srun")]
+
+
+def test_sbatch_refusing_the_jobs_is_a_usage_error_naming_its_error(tmp_path, slurm_down):
+    # sinfo answered, sbatch did not (the controller went down in between, or refused the settings).
+    shim(slurm_down, "sinfo", "echo debug\n")
+    res = zlbench(*ARGS, "hydra.run.dir=run", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    error = [line for line in res.stderr.splitlines() if line.startswith("zlbench: error:")]
+    assert error == [f"zlbench: error: launcher=slurm: sbatch did not submit the jobs ({REFUSED}). Fix: check that "
+                     "Slurm's controller answers here (`sinfo`, `scontrol ping`) and run it again, or launcher=local "
+                     "to run on this machine's devices."], res.stderr
+    assert res.stderr.count(NO_CONTROLLER) == 1 and "internal error" not in res.stderr  # said once, in it
+    assert not (tmp_path / "run" / "submitit").exists()  # no submission file or pickle of jobs never submitted
+
+
+def test_sbatch_refusing_a_later_array_ends_its_nodes_unfinished_and_the_run_goes_on(tmp_path, slurm_down):
+    """A plain run's later passes are another array, submitted once the planned passes' jobs ran:
+    a refusal then is no usage error, which would leave what those jobs measured without tables."""
+    launcher = slurm.SlurmLauncher(dataclasses.asdict(SlurmLauncherConf()))
+    launcher.jobs.append(slurm._Unsubmitted("an earlier array"))  # stands for one that was submitted
+    ctx = LaunchContext(tmp_path / "run", {0: [{"unit_id": "u3", "nodes": ["t.py::test_a"], "env": {}}]}, None, {},
+                        [], False)
+    launcher.submit(ctx)
+    (later,) = launcher.jobs[1:]
+    assert later.done() and launcher.collect()[1].error == f"sbatch did not submit it: {REFUSED}"
 
 
 def _job(tmp_path, job_id, **kwargs):

@@ -6,11 +6,15 @@ the nodes already complete."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
@@ -30,6 +34,16 @@ KILL_WAIT_S = 300
 # of squeue failures on end.
 SQUEUE_TIMEOUT_S = 30
 SQUEUE_OUTAGE_S = 600
+
+# How long `sinfo` may take to say that Slurm's controller answers, before anything is written.
+CONTROLLER_TIMEOUT_S = 60
+FIX_SLURM = ("check that Slurm's controller answers here (`sinfo`, `scontrol ping`) and run it again, or "
+             "launcher=local to run on this machine's devices")
+# sbatch's words for a controller it could not reach (anything else: it refused the job's settings).
+UNREACHABLE = ("unable to contact", "timed out", "connection refused", "connect failure")
+FIX_SETTINGS = ("change what Slurm refused (launcher.partition, account, qos, constraint, time_min, mem_gb, "
+                "gpus_per_task, additional_parameters; `sinfo` lists the partitions), or launcher=local to run on "
+                "this machine's devices")
 
 # Where Slurm says which GPUs this task got, most specific first.
 ALLOCATION_ENVS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
@@ -166,6 +180,45 @@ class _SlurmJob:
         return self.job.result()
 
 
+def _said(text: str) -> str:
+    """A Slurm command's error output as one line: its error lines (all of it where none says error)."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()] or lines
+    return "; ".join(dict.fromkeys(errors))[:300]
+
+
+def _remove_all_but(folder: Path, held: Optional[set]) -> None:
+    """What was written into folder since it held `held` (None: it did not exist)."""
+    for name in set(os.listdir(folder) if folder.is_dir() else ()) - (held or set()):
+        path = folder / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if held is None and folder.is_dir() and not os.listdir(folder):
+        folder.rmdir()
+
+
+class _Unsubmitted:
+    """An array sbatch refused after earlier ones were submitted (a plain run's later passes): it
+    ends at once, and its nodes are reported unfinished with sbatch's error (resume= runs them),
+    while the jobs already submitted are waited for and their results written."""
+
+    job_id = "(not submitted)"
+
+    def __init__(self, error: str):
+        self.error = error
+
+    def done(self) -> bool:
+        return True
+
+    def cancel(self, check: bool = False) -> None:
+        pass
+
+    def result(self):
+        raise RuntimeError(self.error)
+
+
 class SlurmLauncher(Launcher):
     name = "slurm"
 
@@ -182,10 +235,33 @@ class SlurmLauncher(Launcher):
             raise UsageError("launcher=slurm: no Slurm here (sbatch is not on PATH), so nothing could be "
                              "submitted. Fix: run from a Slurm login node, or launcher=local to run on this "
                              "machine's devices.")
+        self._check_controller()
+
+    def _check_controller(self) -> None:
+        """Refuse the run before its run dir is written where no Slurm controller answers: sbatch
+        would fail after the plan is written, and on a resume after the run dir was touched."""
+        if shutil.which("sinfo") is None:
+            return  # sbatch says so as it submits
+        clusters = (self.conf.get("additional_parameters") or {}).get("clusters")
+        command = ["sinfo", "-h", "-o", "%P", *(["-M", str(clusters)] if clusters else [])]
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=CONTROLLER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            said = f"sinfo did not answer in {CONTROLLER_TIMEOUT_S} s"
+        except OSError as e:
+            said = f"sinfo could not run: {e}"
+        else:
+            if out.returncode == 0:
+                return
+            said = _said(out.stderr) or f"sinfo exited {out.returncode}"
+        raise UsageError(f"launcher=slurm: Slurm's controller does not answer ({said}), so nothing could be "
+                         f"submitted. Fix: {FIX_SLURM}.")
 
     def submit(self, ctx: LaunchContext) -> None:
         launcher = self.conf
-        executor = submitit.AutoExecutor(folder=str(ctx.run_dir / "submitit"), cluster="slurm")
+        folder = ctx.run_dir / "submitit"
+        held = set(os.listdir(folder)) if folder.is_dir() else None  # what an earlier run's jobs left there
+        executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
         params: Dict[str, Any] = {
             "timeout_min": int(launcher["time_min"]),
             "slurm_array_parallelism": int(launcher.get("array_parallelism") or 64),
@@ -208,6 +284,25 @@ class SlurmLauncher(Launcher):
         executor.update_parameters(**params)
         order = sorted(ctx.queues)
         n = len(order)
-        jobs = executor.map_array(SlurmQueue(), [ctx.queues[d] for d in order], [str(ctx.run_dir)] * n,
-                                  [ctx.deadline] * n, [ctx.restore_env] * n, [ctx.visibility_keys] * n)
+        printed = io.StringIO()  # submitit prints sbatch's error output itself before it raises: said once, below
+        try:
+            with contextlib.redirect_stderr(printed):
+                jobs = executor.map_array(SlurmQueue(), [ctx.queues[d] for d in order], [str(ctx.run_dir)] * n,
+                                          [ctx.deadline] * n, [ctx.restore_env] * n, [ctx.visibility_keys] * n)
+        except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as e:
+            said = _said(str(e)) or _said(printed.getvalue()) or type(e).__name__
+            _remove_all_but(folder, held)  # the submission file and pickles of jobs never submitted
+            if not self.jobs:
+                unreachable = any(w in said.lower() for w in UNREACHABLE)
+                raise UsageError(f"launcher=slurm: sbatch did not submit the jobs ({said}). Fix: "
+                                 f"{FIX_SLURM if unreachable else FIX_SETTINGS}.")
+            # The jobs already submitted measured what they did: their results are waited for.
+            log.warning(f"[zlbench] warning: sbatch did not submit the later passes ({said}): their nodes are "
+                        "reported unfinished (resume= runs them)")
+            self.jobs.append(_Unsubmitted(f"sbatch did not submit it: {said}"))
+            return
+        except BaseException:
+            sys.stderr.write(printed.getvalue())  # with whatever else went wrong
+            raise
+        sys.stderr.write(printed.getvalue())
         self.jobs += [_SlurmJob(j, squeue=self.squeue) for j in jobs]  # a plain run's later passes come as another array
