@@ -253,3 +253,18 @@ def test_resuming_where_the_controller_does_not_answer_leaves_the_run_dir_as_it_
     # Only the resume's record of itself and its log lines: nothing of what sbatch did not take.
     assert sorted(k for k in {*before, *after} if before.get(k) != after.get(k)) == ["run_identity.json", "zlbench.log"]
     assert len(measured_ends(run)) == 3
+
+
+def test_slurm_numbers_reach_sbatch_as_given(tmp_path):
+    """A 0 that means something to Slurm means it (mem_gb=0 was dropped: Slurm's default memory);
+    none is replaced by a default (cpus_per_task=0 became 1, signal_delay_s=0 became 90: now refused)."""
+    run = tmp_path / "run"
+    args = [a for a in ARGS if not a.startswith("launcher.time_min=")]
+    res = zlbench(f"hydra.run.dir={run}", *args, "launcher.time_min=0", "launcher.mem_gb=0", "launcher.signal_delay_s=30",
+                  "launcher.array_parallelism=1", "launcher.tasks=2", "ops=[exp,sum]", "dtypes=[float32]", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (script,) = (run / "submitit").glob("*_submission.sh")
+    lines = set(script.read_text().splitlines())
+    assert {"#SBATCH --time=0", "#SBATCH --mem=0GB", "#SBATCH --signal=USR2@30", "#SBATCH --cpus-per-task=1",
+            "#SBATCH --array=0-1%1"} <= lines, sorted(lines)
+    assert {s["status"] for s in statuses(run)} == {"ok"}

@@ -153,3 +153,59 @@ def wait_until(predicate, timeout):
             return True
         time.sleep(0.2)
     return False
+
+
+@pytest.mark.parametrize("overrides,message", [
+    # Each was submitted as given (--time=-5) or silently replaced by a default (0 -> 1, 90, 64).
+    (["launcher.time_min=-5"], "launcher.time_min=-5 is not valid: it must be a number of minutes >= 0 (0: no time "
+                               "limit, where the partition allows none). Fix: launcher.time_min=60."),
+    (["launcher.cpus_per_task=0"], "launcher.cpus_per_task=0 is not valid: it must be an integer >= 1. Fix: "
+                                   "launcher.cpus_per_task=2."),
+    (["launcher.signal_delay_s=0"], "launcher.signal_delay_s=0 is not valid: it must be a number of seconds from 1 to "
+                                    "65535 (before the time limit, to requeue the task). Fix: launcher.signal_delay_s=90."),
+    (["launcher.signal_delay_s=65536"], "launcher.signal_delay_s=65536 is not valid: it must be a number of seconds "
+                                        "from 1 to 65535"),
+    (["launcher.gpus_per_task=-2"], "launcher.gpus_per_task=-2 is not valid: it must be an integer >= 0 (0: ask Slurm "
+                                    "for none). Fix: launcher.gpus_per_task=1."),
+    (["launcher.array_parallelism=0"], "launcher.array_parallelism=0 is not valid: it must be an integer >= 1 (array "
+                                       "tasks running at once). Fix: launcher.array_parallelism=64."),
+    (["launcher.mem_gb=-1"], "launcher.mem_gb=-1 is not valid: it must be a number of GB >= 0 (0: all of a node's "
+                             "memory, Slurm's --mem=0), or null for the partition's default. Fix: launcher.mem_gb=null."),
+    # The requeue signal would come as each task starts.
+    (["launcher.time_min=1"], "launcher.signal_delay_s=90 is not below launcher.time_min=1 (60 s): Slurm would signal "
+                              "each task to requeue as soon as it starts, and it would requeue over and over, measuring "
+                              "nothing. Fix: launcher.time_min=60, or launcher.signal_delay_s=30."),
+    (["launcher.time_min=10", "launcher.signal_delay_s=600"], "launcher.signal_delay_s=600 is not below "
+                                                              "launcher.time_min=10 (600 s)"),
+])
+def test_a_slurm_number_out_of_range_is_refused(overrides, message):
+    from zlbench.config.validate import validate_config
+    from zlbench.errors import UsageError
+
+    from .test_validate import resolved
+
+    with pytest.raises(UsageError) as refused:
+        validate_config(resolved("launcher=slurm", *overrides))
+    assert str(refused.value).startswith(message) and str(refused.value).count("Fix:") == 1
+
+
+@pytest.mark.parametrize("overrides", [
+    ["launcher.time_min=0"],  # no time limit (and so no requeue signal)
+    ["launcher.time_min=0", "launcher.signal_delay_s=65535"],
+    ["launcher.gpus_per_task=0", "launcher.mem_gb=0", "launcher.cpus_per_task=1", "launcher.array_parallelism=1"],
+    ["launcher.time_min=2", "launcher.signal_delay_s=119"],
+])
+def test_a_slurm_zero_that_means_something_is_taken(overrides):
+    from zlbench.config.validate import validate_config
+
+    from .test_validate import resolved
+
+    validate_config(resolved("launcher=slurm", *overrides))
+
+
+def test_a_dry_run_refuses_slurm_numbers_out_of_range(tmp_path):
+    res = zlbench("backend=cpu", "launcher=slurm", "launcher.gpus_per_task=-2", "launcher.array_parallelism=0",
+                  "dry_run=true", "ops=[exp]", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.startswith("zlbench: error: launcher.gpus_per_task=-2 is not valid") and \
+        "launcher.array_parallelism=0 is not valid" in res.stderr and files_under(tmp_path) == []

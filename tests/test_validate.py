@@ -283,15 +283,17 @@ def test_each_range_lives_on_its_field_and_its_default_is_the_fix():
     import dataclasses
     import typing
 
-    from zlbench.config.schema import ABConf
+    from zlbench.config.schema import ABConf, LocalLauncherConf, SlurmLauncherConf
     from zlbench.config.validate import RULES, problem, rule_of
 
     by_key = {r.key: r for r in RULES}
+    slurm_only = {f"launcher.{f.name}" for f in dataclasses.fields(SlurmLauncherConf)} - \
+        {f"launcher.{f.name}" for f in dataclasses.fields(LocalLauncherConf)}
     assert by_key["ab.respawn_every"].fix == "ab.respawn_every=1"  # ABConf.respawn_every's default
     assert by_key["launcher.tasks"].valid == "an integer >= 1"  # a Slurm-only setting is covered too
     for r in RULES:
         if r.key in by_key and (r.key.split(".")[0] != "timer" or r.key in STAYING_TIMER_KEYS):
-            validate_config(resolved(*(["launcher=slurm"] if r.key == "launcher.tasks" else []), r.fix))
+            validate_config(resolved(*(["launcher=slurm"] if r.key in slurm_only else []), r.fix))
     # A field given a range gets its rule, worded from the metadata.
     hints = typing.get_type_hints(ABConf)
     field = dataclasses.field(default=10, metadata={"ge": 3, "le": 7, "why": "a test"})

@@ -233,15 +233,24 @@ class SlurmLauncherConf(LauncherConf):
     tasks: int = setting(1, ge=1)
     wait: bool = True
     partition: Optional[str] = None
-    time_min: int = 60
-    gpus_per_task: int = 1
-    cpus_per_task: int = 2
-    mem_gb: Optional[int] = None
+    # Slurm's time limit per array task; a task cut by it is requeued and resumes. 0: none (Slurm's
+    # --time=0; a job asking more than its partition's limit stays pending).
+    time_min: int = setting(60, ge=0, noun="a number of minutes", why="0: no time limit, where the partition allows "
+                            "none")
+    # GPUs asked for each array task on an accelerator (none on the CPU); 0: none (a GRES request
+    # in additional_parameters, say).
+    gpus_per_task: int = setting(1, ge=0, why="0: ask Slurm for none")
+    cpus_per_task: int = setting(2, ge=1)
+    mem_gb: Optional[int] = setting(None, ge=0, noun="a number of GB", why="0: all of a node's memory, Slurm's --mem=0",
+                                    null="the partition's default")
     account: Optional[str] = None
     qos: Optional[str] = None
     constraint: Optional[str] = None
-    array_parallelism: int = 64
-    signal_delay_s: int = 90
+    array_parallelism: int = setting(64, ge=1, why="array tasks running at once")
+    # Slurm signals each task this long before its time limit (below it: validate.py); submitit then
+    # checkpoints and requeues it, and the requeued task resumes. Slurm takes up to 65535.
+    signal_delay_s: int = setting(90, ge=1, le=65535, noun="a number of seconds",
+                                  why="before the time limit, to requeue the task")
     setup: List[str] = field(default_factory=list)
     additional_parameters: Dict[str, Any] = field(default_factory=dict)
 

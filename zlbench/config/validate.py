@@ -314,6 +314,24 @@ def fail_on_notes(resolved: Mapping[str, Any]) -> List[str]:
     return notes
 
 
+def slurm_signal_problem(resolved: Mapping[str, Any]) -> Optional[str]:
+    """launcher=slurm signals each task launcher.signal_delay_s before its time limit to requeue it:
+    no later than its start, it would requeue at once, over and over, measuring nothing."""
+    launcher = resolved.get("launcher") or {}
+    minutes, delay = launcher.get("time_min"), launcher.get("signal_delay_s")
+    if launcher.get("name") != "slurm" or type(minutes) is not int or type(delay) is not int:
+        return None
+    if any(problem(r, launcher[r.key.split(".", 1)[1]]) for r in RULES
+           if r.key in ("launcher.time_min", "launcher.signal_delay_s")):
+        return None  # its own rule says so
+    if minutes == 0 or delay < minutes * 60:  # (0 minutes: no time limit, no signal)
+        return None
+    return (f"launcher.signal_delay_s={delay} is not below launcher.time_min={minutes} ({minutes * 60} s): Slurm would "
+            "signal each task to requeue as soon as it starts, and it would requeue over and over, measuring nothing. "
+            f"Fix: launcher.time_min={max(60, 2 * math.ceil(delay / 60))}, or "
+            f"launcher.signal_delay_s={min(90, minutes * 30)}.")
+
+
 def validate_config(resolved: Mapping[str, Any]) -> None:
     """Raises one UsageError naming every out-of-range value (key, value, valid range, fix)."""
     problems = unknown_keys(resolved)
@@ -321,6 +339,6 @@ def validate_config(resolved: Mapping[str, Any]) -> None:
     taken = (resolved.get("corpus") or {}).get("dtypes_taken")
     problems += [p for p in (dtype_problem(resolved.get("dtypes"), taken), devices_problem(resolved),
                              ab_rounds_problem(resolved),
-                             ab_fixed_problem(resolved)) if p]
+                             ab_fixed_problem(resolved), slurm_signal_problem(resolved)) if p]
     if problems:
         raise UsageError("\n".join(problems))

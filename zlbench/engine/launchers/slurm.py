@@ -262,18 +262,22 @@ class SlurmLauncher(Launcher):
         folder = ctx.run_dir / "submitit"
         held = set(os.listdir(folder)) if folder.is_dir() else None  # what an earlier run's jobs left there
         executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+        # Each number as given: its range was checked with the config (config/schema.py), and a 0
+        # means what Slurm makes of it (time_min: no limit; mem_gb: a node's memory).
         params: Dict[str, Any] = {
             "timeout_min": int(launcher["time_min"]),
-            "slurm_array_parallelism": int(launcher.get("array_parallelism") or 64),
-            "cpus_per_task": int(launcher.get("cpus_per_task") or 1),
+            "slurm_array_parallelism": int(launcher["array_parallelism"]),
+            "cpus_per_task": int(launcher["cpus_per_task"]),
             # USR2 this long before the time limit: submitit checkpoints and requeues the task.
-            "slurm_signal_delay_s": int(launcher.get("signal_delay_s") or 90),
+            "slurm_signal_delay_s": int(launcher["signal_delay_s"]),
             "name": "zlbench",
         }
-        if ctx.accelerator and int(launcher.get("gpus_per_task") or 0) > 0:
+        if ctx.accelerator and int(launcher["gpus_per_task"]) > 0:
             params["gpus_per_node"] = int(launcher["gpus_per_task"])
+        if launcher.get("mem_gb") is not None:
+            params["mem_gb"] = int(launcher["mem_gb"])
         optional = {"partition": "slurm_partition", "account": "slurm_account", "qos": "slurm_qos",
-                    "constraint": "slurm_constraint", "mem_gb": "mem_gb"}
+                    "constraint": "slurm_constraint"}
         for key, name in optional.items():
             if launcher.get(key):
                 params[name] = launcher[key]
