@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from zlbench.config.schema import conf_dir
 from zlbench.errors import UsageError
@@ -93,13 +93,17 @@ def remove_refused_run_dir(run_dir: Path) -> None:
     names = os.listdir(run_dir)
     if any(not n.startswith(".hydra") and not n.endswith(".log") for n in names):
         return
-    before = _held_before.get(Path(os.path.abspath(run_dir)))
-    if before is None:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        return
-    for name in set(names) - before:
-        made = run_dir / name
-        if made.is_dir():
-            shutil.rmtree(made, ignore_errors=True)
+    remove_written_since(run_dir, _held_before.get(Path(os.path.abspath(run_dir))))
+
+
+def remove_written_since(folder: Path, held: Optional[Iterable[str]]) -> None:
+    """What was written into folder since it held the names `held` (None: it did not exist, and goes
+    too once empty)."""
+    for name in set(os.listdir(folder) if folder.is_dir() else ()) - set(held or ()):
+        path = folder / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
         else:
-            made.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+    if held is None and folder.is_dir() and not os.listdir(folder):
+        folder.rmdir()

@@ -200,10 +200,14 @@ def held_fds() -> tuple:
     return tuple(_held.values())
 
 
+def lock_dir() -> Path:
+    return Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
+
+
 def device_lock_path(key: str) -> Path:
     """The lock of a device, in a folder every user's runs share (two users' runs on one GPU measure
     each other as two runs of one user would): made sticky and world-writable, as /tmp is."""
-    folder = Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
+    folder = lock_dir()
     if not folder.is_dir():
         folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -242,7 +246,7 @@ def check_devices_free(units: Sequence) -> None:
             probe = _HeldLock(device_lock_path(key), shared=True)
             free = probe.try_acquire()
         except OSError as e:  # another user's lock files, a folder that cannot be written
-            folder = os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR
+            folder = lock_dir()
             raise UsageError(f"cannot take the lock of device {key} in {folder}: {e.strerror or e} "
                              f"({getattr(e, 'filename', None) or folder}). Fix: {LOCK_DIR_ENV}=<a folder every user "
                              f"of this machine can write> (or `chmod 1777 {folder}` and `chmod 666` its files), or "

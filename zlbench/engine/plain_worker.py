@@ -82,7 +82,7 @@ def outcome(attempt: Attempt, answerable: Sequence[str], history: Sequence[dict]
     return _between_nodes_outcome(attempt, answerable, node_timeout)
 
 
-def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str], node_timeout: float = 0.0) -> Outcome:
+def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str], node_timeout: float) -> Outcome:
     """The process ended between nodes. Nodes it never started: collection errors, or a process
     that died before its first node."""
     started = {ev.base_node(s["node"]) for s in attempt.started}
@@ -105,7 +105,7 @@ def _between_nodes_outcome(attempt: Attempt, answerable: Sequence[str], node_tim
     return out
 
 
-def _never_started(attempt: Attempt, node: str, any_started: bool, node_timeout: float = 0.0) -> dict:
+def _never_started(attempt: Attempt, node: str, any_started: bool, node_timeout: float) -> dict:
     if attempt.killed_for == "startup" and not any_started:
         return _end(node, "timeout", f"the benchmark process ran {idle_limit(node_timeout):g} s (launcher."
                                      f"node_timeout_s={node_timeout:g}, at least {IDLE_FLOOR_S:g} s for a start-up) "

@@ -14,12 +14,12 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 import submitit
 
 from zlbench.engine.jobs import run_queue
+from zlbench.config import output_dir
 from zlbench.engine.launchers.base import LaunchContext, Launcher
 from zlbench.engine.plain_worker import Terminated
 from zlbench.errors import UsageError
@@ -187,18 +187,6 @@ def _said(text: str) -> str:
     return "; ".join(dict.fromkeys(errors))[:300]
 
 
-def _remove_all_but(folder: Path, held: Optional[set]) -> None:
-    """What was written into folder since it held `held` (None: it did not exist)."""
-    for name in set(os.listdir(folder) if folder.is_dir() else ()) - (held or set()):
-        path = folder / name
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-    if held is None and folder.is_dir() and not os.listdir(folder):
-        folder.rmdir()
-
-
 class _Unsubmitted:
     """An array sbatch refused after earlier ones were submitted (a plain run's later passes): it
     ends at once, and its nodes are reported unfinished with sbatch's error (resume= runs them),
@@ -295,7 +283,7 @@ class SlurmLauncher(Launcher):
                                           [ctx.deadline] * n, [ctx.restore_env] * n, [ctx.visibility_keys] * n)
         except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as e:
             said = _said(str(e)) or _said(printed.getvalue()) or type(e).__name__
-            _remove_all_but(folder, held)  # the submission file and pickles of jobs never submitted
+            output_dir.remove_written_since(folder, held)  # the submission file and pickles of jobs never submitted
             if not self.jobs:
                 unreachable = any(w in said.lower() for w in UNREACHABLE)
                 raise UsageError(f"launcher=slurm: sbatch did not submit the jobs ({said}). Fix: "
