@@ -663,7 +663,7 @@ def test_an_ab_times_the_baseline_in_round_one_only(run_zlbench):
 
 def test_processes_that_agree_exactly_still_leave_room_for_another_runs_share():
     """A run's processes share what another run does not (process_stats.RUN_SD): rows whose
-    processes read alike to 0.01% get an interval of about +-0.39%, not a point; a row whose
+    processes read alike to 0.01% get an interval of about +-0.55%, not a point; a row whose
     processes spread keeps the width its spread gives (the run-level share adds in quadrature)."""
     from zlbench.results.process_stats import RUN_SD, narrowest_width
 
@@ -672,7 +672,7 @@ def test_processes_that_agree_exactly_still_leave_room_for_another_runs_share():
     floor = 2 * 1.96 * math.sqrt(2) * RUN_SD
     assert all(floor * 0.98 < w < floor * 1.1 for w in widths), (floor, widths)
     # config_notes warns of a timer.target_width below it: a width no number of processes reaches
-    assert floor < 0.008 and floor == pytest.approx(narrowest_width(), rel=1e-4)
+    assert floor < 0.012 and floor == pytest.approx(narrowest_width(), rel=1e-4)
     spread = aggregate(quiet_run(random.Random(5), sd=0.02), 3)
     assert min(_width(r) for r in spread) > 3 * floor
 

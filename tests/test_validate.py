@@ -268,11 +268,11 @@ def test_a_fail_on_that_gates_nothing_or_drops_the_statuses_gets_a_note(override
 def test_a_target_width_below_the_narrowest_interval_is_run_with_a_note():
     from zlbench.config.validate import config_notes
 
-    assert config_notes(resolved("timer.target_width=0.008")) == []
+    assert config_notes(resolved("timer.target_width=0.012")) == []
     assert config_notes(resolved("timer.target_width=0.001")) == []  # refused, with its own Fix
-    (note,) = config_notes(resolved("timer.target_width=0.007"))
-    assert note.startswith("timer.target_width=0.007 is below the narrowest interval a row can have (0.0078")
-    assert note.endswith("Fix: timer.target_width=0.008 or more.")
+    (note,) = config_notes(resolved("timer.target_width=0.01"))
+    assert note.startswith("timer.target_width=0.01 is below the narrowest interval a row can have (0.0111")
+    assert note.endswith("Fix: timer.target_width=0.012 or more.")
 
 
 # -- rules: derived from the schema's field metadata -------------------------------------------------

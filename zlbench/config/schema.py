@@ -137,11 +137,11 @@ class TimerConf:
     # its shared cores. Needs timer.processes >= 2 and a launcher that waits for its jobs.
     max_processes: Optional[int] = setting(None, ge=1, le=100, null="twice timer.processes on an accelerator, "
                                            "none more on the CPU")
-    # Below the narrowest interval a row can have (0.78%: the run-level share, process_stats.RUN_SD)
+    # Below the narrowest interval a row can have (1.1%: the run-level share, process_stats.RUN_SD)
     # every node with a row >= 20 us gets more processes: a note says so (validate.config_notes).
     target_width: float = setting(0.02, ge=TARGET_WIDTH_MIN, noun="a fraction of the latency",
                                   why="a node whose rows >= 20 us have wider intervals gets more processes; "
-                                      "no interval is narrower than about 0.008")
+                                      "no interval is narrower than about 0.011")
     # The more processes add at most this share of the wall the planned passes took: a pass costs
     # a process' start-up (7-11 s with torch and FlagGems) however few its nodes, so on quick files
     # three more passes cost as much as the planned run (RESULTS.md, twenty-first session).
