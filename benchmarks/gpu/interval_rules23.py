@@ -62,8 +62,10 @@ def measured(rule: types.ModuleType, rows, k: int) -> dict:
 
 
 def tally_pairs(rules, folders):
-    """rule name -> (class -> [rows, inside, widths, flagged both ways])."""
+    """(rule name -> (class -> [rows, inside, widths, flagged both ways]), ordered pairs, rule name ->
+    [rows, rows holding every other run's value]: issue 23's reading, over groups of 3 or more runs)."""
     tally = {name: defaultdict(lambda: [0, 0, [], 0]) for name in rules}
+    every = {name: [0, 0] for name in rules}
     pairs = 0
     for folder in map(Path, folders):
         groups = defaultdict(list)
@@ -80,6 +82,12 @@ def tally_pairs(rules, folders):
             runs = [r for r in runs if r in loaded and loaded[r][1] >= 2]
             for name, rule in rules.items():
                 got = {run: measured(rule, *loaded[run]) for run in runs}
+                for a in runs if len(runs) >= 3 else []:
+                    for key, ra in got[a].items():
+                        if ra.get("latency_ci") and all(key in got[b] for b in runs):
+                            lo, hi = ra["latency_ci"]
+                            every[name][0] += 1
+                            every[name][1] += all(lo <= got[b][key]["latency"] <= hi for b in runs if b != a)
                 for a, b in itertools.permutations(sorted(runs), 2):
                     pairs += name == next(iter(rules))
                     for key in got[a].keys() & got[b].keys():
@@ -102,7 +110,7 @@ def tally_pairs(rules, folders):
                             t[1] += inside
                             t[2].append((hi - lo) / ra["latency"])
                             t[3] += bool(both_out)
-    return tally, pairs
+    return tally, pairs, every
 
 
 def main() -> None:
@@ -116,8 +124,13 @@ def main() -> None:
         setattr(current, name, type(getattr(current, name))(value))
     new_name = "this checkout" + (f" ({', '.join(args.set)})" if args.set else "")
     rules = {args.old: rule_at(args.old), new_name: current}
-    tally, pairs = tally_pairs(rules, args.folders)
-    print(f"{pairs} ordered pairs of repeat runs\n")
+    tally, pairs, every = tally_pairs(rules, args.folders)
+    print(f"{pairs} ordered pairs of repeat runs")
+    for name, (n, held) in every.items():
+        if n:
+            print(f"{name}: rows of a run whose interval holds every other run's value (groups of 3 or more runs): "
+                  f"{held / n:.1%} of {n}")
+    print()
     print("| class | rule | rows | coverage | width p50 | width p90 | width max | flagged both ways |")
     print("|---|---|---|---|---|---|---|---|")
     order = ["all", *(n for _, n in CLASSES), "<20us", ">=20us", ">=20us stable", "stable", "unstable", "graph",
