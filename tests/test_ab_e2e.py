@@ -106,3 +106,15 @@ def test_multirun_sides_pair_afterwards(tmp_path):
 def test_an_axis_that_does_nothing_is_refused(run_zlbench, args, needle):
     res = run_zlbench(*args)
     assert res.returncode == 2 and needle in res.stderr, res.stderr[-2000:]
+
+
+def test_an_ab_whose_every_node_is_skipped_counts_nodes_and_lists_only_what_it_wrote(run_zlbench):
+    """An A/B of a dtype no test takes said "every node skipped (2)" of its one node (a status row
+    per node and side) and listed ab.png among its results though none was drawn (no row)."""
+    res = run_zlbench("ab=demo_fused_softmax", "ops=[softmax]", "dtypes=[int32]", "store.url=none")
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "every node skipped (1, on 2 node-sides), no row measured" in res.stderr
+    listed = next(line for line in (res.stdout + res.stderr).splitlines() if "[zlbench] results in" in line)
+    names = listed.split(": ", 1)[1].split()
+    assert "ab.md" in names and "ab.png" not in names, listed
+    assert all((res.run_dir / name).exists() for name in names), listed

@@ -240,7 +240,8 @@ def report(run_dir: Path, title_suffix: str = "", fail_on: Optional[Sequence[str
               "sides (set ab.allow_dead=true to accept).")
     if (contention := contention_warning(rows)):
         log.warning(f"[zlbench] warning: {contention}")
-    log.info(f"[zlbench] results in {run_dir}: {' '.join(outputs)}")
+    written = [name for name in outputs if (run_dir / name).exists()]  # ab.png: none without a measured row
+    log.info(f"[zlbench] results in {run_dir}: {' '.join(written)}")
     return exit_of(status_rows, ab_result, identity, fail_on)
 
 
@@ -263,7 +264,9 @@ def exit_of(status_rows: List[dict], ab_result: Optional[Mapping], identity: Map
         found = Counter(s["status"] for s in status_rows if s["status"] in fail_on)
         found.update(v for v in verdicts if v in fail_on)
         if not found:
-            print(f"[zlbench] exit {int(code)}: every node skipped ({len(status_rows)}), no row measured: "
+            nodes = len({s.get("test_node") for s in status_rows})  # an A/B's status rows are per node and side
+            counted = f"{nodes}" if nodes == len(status_rows) else f"{nodes}, on {len(status_rows)} node-sides"
+            print(f"[zlbench] exit {int(code)}: every node skipped ({counted}), no row measured: "
                   "a run that checked nothing does not pass (ops_status.csv says why; fail_on=[] lets it pass)",
                   file=sys.stderr)
             return code
