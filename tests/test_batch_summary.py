@@ -278,18 +278,40 @@ def test_two_plain_runs_a_variable_set_apart_name_it_and_its_interleaved_ab(unst
         assert words[4] == "ab.var=DEMO_GEMS_FUSED_SOFTMAX" and parsed.value() == [one, other], (words, parsed.value())
 
 
-def test_a_plain_run_paired_with_an_ab_side_says_only_a_first_round_meets_it(sweep, tmp_path):
-    """A plain run's row is one value (the median over its processes); an A/B side's has a value per
-    round, and rounds pair by index: the report listed the side's other rounds as dropped 'on side A'
-    without saying the two runs are of different kinds."""
+def test_one_value_a_row_is_paired_with_the_mean_over_the_other_sides_rounds(sweep, ab_run, tmp_path):
+    """A plain run's row is one value (the median over its processes), and so is an A/B side's log's
+    (its mean over its rounds); an A/B side's run has a value per round, and rounds paired by index
+    paired that one value with the side's first round alone (a side log against a sweep's side: -44.7%
+    where its rounds' mean said -46.8%), listing the other rounds as dropped. Those rounds now read
+    as their geometric mean; and a side's log sets its side's switch value apart, not 'sides.off.VAR:
+    0 -> None'."""
+    import math
+    import statistics
+
     plain = tmp_path / "plain"
     res = zlbench(f"corpus.root={FIXTURES / 'ab_corpus'}", "corpus.name=fixture", "ops=[dead_op]", "timer.processes=2",
                   "progress=none", "store.url=none", f"hydra.run.dir={plain}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    out = summary(plain, "--ab", sweep[0], "--allow-dead")
-    assert "A is a plain run (a row: the median over its processes) and B has 2 rounds a row: only B's first " \
-           "round is paired with A's value" in out.stdout, out.stdout[-3000:]
+    out = summary(plain, "--ab", sweep[0], "--allow-dead", "--out", tmp_path / "cmp")
+    assert "A holds one value a row and B up to 2 rounds a row: B's rows are the geometric mean over their " \
+           "rounds" in out.stdout, out.stdout[-3000:]
     assert "lost rounds on a side" not in out.stdout
+    rounds = {}
+    for line in (sweep[0] / "rows.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("latency") and r.get("shape"):
+            rounds.setdefault(json.dumps(r["shape"]), []).append(r["latency"])
+    assert all(len(v) == 2 for v in rounds.values()), rounds
+    rows = json.loads((tmp_path / "cmp" / "ab.json").read_text())["rows"]
+    assert len(rows) == len(rounds) and all(r["rounds"] == 1 for r in rows), rows
+    for r in rows:
+        expected = math.exp(statistics.fmean(map(math.log, rounds[json.dumps(r["shape"])])))
+        assert r["b_ms"] == pytest.approx(expected, rel=1e-6), (r, rounds)
+    # A side's log (the mean over its rounds) against the other side's sweep run.
+    out = summary(ab_run / "run.off.log", "--ab", sweep[1], "--allow-dead")
+    assert "A holds one value a row and B up to 2 rounds a row" in out.stdout, out.stdout[-3000:]
+    assert "the runs set a switch apart: ZL_FIXTURE_SWITCH: 0 -> 1" in out.stdout, out.stdout[-3000:]
+    assert "sides." not in out.stdout
 
 
 def test_summary_of_a_run_dir_exits_as_the_run_did_and_writes_nothing(tmp_path):

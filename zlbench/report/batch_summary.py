@@ -14,13 +14,17 @@ what they differ; two runs of one identity are named repeats (`history compare` 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shlex
+import statistics
 import sys
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from zlbench.ab.pairing import row_key
 from zlbench.errors import UsageError, VerbParser
 from zlbench.exitcodes import Exit
 from zlbench.results.identity_layout import hashed_fields, hashed_layout
@@ -209,20 +213,52 @@ def dropped_rounds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> List[Dict]
     return [r for r in rows if r["dropped"]]
 
 
-def mixed_kinds(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> Optional[str]:
-    """The caveat for a plain run (a row: the median over its processes, no round) paired with a run of
-    rounds (an A/B side): rounds pair by index, so only the first round meets the plain run's value."""
-    def rounds(rows):
-        return {r.get("round") for r in rows if r.get("latency")}
+def _rounds_a_row(rows: Sequence[dict]) -> int:
+    """The most measured rounds any row of a source has (a plain run's row or a log's: 1)."""
+    counts = Counter(row_key(r) for r in rows if r.get("latency") and r.get("dtype") is not None)
+    return max(counts.values(), default=0)
 
-    kinds = [rounds(rows_a), rounds(rows_b)]
-    for plain, other, name, other_name in ((0, 1, "A", "B"), (1, 0, "B", "A")):
-        if kinds[plain] == {None} and len(kinds[other] - {None}) > 1:
-            return (f"{name} is a plain run (a row: the median over its processes) and {other_name} has "
-                    f"{len(kinds[other] - {None})} rounds a row: only {other_name}'s first round is paired with "
-                    f"{name}'s value (its other rounds are listed as dropped). Fix: pair runs of one kind, two "
-                    "plain runs or two sides of a sweep")
-    return None
+
+def one_value_a_row(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> Tuple[List[dict], List[dict], Optional[str]]:
+    """Where one source holds one value a row (a plain run: the median over its processes; a log: an
+    A/B side's mean over its rounds, or FlagGems' one value) and the other rounds (an A/B side's run),
+    rounds paired by index would pair that value with the first round alone and drop the others: the
+    rounds are read as one value a row instead, their geometric mean (as a side's log holds). Returns
+    both sources' rows and the caveat that says so (None where the two are of one kind)."""
+    counts = [_rounds_a_row(rows_a), _rounds_a_row(rows_b)]
+    if sorted(counts)[0] != 1 or max(counts) < 2:
+        return list(rows_a), list(rows_b), None
+    many = 0 if counts[0] > 1 else 1
+    names = ("A", "B")
+    caveat = (f"{names[1 - many]} holds one value a row and {names[many]} up to {counts[many]} rounds a row: "
+              f"{names[many]}'s rows are the geometric mean over their rounds (as an A/B side's log holds), "
+              "one value each, not its first round alone")
+    rows = [list(rows_a), list(rows_b)]
+    rows[many] = mean_over_rounds(rows[many])
+    return rows[0], rows[1], caveat
+
+
+def mean_over_rounds(rows: Sequence[dict]) -> List[dict]:
+    """One row a key: its measured rounds' geometric mean (latency, and latency_base where every round
+    has one), as round 0; a key no round measured keeps its first row. Node-level status rows stay."""
+    measured: Dict[Tuple, List[dict]] = {}
+    out: List[dict] = []
+    firsts: Dict[Tuple, dict] = {}
+    for r in rows:
+        if r.get("dtype") is None and r.get("shape") is None:
+            out.append(r)
+        elif r.get("latency") and r.get("status", "ok") == "ok" and math.isfinite(r["latency"]):
+            measured.setdefault(row_key(r), []).append(r)
+        else:
+            firsts.setdefault(row_key(r), r)
+    for key, rs in measured.items():
+        row = {**rs[0], "round": 0, "latency_ci": None, "processes": None,
+               "latency": math.exp(statistics.fmean(math.log(r["latency"]) for r in rs))}
+        bases = [r["latency_base"] for r in rs if r.get("latency_base")]
+        row["latency_base"] = math.exp(statistics.fmean(map(math.log, bases))) if len(bases) == len(rs) else None
+        out.append(row)
+    out += [r for key, r in firsts.items() if key not in measured]
+    return out
 
 
 def dropped_markdown(dropped: Sequence[Mapping]) -> str:
@@ -288,21 +324,24 @@ def conditions_apart(a: Mapping, b: Mapping) -> List[str]:
     return _changes(ca, cb, [k for k in ca.keys() & cb.keys() if ca[k] is not None and cb[k] is not None])
 
 
-def switches_apart(a: Mapping, b: Mapping) -> List[str]:
+def switches_apart(a: Mapping, b: Mapping, side_a: Optional[str] = None, side_b: Optional[str] = None) -> List[str]:
     """Where two runs set a switch apart: their A/B side's values, or a recorded switch variable. A
-    run of one side (ab.side=off, a sweep's job) reads as the variables that side set ('VAR: 0 -> 1',
-    not 'sides.off.VAR: 0 -> None; sides.on.VAR: None -> 1')."""
-    def switches(i: Mapping) -> dict:
+    run of one side (ab.side=off, a sweep's job), or one side's log of an A/B run (side_a, side_b),
+    reads as the variables that side set ('VAR: 0 -> 1', not 'sides.off.VAR: 0 -> None; sides.on.VAR:
+    None -> 1')."""
+    def switches(i: Mapping, side: Optional[str]) -> dict:
         # corpus.env is set in every process, so switch_env leaves it out (planning/identity.py): a
         # variable there is a switch the run set all the same (+corpus.env.VAR=1 against =0).
         corpus = ((i.get("config") or {}).get("corpus") or {}) if isinstance(i.get("config"), Mapping) else {}
         env = {**(corpus.get("env") or {}), **(i.get("switch_env") or {})}
         sides = i.get("sides") or {}
+        if side in sides and isinstance(sides[side], Mapping):
+            return _flat({**env, **sides[side]})
         if len(sides) == 1 and isinstance(next(iter(sides.values())), Mapping):
             return _flat({**env, **next(iter(sides.values()))})
         return _flat({"sides": sides, "switch_env": env})
 
-    fa, fb = switches(a), switches(b)
+    fa, fb = switches(a, side_a), switches(b, side_b)
     return _changes(fa, fb, fa.keys() | fb.keys())
 
 
@@ -354,8 +393,8 @@ def compare_two(args) -> int:
         text = f"Both sides come from one run ({a.run_dir}): its own ab.md has the interleaved A/B."
     else:
         text, info = not_interleaved(a, b, label_a, label_b)
+    rows_a, rows_b, mixed = one_value_a_row(rows_a, rows_b)
     dropped = dropped_rounds(rows_a, rows_b)
-    mixed = mixed_kinds(rows_a, rows_b)
     if mixed:
         caveats.append(mixed)
     elif dropped:
@@ -364,7 +403,7 @@ def compare_two(args) -> int:
     artifacts_a, artifacts_b = a.artifacts(), b.artifacts()
     both = not one_run and bool(a.identity) and bool(b.identity)
     apart = conditions_apart(a.identity, b.identity) if both else []
-    switched = switches_apart(a.identity, b.identity) if both else []
+    switched = switches_apart(a.identity, b.identity, a.side, b.side) if both else []
     if apart:
         if switched:  # a switch's two sides (a sweep, maybe on two hosts): its kernels still say if it acted
             caveats.append(f"the runs set a switch apart ({_listed(switched)}) and differ outside it as well "
