@@ -338,7 +338,11 @@ def test_a_run_cut_between_the_sides_of_a_taken_round_resumes_to_every_round_onc
     ok = [(r["node"], r["side"], r["round"]) for r in runs_by_device(run) if r["status"] == "ok"]
     assert len(ok) == len(set(ok)) == 3 * 2 * 3, sorted(ok)
     assert {v["rounds"] for v in ab_rows(run).values()} == {"3"}
-    assert "Run cut short" not in (run / "ab.md").read_text()
+    text = (run / "ab.md").read_text()
+    assert "Run cut short" not in text
+    # That round's two sides were measured in two sessions: ab.md says so (it said nothing).
+    assert f"1 node round(s) pair a side measured before a resume with one measured after it (e.g. " \
+           f"{away[0]['node']} round 2)" in text, text[:3000]
 
 
 def test_aa_starts_no_prober_and_alternates_from_round_one(shared_run):

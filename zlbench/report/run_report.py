@@ -63,6 +63,34 @@ def cut_banner(cut: Sequence[Mapping], total: int, run_dir: Path, why: str = "",
                                           "the resume)" if shorter != command else "") + ".\n")
 
 
+def rounds_across_resumes(run_dir: Path, plan: Mapping[str, Any], identity: Mapping[str, Any]) -> Optional[str]:
+    """The caveat for an A/B resumed between the two sides of a node's round: one side measured before
+    the resume (a cut or an interrupt), the other after it, maybe hours apart, so the round's change
+    holds whatever moved between the sessions, where an A/B times both sides of a round seconds apart."""
+    from datetime import datetime
+
+    resumes = [datetime.strptime(r["at"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+               for r in identity.get("resumed") or [] if isinstance(r, Mapping) and r.get("at")]
+    sides = [s["name"] for s in plan.get("sides") or []]
+    if not resumes or len(sides) != 2:
+        return None
+    ended: Dict[Tuple[str, int, str], float] = {}  # (side, round, node) -> when its run ended
+    for u in plan.get("units") or []:
+        for e in ev.read_events(ev.events_path(run_dir, u["unit_id"])):
+            if ev.is_final_end(e):
+                ended[(u["side"], int(u["round"]), ev.base_node(e["node"]))] = float(e["t"])
+    split = sorted((r, node) for (side, r, node), t in ended.items() if side == sides[0]
+                   and (other := ended.get((sides[1], r, node))) is not None
+                   and any(min(t, other) < at <= max(t, other) for at in resumes))
+    if not split:
+        return None
+    r, node = split[0]
+    return (f"{len(split)} node round(s) pair a side measured before a resume with one measured after it (e.g. "
+            f"{node} round {r + 1}): their change holds whatever moved between the two sessions, where an A/B "
+            "times both sides of a round seconds apart. Fix: for rounds whole within a session, run the A/B "
+            "again into a new run dir")
+
+
 def shared_state_caveats(identity: Mapping[str, Any]) -> List[str]:
     """What both sides shared although each side should have had its own."""
     out = []
@@ -202,6 +230,7 @@ def compose(run_dir: Path, rows: List[dict], status_rows: List[dict], identity: 
         caveat = [f"run cut short: {len(cut)} node-side pair(s) not measured on every round, so some rows have "
                   "fewer rounds than planned"] if cut else []
         caveat += [gpus] if gpus else []
+        caveat += [split] if (split := rounds_across_resumes(run_dir, plan, identity)) else []
         result = ab_report(run_dir, rows, sides, identity, caveat, cut, plan, status_rows)
         text = result["markdown"] + "\n" + text
     elif ab["name"] != "none":
