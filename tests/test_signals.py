@@ -91,6 +91,7 @@ def test_a_second_interrupt_exits_at_once_and_names_the_commands_that_finish_the
             f"`python -m zlbench collect {run}` records it." in err and (run / "ops_status.csv").is_file(), err[-3000:]
         assert f"resume={run}`" in err, err[-3000:]  # the first interrupt's line gave the resume command
     else:
-        assert "interrupted twice: exiting now, without writing the tables or recording the run; " \
-            f"`python -m zlbench collect {run}` writes them from what finished" in err, err[-3000:]
+        assert ("interrupted twice: exiting now, before its tables were all written (any on disk may be partial) and "
+                "without recording the run; "
+                f"`python -m zlbench collect {run}` writes them from what finished") in err, err[-3000:]
         assert f"resume={run}` measures the rest." in err and "python -m zlbench " in err, err[-3000:]

@@ -507,7 +507,7 @@ class Interrupts:
             print("\n[zlbench] interrupted twice: exiting now, "
                   + (f"its tables written but the run not recorded in the store; `{collect}` records it"
                      if self.written else
-                     "without writing the tables or recording the run"
+                     "before its tables were all written (any on disk may be partial) and without recording the run"
                      + (f"; `{collect}` writes them from what finished, and `{self._resume()}` measures the rest"
                         if self.run_dir else "; resume the run dir to finish it")) + ".",
                   file=sys.stderr, flush=True)
