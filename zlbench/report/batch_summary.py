@@ -219,16 +219,21 @@ def _rounds_a_row(rows: Sequence[dict]) -> int:
     return max(counts.values(), default=0)
 
 
-def one_value_a_row(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> Tuple[List[dict], List[dict], Optional[str]]:
+def one_value_a_row(rows_a: Sequence[dict], rows_b: Sequence[dict],
+                    of_rounds: Tuple[bool, bool] = (True, True)) -> Tuple[List[dict], List[dict], Optional[str]]:
     """Where one source holds one value a row (a plain run: the median over its processes; a log: an
     A/B side's mean over its rounds, or FlagGems' one value) and the other rounds (an A/B side's run),
     rounds paired by index would pair that value with the first round alone and drop the others: the
     rounds are read as one value a row instead, their geometric mean (as a side's log holds). Returns
-    both sources' rows and the caveat that says so (None where the two are of one kind)."""
+    both sources' rows and the caveat that says so (None where the two are of one kind). of_rounds:
+    which sources are runs of rounds (a run dir: an A/B side's); a log's row logged again is its
+    next round, paired by index as before."""
     counts = [_rounds_a_row(rows_a), _rounds_a_row(rows_b)]
     if sorted(counts)[0] != 1 or max(counts) < 2:
         return list(rows_a), list(rows_b), None
     many = 0 if counts[0] > 1 else 1
+    if not of_rounds[many]:
+        return list(rows_a), list(rows_b), None
     names = ("A", "B")
     caveat = (f"{names[1 - many]} holds one value a row and {names[many]} up to {counts[many]} rounds a row: "
               f"{names[many]}'s rows are the geometric mean over their rounds (as an A/B side's log holds), "
@@ -393,7 +398,7 @@ def compare_two(args) -> int:
         text = f"Both sides come from one run ({a.run_dir}): its own ab.md has the interleaved A/B."
     else:
         text, info = not_interleaved(a, b, label_a, label_b)
-    rows_a, rows_b, mixed = one_value_a_row(rows_a, rows_b)
+    rows_a, rows_b, mixed = one_value_a_row(rows_a, rows_b, (args.path.is_dir(), args.ab.is_dir()))
     dropped = dropped_rounds(rows_a, rows_b)
     if mixed:
         caveats.append(mixed)
