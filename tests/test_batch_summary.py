@@ -151,6 +151,19 @@ def test_out_that_is_a_file_is_refused_before_anything_is_read(sweep, tmp_path):
         assert out.stdout == "" and taken.read_text() == "mine\n"
 
 
+def test_out_that_is_a_run_dir_is_refused_and_its_tables_kept(sweep, ab_run, tmp_path):
+    """`summary A --ab B --out AB_RUN` replaced an A/B run's own ab.md, ab.csv, ab.json and ab.png with
+    the comparison's, without a word."""
+    a, b = sweep
+    before = {name: (ab_run / name).read_bytes() for name in ("ab.md", "ab.csv", "summary.md")}
+    for args in ((a, "--ab", b, "--allow-dead"), (a,)):
+        out = summary(*args, "--out", ab_run)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.startswith(f"zlbench: error: --out {ab_run} is a run dir: its own summary.md"), out.stderr
+        assert f"`python -m zlbench collect {ab_run}` writes a run's own tables again" in out.stderr
+    assert {name: (ab_run / name).read_bytes() for name in before} == before
+
+
 @pytest.fixture(scope="module")
 def unstable_run(tmp_path_factory):
     """A plain run of the demo corpus over 2 processes whose events are set to known latencies, one

@@ -352,7 +352,11 @@ def switches_apart(a: Mapping, b: Mapping, side_a: Optional[str] = None, side_b:
 
 def check_out(out: Path) -> None:
     """--out is a folder, made where missing: a file there, or where a folder above it should be, is refused
-    before anything is read or written."""
+    before anything is read or written; so is a run dir, whose own summary.md and ab.* it would replace."""
+    if (out / IDENTITY_FILE).is_file():
+        raise UsageError(f"--out {out} is a run dir: its own summary.md (and an A/B's ab.md, ab.csv, ab.json, "
+                         "ab.png) would be replaced by this comparison. Fix: pass a new folder for --out; "
+                         f"`python -m zlbench collect {out}` writes a run's own tables again.")
     for p in (out, *out.parents):
         if p.exists():
             if not p.is_dir():
