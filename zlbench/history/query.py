@@ -83,26 +83,33 @@ def not_a_run_dir(ref: str, url_opt: str = "") -> UsageError:
 
 
 def resolve_run(store: Store, ref: str) -> dict:
-    """A run by id (`12`), run dir path, or a prefix of its key (identity hash)."""
+    """A run by id (`12`), run dir path, or a prefix of its key (identity hash). A path names the run it
+    holds now: the record of that path whose key is the run's (a dir cleared and used again keeps the
+    earlier run's record under the same path), else the run's record from another path."""
     ref = str(ref)
     is_path = not ref.isdigit() and Path(ref).exists()
     if not is_path and ("/" in ref or os.sep in ref):  # a run key holds no '/': a path that is not there
         raise no_such_path(ref, url_option(store))
+    if is_path and Path(ref).is_dir() and not (Path(ref) / "run_identity.json").is_file():
+        # a folder (/tmp, a folder of runs) is no one run: importing it would scan all below it
+        raise not_a_run_dir(ref, url_option(store))
+    key = _key_of(Path(ref)) if is_path else None
     with store.begin("finding a run") as conn:
         if ref.isdigit():
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_id == int(ref))).all()
         elif is_path:
-            rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.path == str(Path(ref).resolve()))).all()
+            at_path = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.path == str(Path(ref).resolve()))).all()
+            rows = [r for r in at_path if r.run_key == key]
         else:
             rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key.startswith(ref))).all()
-    if not rows and is_path and (Path(ref) / "run_identity.json").is_file():
-        rows = _same_run(store, Path(ref))
-    if not rows and is_path and Path(ref).is_dir() and not (Path(ref) / "run_identity.json").is_file():
-        # a folder (/tmp, a folder of runs) is no one run: importing it would scan all below it
-        raise not_a_run_dir(ref, url_option(store))
     if not rows and is_path:
-        raise UsageError(f"{ref} is not in the store {store.shown}. Fix: add it with `python -m zlbench history "
-                         f"{url_option(store)}import {shlex.quote(str(ref))}`.")
+        rows = _same_run(store, Path(ref), key)
+    if not rows and is_path:
+        earlier = (f" as it is now: the store's record of that path (run(s) {', '.join(str(r.run_id) for r in at_path[:10])})"
+                   " is of another run it held before (the dir was cleared and used again, or the file rewritten)"
+                   if at_path else "")
+        raise UsageError(f"{ref} is not in the store {store.shown}{earlier}. Fix: add it with "
+                         f"`python -m zlbench history {url_option(store)}import {shlex.quote(str(ref))}`.")
     if not rows:
         raise UsageError(f"no run {ref!r} in the store {store.shown}: no run id, run key prefix, nor run dir or file "
                          f"of that name. Fix: `python -m zlbench history {url_option(store)}list` shows run "
@@ -114,18 +121,23 @@ def resolve_run(store: Store, ref: str) -> dict:
     return _run_dict(rows[0])
 
 
-def _same_run(store: Store, run_dir: Path) -> list:
-    """The store's record of the run a run dir holds, recorded from another path (the store keeps one
-    record per run: a copy of the dir, or the dir before it moved); said on the terminal."""
+def _key_of(path: Path) -> str:
+    """The key the store records a run dir or a result log under, from what it holds now."""
+    from zlbench.store.ingest import log_key, run_dir_key
+
+    return run_dir_key(path) if path.is_dir() else log_key(path)
+
+
+def _same_run(store: Store, path: Path, key: str) -> list:
+    """The store's record of the run a run dir (or log) holds, recorded from another path (the store
+    keeps one record per run: a copy of the dir, or the dir before it moved); said on the terminal."""
     import sys
 
-    from zlbench.store.ingest import run_dir_key
-
     with store.begin("finding a run") as conn:
-        rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key == run_dir_key(run_dir))).all()
+        rows = conn.execute(select(*RUN_COLUMNS).where(S.runs.c.run_key == key)).all()
     for r in rows:
-        print(f"[zlbench] {run_dir} is recorded from {r.path}, the same run (a copy, or the dir before it moved): "
-              f"its record is read. Fix, where {run_dir}'s own tables differ: `zlbench history import {run_dir}`.",
+        print(f"[zlbench] {path} is recorded from {r.path}, the same run (a copy, or the dir before it moved): "
+              f"its record is read. Fix, where {path}'s own tables differ: `zlbench history import {path}`.",
               file=sys.stderr)
     return rows
 

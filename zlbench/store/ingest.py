@@ -273,6 +273,11 @@ def run_dir_key(run_dir: Path) -> str:
     return _run_key(identity, parse_created(identity.get("created"), (Path(run_dir) / IDENTITY_FILE).stat().st_mtime))
 
 
+def log_key(path: Path) -> str:
+    """The key the store records a FlagGems log under: its bytes' (a copy is the same log)."""
+    return "log:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def log_record(path: Path, backend: Optional[str] = None, device_name: Optional[str] = None,
                corpus_commit: Optional[str] = None, skipped: Optional[List[int]] = None) -> Dict[str, Any]:
     """A FlagGems `--record log` result file. It carries no identity: its series (caliber) is the
@@ -316,7 +321,7 @@ SAID_OF_A_LOG = ("backend", "device_name", "corpus_commit")
 def recorded_log_facts(store: Store, path: Path) -> Dict[str, Optional[str]]:
     """What an earlier import said of this log (the same bytes): its backend, device and corpus commit,
     so that importing it again without them keeps them, and with them corrects them."""
-    key = "log:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    key = log_key(path)
     with store.begin("reading the log's record") as conn:
         found = conn.execute(select(*(S.runs.c[k] for k in SAID_OF_A_LOG)).where(S.runs.c.run_key == key)).first()
     return dict(zip(SAID_OF_A_LOG, found)) if found else {}
@@ -332,7 +337,7 @@ def _still_holds(path: str, host: Optional[str], run: Mapping[str, Any]) -> bool
         return True
     try:
         if run["kind"] == "log":  # a log's key is its bytes': a copy beside it holds the same run
-            return "log:" + hashlib.sha256(Path(path).read_bytes()).hexdigest() == run["run_key"]
+            return log_key(Path(path)) == run["run_key"]
         return run_dir_key(Path(path)) == run["run_key"]
     except (OSError, UsageError):
         return False
