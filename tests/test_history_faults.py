@@ -45,3 +45,18 @@ def test_a_run_dir_used_again_names_the_run_it_holds_of_the_two_recorded_there(t
     code, out = history(capsys, "compare", base, pr, "--url", url, "--format", "json")
     assert code == 1 and "names 2 runs" not in out.err, out.err
     assert '"run_id": 3' in out.out and "3 row(s) slower" in out.err, out.err
+
+
+def test_compare_latest_passes_over_a_run_that_measured_nothing(tmp_path, url, capsys):
+    """A run whose every node timed out (launcher.node_timeout_s is no part of the caliber) was taken as
+    --latest's A: 'share no row both measured', exit 2, though a good run of the caliber came before."""
+    timed_out = H.write_run(tmp_path / "runs" / "timed_out", H.identity(created="2026-11-02T02:00:00+0000", processes=3),
+                            [H.row("exp", s, 1.0, 0.01, status="timeout") for s in H.SHAPES])
+    assert history(capsys, "import", timed_out, run(tmp_path / "runs" / "new", 3, 1.0), "--url", url)[0] == 0
+    code, out = history(capsys, "compare", "--latest", "--url", url)
+    assert code == 2 and "is the only run of its caliber" in out.err, out.err
+    assert "that measured a row (1 earlier one(s) measured none: run(s) 1): nothing earlier" in out.err, out.err
+    assert history(capsys, "import", run(tmp_path / "runs" / "good", 1, 1.0), "--url", url)[0] == 0
+    code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")
+    assert code == 0 and '"a_chosen": "1 later run(s) of B\'s caliber measured no row' in out.out, out.err
+    assert '"run_id": 3' in out.out and "passed over as A: run(s) 1" in out.err and "share no row" not in out.err

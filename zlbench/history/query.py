@@ -157,20 +157,44 @@ def latest_pair(store: Store, **filters) -> Tuple[dict, dict, Optional[str]]:
     newest = runs[-1]
     earlier = [r for r in list_runs(store, caliber=newest["caliber"]) if
                (r["created"], r["run_id"]) < (newest["created"], newest["run_id"])]
+    # A run that measured no row (every node timed out or failed: launcher.node_timeout_s is no part of
+    # the caliber) pairs no row with B: it is no baseline.
+    measured = measured_runs(store, newest["caliber"])
+    empty = [r for r in earlier if r["run_id"] not in measured]
+    earlier = [r for r in earlier if r["run_id"] in measured]
     if not earlier:
         raise UsageError(f"run {newest['run_id']} ({newest['created']}) is the only run of its caliber "
-                         f"{newest['caliber'][:12]}: nothing earlier to compare with. Fix: compare two runs by id "
+                         f"{newest['caliber'][:12]}" + (f" that measured a row ({len(empty)} earlier one(s) measured "
+                                                        f"none: run(s) {_ids(empty)})" if empty else "")
+                         + ": nothing earlier to compare with. Fix: compare two runs by id "
                          "(`history compare A B`), or record an earlier run of the same configuration.")
     recent = earlier[-LATEST_WINDOW:]  # identities are large (their test nodes): the recent ones only
     kept = identities(store, [newest["run_id"]] + [r["run_id"] for r in recent])
     mine = device_uuids(kept.get(newest["run_id"]))
     same = [r for r in recent if mine & device_uuids(kept.get(r["run_id"]))]
-    if not mine or not same or same[-1] is earlier[-1]:
-        return earlier[-1], newest, None
-    skipped = [r["run_id"] for r in earlier[earlier.index(same[-1]) + 1:]]
-    return same[-1], newest, (f"A is run {same[-1]['run_id']}, the latest earlier run of B's caliber on B's device; "
-                              f"{len(skipped)} later one(s) ran on other devices or did not record theirs (run(s) "
-                              f"{', '.join(map(str, skipped[:8]))}; `compare A B` names any pair)")
+    a, note = earlier[-1], None
+    if mine and same and same[-1] is not earlier[-1]:
+        a, skipped = same[-1], earlier[earlier.index(same[-1]) + 1:]
+        note = (f"A is run {a['run_id']}, the latest earlier run of B's caliber on B's device; {len(skipped)} later "
+                f"one(s) ran on other devices or did not record theirs (run(s) {_ids(skipped)}; `compare A B` names "
+                "any pair)")
+    passed = [r for r in empty if (r["created"], r["run_id"]) > (a["created"], a["run_id"])]
+    if passed:
+        note = "; ".join(filter(None, [note, f"{len(passed)} later run(s) of B's caliber measured no row (every "
+                                             f"node timed out or failed), passed over as A: run(s) {_ids(passed)}"]))
+    return a, newest, note
+
+
+def _ids(runs: Sequence[Mapping]) -> str:
+    return ", ".join(str(r["run_id"]) for r in runs[:8]) + (" ..." if len(runs) > 8 else "")
+
+
+def measured_runs(store: Store, caliber: str) -> set:
+    """The ids of the caliber's runs with a row measured (status ok, a latency)."""
+    q = select(S.runs.c.run_id).where(S.runs.c.caliber == caliber, exists().where(
+        S.rows.c.run_id == S.runs.c.run_id, S.rows.c.status == "ok", S.rows.c.latency > 0))
+    with store.begin("finding the runs that measured a row") as conn:
+        return {run_id for (run_id,) in conn.execute(q)}
 
 
 ROW_FIELDS = ("run_id", "op", "dtype", "shape", "node", "side", "round", "latency", "latency_base", "speedup",
