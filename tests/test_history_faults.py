@@ -3,9 +3,11 @@ synthetic run dirs (tests/history_runs.py) in process, real runs where only a ru
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from . import history_runs as H
+from .conftest import EXP_RUN, copied_run, zlbench
 from .history_runs import history
 
 
@@ -60,3 +62,44 @@ def test_compare_latest_passes_over_a_run_that_measured_nothing(tmp_path, url, c
     code, out = history(capsys, "compare", "--latest", "--url", url, "--format", "json")
     assert code == 0 and '"a_chosen": "1 later run(s) of B\'s caliber measured no row' in out.out, out.err
     assert '"run_id": 3' in out.out and "passed over as A: run(s) 1" in out.err and "share no row" not in out.err
+
+
+def test_two_runs_of_one_config_started_in_the_same_second_are_two_runs(tmp_path, url, capsys):
+    """Their key was identity hash, start (to the second) and host: one was never recorded ('kept c1
+    ... the same run is recorded from c2' though their latencies differ), and `compare c1 c2` failed
+    'both name run 1'. A run's own id (provenance.run_uid, drawn as it starts) tells them apart."""
+    c1, c2 = run(tmp_path / "c1", 1, 1.0), run(tmp_path / "c2", 1, 2.0)
+    for c, uid in ((c1, "5e1f0c2b9a7d4e13"), (c2, "0b8e6a4c2d9f7e51")):
+        ident = json.loads((c / "run_identity.json").read_text())
+        ident["provenance"]["run_uid"] = uid
+        (c / "run_identity.json").write_text(json.dumps(ident))
+    code, out = history(capsys, "import", c1, c2, "--url", url)
+    assert code == 0 and out.out.count("recorded:") == 2, out.out
+    code, out = history(capsys, "compare", c1, c2, "--url", url)
+    assert code == 1 and "3 row(s) slower" in out.err, out.err
+    # A run dir made before runs had an id keeps its key: the store's record of it still finds it.
+    old = run(tmp_path / "old", 2, 1.0)
+    assert history(capsys, "import", old, "--url", url)[0] == 0
+    assert _run_key_in_store(url, 3).endswith("@node1") and history(capsys, "compare", c1, old, "--url", url)[0] == 0
+
+
+def _run_key_in_store(url, run_id):
+    from sqlalchemy import select
+
+    from zlbench.store import Store
+    from zlbench.store import schema as S
+
+    with Store(url) as store, store.begin("reading") as conn:
+        return conn.execute(select(S.runs.c.run_key).where(S.runs.c.run_id == run_id)).scalar_one()
+
+
+def test_a_run_draws_its_id_as_it_starts_and_a_resume_keeps_it(shared_run, tmp_path):
+    res = shared_run(*EXP_RUN)
+    assert res.returncode == 0, res.stderr[-2000:]
+    uid = json.loads((res.run_dir / "run_identity.json").read_text())["provenance"]["run_uid"]
+    assert len(uid) == 16 and int(uid, 16) >= 0, uid
+    copy = copied_run(res, tmp_path / "copy")
+    res = zlbench(*EXP_RUN, f"resume={copy}", "store.url=none", "progress=none", cwd=tmp_path)
+    assert res.returncode == 0 and "resuming" in res.stderr, res.stderr[-2000:]
+    ident = json.loads((copy / "run_identity.json").read_text())
+    assert ident["provenance"]["run_uid"] == uid and len(ident["resumed"]) == 1, ident["provenance"]

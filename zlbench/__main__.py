@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -77,7 +78,10 @@ def _app(cfg: DictConfig) -> None:
         job = OmegaConf.to_container(hc.overrides.task, resolve=False)
         # The store it records itself in, for a later `zlbench collect` (a password is masked).
         store_url = OmegaConf.select(cfg, "store.url", default="default", throw_on_resolution_failure=False)
-        code = int(execute(cfg, run_dir, {**_provenance, "job_overrides": job, "store_url": str(store_url)}))
+        # The run's own id, drawn as it starts (a resume keeps the run's provenance, this with it): two
+        # runs of one config started in the same second on one host are two runs in the store.
+        code = int(execute(cfg, run_dir, {**_provenance, "job_overrides": job, "store_url": str(store_url),
+                                          "run_uid": secrets.token_hex(8)}))
     except UsageError as e:
         output_dir.remove_refused_run_dir(run_dir)
         _error(str(e) + env_origin(str(e), _provenance))

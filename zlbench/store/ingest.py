@@ -1,6 +1,6 @@
 """From a finished run dir (or a FlagGems result log) to the store, idempotently.
 
-A run's key is its identity hash, creation time and host (a FlagGems log's: the hash of its bytes), so
+A run's key is its identity hash, creation time, host and run id (a FlagGems log's: the hash of its bytes), so
 the same run written twice finds itself; a write whose content did not change does nothing, one
 whose content changed (a `collect` after more results, a resume) replaces the run in one
 transaction. The run dir is only read, never written."""
@@ -261,8 +261,13 @@ def run_dir_record(run_dir: Path) -> Dict[str, Any]:
 
 def _run_key(identity: Mapping[str, Any], created: datetime) -> str:
     """One record per run: a copy of a run dir, or the dir moved, is the same run. The host too:
-    identical machines running one nightly config from cron share hash and second."""
-    return f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}"
+    identical machines running one nightly config from cron share hash and second; and the run's own
+    id (provenance.run_uid, drawn as it starts), where it has one: two runs of one config started in
+    the same second on one host share the rest (a run made before it had none keeps its key)."""
+    key = f"{identity.get('identity_hash', 'nohash')}@{created.isoformat()}@{identity.get('host') or ''}"
+    provenance = identity.get("provenance")
+    uid = provenance.get("run_uid") if isinstance(provenance, Mapping) else None
+    return f"{key}@{uid}" if uid else key
 
 
 def run_dir_key(run_dir: Path) -> str:

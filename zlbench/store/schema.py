@@ -15,7 +15,7 @@ metadata = MetaData()
 runs = Table(
     "runs", metadata,
     Column("run_id", Integer, primary_key=True, autoincrement=True),
-    # identity_hash@created@host for a run dir, log:<sha256 of the file> for a FlagGems log: the
+    # identity_hash@created@host[@run_uid] for a run dir, log:<sha256 of the file> for a FlagGems log: the
     # same run written twice finds itself by this key.
     Column("run_key", String(200), nullable=False, unique=True),
     Column("content_hash", String(64), nullable=False),  # unchanged content -> the write is a no-op
