@@ -380,7 +380,8 @@ def test_the_one_run_form_of_an_aa_sweep_is_an_aa(tmp_path):
         run = tmp_path / name
         run.mkdir()
         (run / "run_identity.json").write_text(json.dumps(
-            {"config": {"ab": {"name": "env", "var": "ZL_X", "aa": aa, "values": values}}, "sides": {name: {}}}))
+            {"config": {"ab": {"name": "env", "var": "ZL_X", "aa": aa, "values": values}}, "sides": {name: {}},
+             "backend": {"name": "cpu"}, "switch_env": {}, "identity_hash": name}))
         return Source(run)
 
     assert _node_level_command(side("off", True, [0, 1]), side("on", True, [0, 1])) == \

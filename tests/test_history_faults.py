@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from . import history_runs as H
 from .conftest import EXP_RUN, copied_run, zlbench
 from .history_runs import history
@@ -103,3 +105,26 @@ def test_a_run_draws_its_id_as_it_starts_and_a_resume_keeps_it(shared_run, tmp_p
     assert res.returncode == 0 and "resuming" in res.stderr, res.stderr[-2000:]
     ident = json.loads((copy / "run_identity.json").read_text())
     assert ident["provenance"]["run_uid"] == uid and len(ident["resumed"]) == 1, ident["provenance"]
+
+
+@pytest.mark.parametrize("text, problem", [("[]", "it holds a list"), ("null", "it holds null"),
+                                           ("{}", "it lacks config, backend, switch_env, identity_hash")])
+def test_an_identity_of_the_wrong_shape_is_a_damaged_run_dir(shared_run, tmp_path, capsys, text, problem):
+    """Valid JSON of the wrong shape: summary and collect died in a traceback (exit 1, the gate's
+    'slower'), and `history import` recorded `{}` with a blank backend."""
+    from zlbench.report import batch_summary, collect
+
+    res = shared_run(*EXP_RUN)
+    run_dir = copied_run(res, tmp_path / "zl_runs" / "d" / "run")
+    (run_dir / "run_identity.json").write_text(text)
+    said = f"{run_dir / 'run_identity.json'} is no run identity: {problem}"
+    for main in (batch_summary.main, collect.main):
+        code = main([str(run_dir)])
+        err = capsys.readouterr().err
+        assert code == 2 and said in err and "Fix: restore that file" in err, err
+    code, out = history(capsys, "import", run_dir, "--url", tmp_path / "w.db")  # named: refused
+    assert code == 2 and said in out.err and not (tmp_path / "w.db").exists(), out.err
+    good = run(tmp_path / "zl_runs" / "good", 1, 1.0)
+    code, out = history(capsys, "import", tmp_path / "zl_runs", "--url", tmp_path / "w.db")  # below a folder: skipped
+    assert code == 0 and out.out.splitlines() == [f"recorded: {good} (3 rows)"], out.out
+    assert f"skipped {run_dir}: {run_dir / 'run_identity.json'} is no run identity: {problem}" in out.err, out.err

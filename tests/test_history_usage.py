@@ -105,7 +105,7 @@ def test_compare_of_a_path_that_does_not_exist_says_so(tmp_path, two_runs, capsy
     (run_dir / "rows.jsonl").write_text("")  # rows alone: import would refuse it, so no import Fix
     code, out = history(capsys, "compare", "1", run_dir, "--url", two_runs)
     assert code == 2 and f"{run_dir} is not a run dir" in out.err, out.err
-    (run_dir / "run_identity.json").write_text("{}")
+    (run_dir / "run_identity.json").write_text(json.dumps(H.identity()))
     code, out = history(capsys, "compare", "1", run_dir, "--url", two_runs)
     assert code == 2 and f"{run_dir} is not in the store" in out.err, out.err
     # Its Fix names the store compare read (import's own default is the one beside the run dir):

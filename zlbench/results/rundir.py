@@ -62,10 +62,19 @@ def write_identity(run_dir: Path, identity: Mapping) -> Path:
     return path
 
 
-def read_identity(run_dir: Path) -> dict:
+# What every identity a run writes as it starts holds, and its JSON type (summary, collect and the store
+# read them); `provenance` is read where it is there.
+IDENTITY_KEYS = {"config": dict, "backend": dict, "switch_env": dict, "identity_hash": str}
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "a number",
+               float: "a number", type(None): "null"}
+
+
+def read_identity(run_dir: Path, whole: bool = True) -> dict:
+    """A run dir's identity. whole=False: a JSON object, whichever of IDENTITY_KEYS it holds (a reader
+    of one key that does without it)."""
     path = Path(run_dir) / IDENTITY_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        identity = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{run_dir} is not a zlbench run dir (no {IDENTITY_FILE}: a run writes it as it starts). "
                          "Fix: pass the folder a run names in its `results in ...` line (it holds "
@@ -73,6 +82,31 @@ def read_identity(run_dir: Path) -> dict:
     except ValueError as e:
         raise UsageError(f"{path} is not valid JSON ({e}): the run dir is damaged (its measurements in units/ "
                          "are untouched). Fix: restore that file from a copy of the run dir, or start a new run.")
+    problem = _identity_problem(identity, whole)
+    if problem:
+        raise UsageError(f"{path} is no run identity: {problem} (a run writes a JSON object holding "
+                         f"{', '.join(IDENTITY_KEYS)}): the run dir is damaged (its measurements in units/ are "
+                         "untouched). Fix: restore that file from a copy of the run dir, or start a new run.")
+    return identity
+
+
+def _identity_problem(identity, whole: bool) -> Optional[str]:
+    def kind(value) -> str:
+        return _JSON_TYPES.get(type(value), type(value).__name__)
+
+    if not isinstance(identity, dict):
+        return f"it holds {kind(identity)}"
+    missing = [k for k in IDENTITY_KEYS if k not in identity] if whole else []
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    wanted = {**IDENTITY_KEYS, "provenance": dict}
+    for key, want in wanted.items():
+        if key in identity and not isinstance(identity[key], want):
+            return f"its {key} is {kind(identity[key])}, not {_JSON_TYPES[want]}"
+    ab = identity.get("config", {}).get("ab") if whole else {}
+    if not isinstance(ab, dict):
+        return f"its config.ab is {kind(ab)}, not an object"
+    return None
 
 
 def add_process_facts(run_dir: Path) -> None:
@@ -192,7 +226,7 @@ def switches(run_dir: Path, unset: Sequence[str] = ()) -> List[str]:
     from zlbench.config.secrets import has_password
 
     try:
-        env = read_identity(run_dir).get("switch_env") or {}
+        env = read_identity(run_dir, whole=False).get("switch_env") or {}
     except UsageError:
         return []
     pairs = [f"{k}={v}" for k, v in sorted(env.items()) if not has_password(str(v))]
@@ -206,7 +240,7 @@ def made_with(run_dir: Path) -> List[str]:
     any later command into the dir may rewrite, where it has none."""
     overrides = None
     try:
-        overrides = (read_identity(run_dir).get("provenance") or {}).get("job_overrides")
+        overrides = (read_identity(run_dir, whole=False).get("provenance") or {}).get("job_overrides")
     except UsageError:
         pass
     if overrides is None:
