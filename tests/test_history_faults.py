@@ -4,6 +4,8 @@ synthetic run dirs (tests/history_runs.py) in process, real runs where only a ru
 from __future__ import annotations
 
 import json
+import os
+import socket
 import shutil
 
 import pytest
@@ -128,3 +130,20 @@ def test_an_identity_of_the_wrong_shape_is_a_damaged_run_dir(shared_run, tmp_pat
     code, out = history(capsys, "import", tmp_path / "zl_runs", "--url", tmp_path / "w.db")  # below a folder: skipped
     assert code == 0 and out.out.splitlines() == [f"recorded: {good} (3 rows)"], out.out
     assert f"skipped {run_dir}: {run_dir / 'run_identity.json'} is no run identity: {problem}" in out.err, out.err
+
+
+def test_import_refuses_a_run_still_measuring_and_skips_it_below_a_folder(tmp_path, capsys):
+    """`history import DIR` recorded a run still measuring (its tables of a moment, a resume's or a
+    collect's): named, it is refused; below a folder, skipped as the README says."""
+    good = run(tmp_path / "zl_runs" / "good", 1, 1.0)
+    live = run(tmp_path / "zl_runs" / "live", 2, 1.0)
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-11-02T02:00:00+0000",
+              "command": "python -m zlbench ops=[exp]"}
+    (live / ".zlbench.lock.holder.json").write_text(json.dumps(holder))  # as a live run's lock says
+    store = tmp_path / "w.db"
+    code, out = history(capsys, "import", live, "--url", store)
+    assert code == 2 and f"zlbench: error: {live} is still measuring (pid {os.getpid()} on" in out.err, out.err
+    assert "Fix: import it after it ends" in out.err and not store.exists(), out.err
+    code, out = history(capsys, "import", tmp_path / "zl_runs", "--url", store)
+    assert code == 0 and out.out.splitlines() == [f"recorded: {good} (3 rows)"], out.out
+    assert f"skipped {live}: is still measuring (pid {os.getpid()}" in out.err, out.err

@@ -98,7 +98,7 @@ def _emit(text: str, out: Optional[Path], name: str) -> None:
 def cmd_import(args) -> int:
     from zlbench.store import Store, default_url
     from zlbench.store.db import normalize_url, sqlite_file
-    from zlbench.store.ingest import log_record, recorded_log_facts, rows_said, run_dir_record, write_record
+    from zlbench.store.ingest import log_record, recorded_log_facts, rows_said, write_record
 
     url = (find_store(args.url, create=True)[0] if args.url or os.environ.get(ENV_URL)
            else default_url(Path(args.paths[0])))
@@ -111,7 +111,7 @@ def cmd_import(args) -> int:
     passed: List[tuple] = []  # (run dir found below a folder, why it cannot be imported)
     for path in args.paths:
         if path.is_dir() and (path / "run_identity.json").is_file():
-            records.append(run_dir_record(path))
+            records.append(_finished_run_record(path))
         elif path.is_dir():  # a folder of runs: every run dir below it
             found = sorted(p.parent for p in path.rglob("run_identity.json"))
             if not found:
@@ -119,7 +119,7 @@ def cmd_import(args) -> int:
                                  "run dirs, a folder of them (zl_runs), or FlagGems result_*.log files.")
             for run_dir in found:
                 try:
-                    records.append(run_dir_record(run_dir))
+                    records.append(_finished_run_record(run_dir))
                 except (UsageError, OSError) as e:
                     passed.append((run_dir, e))
         else:  # read (and refused if malformed) before the store is opened: nothing is half imported
@@ -155,6 +155,19 @@ def cmd_import(args) -> int:
         print(f"[zlbench] store {store.shown}: {len(records)} run(s)"
               + (f"; {len(passed)} run dir(s) skipped (said above)" if passed else ""), file=sys.stderr)
     return 0
+
+
+def _finished_run_record(run_dir: Path) -> dict:
+    """run_dir_record of a run dir, refused while its run is still measuring on this host (as
+    collect and summary tell it): its tables are not the run's yet."""
+    from zlbench.results.rundir import live_run
+    from zlbench.store.ingest import run_dir_record
+
+    running = live_run(run_dir)
+    if running:
+        raise UsageError(f"{run_dir.resolve()} is still measuring ({running}): its tables are not the run's yet. "
+                         "Fix: import it after it ends (a run with a store records itself there as it ends).")
+    return run_dir_record(run_dir)
 
 
 def _why_not(run_dir: Path, error: Exception) -> str:
