@@ -147,3 +147,32 @@ def test_import_refuses_a_run_still_measuring_and_skips_it_below_a_folder(tmp_pa
     code, out = history(capsys, "import", tmp_path / "zl_runs", "--url", store)
     assert code == 0 and out.out.splitlines() == [f"recorded: {good} (3 rows)"], out.out
     assert f"skipped {live}: is still measuring (pid {os.getpid()}" in out.err, out.err
+
+
+def test_reading_never_makes_a_store_in_an_empty_file_or_another_database(tmp_path, capsys, monkeypatch):
+    """`history --url zero.db list` of a 0-byte file said '(no runs)' and left a 53 KB store there;
+    another program's SQLite database got a store's tables beside its own."""
+    import sqlite3
+
+    zero = tmp_path / "zero.db"
+    zero.write_bytes(b"")
+    for verb in (["list"], ["compare", "--latest"], ["regressions"], ["vendors"]):
+        code, out = history(capsys, "--url", zero, *verb)
+        assert code == 2 and f"no results store at {zero}: the file is empty; reading makes none" in out.err, out.err
+    assert zero.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["zero.db"]
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    before = other.read_bytes()
+    code, out = history(capsys, "--url", other, "list")
+    assert code == 2 and "its 1 table(s) are another program's; reading makes none" in out.err, out.err
+    assert other.read_bytes() == before and not (tmp_path / "other.db-wal").exists()
+    # Two run dirs beside an empty zlbench.db: compared on their own, the file left as it is.
+    runs = tmp_path / "runs"
+    a, b = run(runs / "a", 1, 1.0), run(runs / "b", 2, 2.0)
+    (runs / "zlbench.db").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZLBENCH_STORE_URL", raising=False)
+    code, out = history(capsys, "compare", a, b)
+    assert code == 1 and "holds no store" in out.err and (runs / "zlbench.db").stat().st_size == 0, out.err

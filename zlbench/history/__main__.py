@@ -239,7 +239,7 @@ def _compare_store(args, stack):
     different stores), compared on their own intervals."""
     from zlbench.history.query import resolve_run
     from zlbench.store import Store, default_url
-    from zlbench.store.db import OlderSchema, display_url, sqlite_file
+    from zlbench.store.db import NoStore, OlderSchema, display_url, sqlite_file
     from zlbench.store.ingest import run_dir_record, write_record
 
     pair = _run_dir_pair(args)
@@ -259,6 +259,9 @@ def _compare_store(args, stack):
             store = Store(url, create=False, upgrade=False)
         except OlderSchema:
             looked.append(f"{display_url(url)} has an older schema (a look does not upgrade it)")
+            continue
+        except NoStore:
+            looked.append(f"{display_url(url)} holds no store")
             continue
         try:
             for path in pair:

@@ -70,7 +70,7 @@ def display_url(url: str) -> str:
         return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
 
 
-def _engine(url: str, lock_timeout_s: float) -> Engine:
+def _engine(url: str, lock_timeout_s: float, wal: bool = True) -> Engine:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -95,7 +95,7 @@ def _engine(url: str, lock_timeout_s: float) -> Engine:
     except ImportError as e:
         raise UsageError(f"store URL {display_url(url)} needs a database driver that is not installed ({e}). "
                          "Fix: install the driver named there (for PostgreSQL: pip install 'zlbench[store]').")
-    if backend == "sqlite":
+    if backend == "sqlite" and wal:  # a writer's: the mode stays in the file (a reader changes nothing)
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record):  # noqa: ANN001
             # WAL: readers (history, the site) never block the writer of a finishing run.
@@ -193,19 +193,35 @@ class OlderSchema(UsageError):
     """A store a reader only looked at (Store(..., upgrade=False)) needs its schema upgraded first."""
 
 
-def migrate(connection: Connection, url: str, target: str = "head", upgrade: bool = True) -> None:
+class NoStore(UsageError):
+    """A reader (Store(..., create=False)) was pointed at a file or database that holds no store."""
+
+
+def no_store(where: str, what: str) -> NoStore:
+    return NoStore(f"no results store at {where}: {what}; reading makes none. Fix: pass --url (or set "
+                   "ZLBENCH_STORE_URL) to an existing store, or build one with `python -m zlbench history "
+                   "import RUN_DIR...`.")
+
+
+def migrate(connection: Connection, url: str, target: str = "head", upgrade: bool = True,
+            create: bool = True) -> None:
     """Bring the store to `target` (head by default): creates a new store, upgrades an old one,
     refuses a newer or foreign one with the way out. upgrade=False: an older store is left as it is
-    (OlderSchema), for a reader that only looks whether the store is the one it wants."""
+    (OlderSchema), for a reader that only looks whether the store is the one it wants. create=False:
+    a database without a store is refused (NoStore), for a reader."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
     current = MigrationContext.configure(connection).get_current_revision()
     shown = display_url(url)
     if current is None:
-        if "runs" in inspect(connection).get_table_names():
+        tables = inspect(connection).get_table_names()
+        if "runs" in tables:
             raise UsageError(f"{shown} has a `runs` table but no zlbench schema version (alembic_version): it "
                              "is not a zlbench store. Fix: point store.url at another database or file.")
+        if not create:
+            raise no_store(shown, f"its {len(tables)} table(s) are another program's" if tables else
+                           "the database is empty")
     elif current not in known_revisions():
         raise UsageError(
             f"the results store {shown} has schema revision {current}, newer than this zlbench knows "
@@ -249,20 +265,20 @@ class Store:
         if is_off(url):
             raise UsageError("no store URL given. Fix: --url sqlite:///PATH/zlbench.db or postgresql://...")
         self.url = normalize_url(url)
-        if not create:  # a reader must not leave an empty store behind at a mistyped path
-            parsed = make_url(self.url)
-            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-                    and not Path(parsed.database).is_file():
-                raise UsageError(f"no results store at {parsed.database}. Fix: pass --url (or set "
-                                 "ZLBENCH_STORE_URL) to an existing store, or build one with "
-                                 "`python -m zlbench history import RUN_DIR...`.")
-        self.engine = _engine(self.url, lock_timeout_s if lock_timeout_s is not None else default_lock_timeout_s())
+        if not create:  # a reader never makes a store: at a mistyped path, in an empty file, in another database
+            db = sqlite_file(self.url)
+            if db is not None and not db.is_file():
+                raise no_store(str(db), "no such file")
+            if db is not None and db.stat().st_size == 0:
+                raise no_store(str(db), "the file is empty")
+        self.engine = _engine(self.url, lock_timeout_s if lock_timeout_s is not None else default_lock_timeout_s(),
+                              wal=create)
         try:
             with _creation_lock(self.url), self.engine.begin() as conn:
                 if conn.dialect.name == "postgresql":
                     # Machines opening a new shared store at once: one creates it, the others wait.
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
-                migrate(conn, self.url, target, upgrade)
+                migrate(conn, self.url, target, upgrade, create)
         except SQLAlchemyError as e:
             self.engine.dispose()
             raise explain(e, self.url, "opening the store") from None
