@@ -176,3 +176,28 @@ def test_reading_never_makes_a_store_in_an_empty_file_or_another_database(tmp_pa
     monkeypatch.delenv("ZLBENCH_STORE_URL", raising=False)
     code, out = history(capsys, "compare", a, b)
     assert code == 1 and "holds no store" in out.err and (runs / "zlbench.db").stat().st_size == 0, out.err
+
+
+def test_a_run_that_could_not_record_itself_names_its_store_in_the_fix(tmp_path, capsys):
+    """store.url=/x/garbage.db (no database): the Fix `python -m zlbench history import RUN_DIR` lacked
+    --url, so following it recorded the run in the store beside the run dir, another one."""
+    import re
+    import shlex
+
+    from zlbench.store import record_or_warn
+
+    run_dir = run(tmp_path / "runs" / "r", 1, 1.0)
+    garbage = tmp_path / "x" / "garbage.db"
+    garbage.parent.mkdir()
+    garbage.write_text("garbage\n")
+    record_or_warn(run_dir, str(garbage))
+    err = capsys.readouterr().err
+    fix = re.search(r"later: `python -m zlbench history (.*)`\.$", err.strip())
+    assert fix and shlex.split(fix.group(1)) == ["--url", str(garbage), "import", str(run_dir)], err
+    garbage.unlink()  # what was wrong put right, the Fix records the run where the run meant it
+    code, out = history(capsys, *shlex.split(fix.group(1)))
+    assert code == 0 and garbage.is_file() and not (run_dir.parent / "zlbench.db").exists(), out.err
+    # A URL with a password: left to ZLBENCH_STORE_URL, which the import reads as the run did.
+    record_or_warn(run_dir, "postgresql://u:secret@127.0.0.1:1/zlbench")
+    err = capsys.readouterr().err
+    assert "secret" not in err and f"later: `python -m zlbench history import {run_dir}`" in err, err

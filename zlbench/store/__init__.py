@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -99,8 +100,10 @@ def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
     run's exit code is the run's."""
     from zlbench.errors import UsageError
 
+    target = url
     try:
-        record_run(run_dir, run_url(run_dir, url))
+        target = run_url(run_dir, url)
+        record_run(run_dir, target)
     except UsageError as e:
         why = str(e)
     except ImportError as e:  # a machine that carries zlbench without its store's packages
@@ -111,4 +114,20 @@ def record_or_warn(run_dir: Path, url: Optional[str]) -> None:
     else:
         return
     print(f"[zlbench] results store not written: {why} The run dir is intact; later: "
-          f"`python -m zlbench history import {run_dir}`.", file=sys.stderr)
+          f"`python -m zlbench history {_url_option(target)}import {shlex.quote(str(run_dir))}`.", file=sys.stderr)
+
+
+def _url_option(url: Optional[str]) -> str:
+    """`--url URL ` naming the store a run records into, for the import that records it later (its
+    own default is the store beside the run dir, maybe not this one); nothing where the URL holds a
+    password, which only the environment gives (ZLBENCH_STORE_URL: the import reads it too)."""
+    from zlbench.config.secrets import has_password
+
+    if url is None or has_password(str(url)):
+        return ""
+    text = str(url)
+    if "://" not in text:  # a file (its folder resolved: resolve_url): as the import is run from anywhere
+        text = str(Path(text).expanduser().resolve())
+    elif text.startswith("sqlite:///"):
+        text = text[len("sqlite:///"):]
+    return f"--url {shlex.quote(text)} "
