@@ -138,13 +138,16 @@ def test_regressions_over_too_few_runs_judge_nothing_and_do_not_pass_a_gate(two_
 
 def test_unstable_rows_are_listed_apart_from_the_changed_ones(tmp_path, url, capsys):
     """Rows whose rounds disagree far beyond any threshold (CI -76%..+273%) are 'unstable': no verdict,
-    so not under Changed rows; a section of their own says what unstable means."""
+    so not under Changed rows; a section of their own says what unstable means. A gate whose every row
+    is unstable judged nothing: exit 2 (it passed, exit 0, over a real 2x slowdown its history blurred)."""
     dirs = H.series(tmp_path, [{"exp": 1.0, "add": 1.0}, {"exp": 1.0, "add": 0.5}], noise=0.6, rounds=4, seed=1)
     assert history(capsys, "import", *dirs, "--url", url)[0] == 0
     code, out = history(capsys, "compare", "1", "2", "--url", url, "--format", "json")
     assert {r["verdict"] for r in json.loads(out.out)["rows"]} == {"unstable"}
     code, out = history(capsys, "compare", "1", "2", "--url", url)
-    assert code == 0, out.err
+    assert code == 2, out.err
+    assert "**no row judged** (every paired row unstable: too noisy to judge): exit 2" in out.out, out.out
+    assert history(capsys, "compare", "1", "2", "--url", url, "--fail-on", "none")[0] == 0
     changed, _, unstable = out.out.partition("## Unstable rows (6)")
     assert "## Changed rows (0)\n\nNone." in changed and "unstable" not in changed.split("## Changed rows")[1]
     assert "rounds (or earlier runs) disagree too much to judge a change" in unstable

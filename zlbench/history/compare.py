@@ -270,7 +270,8 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
     lost_rows = sum(1 for u in unpaired + table if u.get("lost_in") == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
     failing_rows += lost_rows if fail_on in LOST_FAILS else 0
-    judged = sum(1 for t in table if t["noise"] != "none")
+    # An unstable row has a noise estimate but no verdict: a gate whose every row is unstable judged none.
+    judged = sum(1 for t in table if t["noise"] != "none" and t["verdict"] != UNSTABLE)
     return {
         "run_a": _public(run_a, lasting), "run_b": _public(run_b, lasting),
         "label_a": describe(run_a, by_path=not lasting), "label_b": describe(run_b, by_path=not lasting),
@@ -366,8 +367,8 @@ def _not_b_switches(a: Mapping, b: Mapping, run_b: Mapping) -> List[str]:
 
 def gate_exit(fail_on: str, judged_rows: int, failing_rows: int) -> int:
     """compare's exit code: 1 where a row fails (a verdict --fail-on names, or a row B lost); else 2
-    where the gate judged no row (none paired, or none with a noise estimate: such a gate would pass
-    having checked nothing); --fail-on none never fails."""
+    where the gate judged no row (none paired, none with a noise estimate, or every one unstable: such a
+    gate would pass having checked nothing); --fail-on none never fails."""
     if fail_on == "none":
         return 0
     if failing_rows:
@@ -582,7 +583,9 @@ def _result_lines(s: Mapping) -> List[str]:
     wanted = sorted(FAIL_ON[s["fail_on"]])
     if wanted and s.get("gate_exit") == 2:
         out.append(f"- Gate (--fail-on {s['fail_on']}): **no row judged** ("
-                   + ("no row paired" if not s["paired_rows"] else "no paired row had a noise estimate")
+                   + ("no row paired" if not s["paired_rows"] else
+                      "every paired row unstable: too noisy to judge" if s.get("verdicts", {}).get(UNSTABLE) and
+                      all(v == UNSTABLE for v in s.get("verdicts", {})) else "no paired row had a noise estimate")
                    + "): exit 2, a gate that checked nothing does not pass.")
     elif wanted:
         lost = s.get("lost_rows", 0) if s["fail_on"] in LOST_FAILS else 0
