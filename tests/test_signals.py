@@ -95,3 +95,33 @@ def test_a_second_interrupt_exits_at_once_and_names_the_commands_that_finish_the
                 "without recording the run; "
                 f"`python -m zlbench collect {run}` writes them from what finished") in err, err[-3000:]
         assert f"resume={run}` measures the rest." in err and "python -m zlbench " in err, err[-3000:]
+
+
+def test_an_interrupted_sweep_names_its_jobs_that_never_ran_and_how_to_run_them(tmp_path):
+    """A sweep interrupted in its first job listed the second as 'exit 130 ... -> DIR', a dir with
+    only zlbench.log in it, and printed no way to run it (resume= refused it: no run_identity.json)."""
+    import shlex
+    import subprocess
+    import sys
+
+    from .conftest import start_zlbench
+
+    sweep = tmp_path / "sweep"
+    proc = start_zlbench("-m", "ab=demo_fused_softmax", "ab.side=off,on", "ab.rounds=3", "ab.min_rounds=3",
+                         "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none", f"hydra.sweep.dir={sweep}",
+                         cwd=tmp_path)
+    assert wait_for(lambda: events(sweep / "0", "start") or proc.poll() is not None, timeout=180)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    table = err[err.index("multirun jobs"):]
+    assert "exit 130" in table and "ab.side=off" in table, table
+    line = next(x for x in table.splitlines() if x.strip().startswith("not run"))
+    assert "ab.side=on" in line and f"hydra.run.dir={sweep / '1'}" in line, table
+    command = line.split("-> run it: ", 1)[1]
+    assert command.startswith("python -m zlbench ")
+    ran = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    identity = json.loads((sweep / "1" / "run_identity.json").read_text())
+    assert identity["sides"] and list(identity["sides"]) == ["on"], identity["sides"]

@@ -33,6 +33,8 @@ _provenance: dict = {}
 _made: List[Path] = []
 # (job label, run dir, exit code) of every job this process ran (one, or a multirun sweep's).
 _jobs: List[Tuple[str, str, int]] = []
+# (job label, the command that runs it) of a sweep's jobs an interrupt left unrun.
+_not_run: List[Tuple[str, str]] = []
 # Most serious first: the code a sweep exits with.
 SEVERITY = (Exit.INTERRUPTED, Exit.USAGE, Exit.INTERNAL, Exit.DEAD_AXIS, Exit.CUT, Exit.NOT_OK)
 
@@ -67,8 +69,11 @@ def _app(cfg: DictConfig) -> None:
     run_dir = Path(hc.runtime.output_dir)
     # As typed: iterating hc.overrides.task would resolve an interpolation in it (${oc.env:UNSET} died here).
     label = " ".join(OmegaConf.to_container(hc.overrides.task, resolve=False)) or "(defaults)"
-    if any(code == Exit.INTERRUPTED for _, _, code in _jobs):
-        _jobs.append((label, str(run_dir), int(Exit.INTERRUPTED)))  # the sweep was interrupted: skip
+    if any(code == Exit.INTERRUPTED for _, _, code in _jobs):  # the sweep was interrupted: skip
+        import shlex
+
+        overrides = [*OmegaConf.to_container(hc.overrides.task, resolve=False), f"hydra.run.dir={run_dir}"]
+        _not_run.append((label, "python -m zlbench " + shlex.join(overrides)))
         return
     try:
         for note in config_notes(cfg):
@@ -136,6 +141,8 @@ def _sweep_table() -> None:
     print("\n[zlbench] multirun jobs:", file=sys.stderr)
     for label, run_dir, code in _jobs:
         print(f"  exit {code:3d}  {label}  -> {run_dir}", file=sys.stderr)
+    for label, command in _not_run:  # after an interrupt: nothing of them ran
+        print(f"  not run   {label}  -> run it: {command}", file=sys.stderr)
 
 
 # One front door: `zlbench VERB ...` (or `python -m zlbench VERB ...`) for the commands that read run
@@ -218,6 +225,7 @@ def main() -> None:
     _provenance.update(provenance)
     sys.argv = [sys.argv[0]] + argv
     _jobs.clear()
+    _not_run.clear()
     try:
         _app()
     except KeyboardInterrupt:
@@ -236,7 +244,7 @@ def main() -> None:
         if not _jobs and e.code not in (0, None):
             sys.exit(Exit.USAGE)
         raise
-    if len(_jobs) > 1:
+    if len(_jobs) + len(_not_run) > 1:
         _sweep_table()
     if any(a in ("-m", "--multirun") for a in argv):
         _remove_refused_sweep()
