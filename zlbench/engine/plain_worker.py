@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from zlbench.engine.locks import DeviceLock, held_fds
-from zlbench.engine.processes import (LAUNCH_BANNER, POLL_S, die_with_parent, job_id, kill_group, log_tail, process_env,
-                                     pytest_argv, wait_exit)
+from zlbench.engine.processes import (IDLE_FLOOR_S, LAUNCH_BANNER, POLL_S, die_with_parent, idle_limit, job_id,
+                                     kill_group, log_tail, process_env, pytest_argv, wait_exit)
 from zlbench.results import events as ev
 from zlbench.results.events import GATE_ENV, GATE_NODES_ENV, GATE_NODES_FILE, GATE_SOME
 from zlbench.engine.stealing import Ownership
@@ -111,6 +111,12 @@ def _never_started(attempt: Attempt, node: str, any_started: bool, node_timeout:
                                      f"node_timeout_s={node_timeout:g}, at least {IDLE_FLOOR_S:g} s for a start-up) "
                                      "before its first test: imports, conftest, collection or a session fixture "
                                      f"hung; log tail: {attempt.log_tail}")
+    if attempt.killed_for == "between_nodes" and not any_started:
+        # A resident A/B process (engine/side_process.py) that started no test of this command.
+        return _end(node, "timeout", f"the benchmark process went {idle_limit(node_timeout):g} s with no test in "
+                                     f"flight (launcher.node_timeout_s={node_timeout:g}, at least {IDLE_FLOOR_S:g} s "
+                                     "between tests) before it started this one: it hung between tests; log tail: "
+                                     f"{attempt.log_tail}")
     if attempt.killed_for == "deadline" and not any_started:
         # zlbench killed the process before its first node (still importing the corpus): the
         # run's time limit was reached, nothing crashed.
@@ -347,15 +353,6 @@ class Started:
             os.close(self.gate)
             self.gate = None
         self.log.close()
-
-
-# A start-up (torch, Triton and the corpus imported on a busy machine) may take longer than a short
-# test time limit allows a test: where no test is in flight the limit is never below this.
-IDLE_FLOOR_S = 30.0
-
-
-def idle_limit(node_timeout: float) -> float:
-    return max(node_timeout, IDLE_FLOOR_S)
 
 
 def _watch(proc: subprocess.Popen, events: Path, pos: int, node_timeout: float,

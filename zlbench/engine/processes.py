@@ -15,6 +15,13 @@ from zlbench.results import events as ev
 
 # How often a watcher reads the events a benchmark process appends (s).
 POLL_S = 0.2
+# A start-up (torch, Triton and the corpus imported on a busy machine) may take longer than a short
+# test time limit allows a test: where no test is in flight the limit is never below this.
+IDLE_FLOOR_S = 30.0
+
+
+def idle_limit(node_timeout: float) -> float:
+    return max(node_timeout, IDLE_FLOOR_S)
 
 
 def process_env(unit: dict, extra_env: Dict[str, Optional[str]], cfg_path: Path) -> Dict[str, str]:

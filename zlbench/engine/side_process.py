@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Tuple
 
 from zlbench.engine.locks import held_fds
-from zlbench.engine.processes import LAUNCH_BANNER, POLL_S, die_with_parent, kill_group, process_env, pytest_argv
+from zlbench.engine.processes import (LAUNCH_BANNER, POLL_S, die_with_parent, idle_limit, kill_group, process_env,
+                                     pytest_argv)
 from zlbench.results import events as ev
 
 SERVE_PLUGIN = "zlbench.plugins.serve"
@@ -120,22 +121,32 @@ class SideProcess:
 def wait_served(proc: SideProcess, seq: int, events: Path, pos: int, node_timeout: float,
                 deadline: Optional[float]) -> Tuple[bool, Optional[str]]:
     """(served, killed_for): the command's `served` event, or the process' end (killed_for says
-    why zlbench killed it: node_timeout | deadline | None when it died by itself)."""
-    since = time.time()  # a node's time starts with its first item; before that, the start-up
+    why zlbench killed it, as plain_worker._watch does: node_timeout | startup | between_nodes |
+    deadline; None when it died by itself). A test in flight has launcher.node_timeout_s; with none in
+    flight (a start-up: imports, collection) the limit is never below IDLE_FLOOR_S, as in a plain run."""
+    current, since, started_any = None, time.time(), False
     while True:
         new, pos = ev.read_new_events(events, pos)
         for e in new:
             if e.get("event") == "served" and e.get("seq") == seq and e.get("pid") == proc.proc.pid:
                 return True, None
             if e.get("event") == "start":
-                since = e["t"]
+                current, since, started_any = e["node"], e["t"], True
+            elif e.get("event") == "end":
+                current, since = None, time.time()
         if not proc.alive():
             new, pos = ev.read_new_events(events, pos)
             served = any(e.get("event") == "served" and e.get("seq") == seq for e in new)
             return served, None
         now = time.time()
-        reason = "node_timeout" if now - since > node_timeout else (
-            "deadline" if deadline is not None and now > deadline else None)
+        reason = None
+        if current is not None and now - since > node_timeout:
+            reason = "node_timeout"
+        elif current is None and now - since > idle_limit(node_timeout):
+            # its first command (seq 1) before any test of it: the process is still starting
+            reason = "startup" if seq == 1 and not started_any else "between_nodes"
+        elif deadline is not None and now > deadline:
+            reason = "deadline"
         if reason:
             proc.kill()
             return False, reason
