@@ -79,6 +79,19 @@ def files_under(path):
     # The axis' own variable in ab.fixed: the sides' values won and the entry was ignored, silently.
     (["ab=demo_fused_softmax", "+ab.fixed.DEMO_GEMS_FUSED_SOFTMAX=1"], "zlbench: error: "
      "ab.fixed.DEMO_GEMS_FUSED_SOFTMAX=1: DEMO_GEMS_FUSED_SOFTMAX is the axis' own variable"),
+    # An env value YAML reads as a boolean or a number: the processes got Python's spelling of it
+    # (DEMO_GEMS_FUSED_SOFTMAX=False / =True: an A/B that changed nothing; 1e3 as 1000.0).
+    (["ab=demo_fused_softmax", "ab.values=[false,true]"], "zlbench: error: ab.values=[false,true]: unquoted, false "
+     "and true are YAML booleans, and every benchmark process would get them as False and True, not as typed. Fix: "
+     "quote them, ab.values=['false','true'], or use 0/1: ab.values=[0,1]."),
+    (["ab=demo_fused_softmax", "ab.values=[1e3,1000]"], "zlbench: error: ab.values=[1e3,1000]: unquoted, 1e3 is a "
+     "YAML number, and every benchmark process would get it as 1000.0, not as typed. Fix: quote it, "
+     "ab.values=['1e3',1000]."),
+    (["ab=demo_fused_softmax", "+ab.fixed.ZL_TEST_X=true"], "zlbench: error: ab.fixed.ZL_TEST_X=true: unquoted, true "
+     "is a YAML boolean"),
+    (["+corpus.env.ZL_TEST_X=false"], "zlbench: error: corpus.env.ZL_TEST_X=false: unquoted, false is a YAML boolean, "
+     "and every benchmark process would get it as False, not as typed. Fix: quote it, corpus.env.ZL_TEST_X='false', "
+     "or use 0/1: corpus.env.ZL_TEST_X=0."),
     # A near miss of Hydra's own setting: Hydra refused it in three lines and offered +hydra.run.dri=, which
     # it then took, writing the run to zl_runs/<date>/<time>/ (the `+` form, silently).
     (["hydra.run.dri=elsewhere"], "zlbench: error: hydra.run.dri is not a Hydra setting. The settings of hydra.run "
@@ -142,6 +155,7 @@ def test_a_delete_of_an_entry_that_is_set_deletes_it(tmp_path, args, entry):
     (["ab=musa_rlc", "ab.fixed.FLAGTREE_MUSA_RLC_PHASE_MASK=7"], "FLAGTREE_MUSA_RLC_PHASE_MASK=7"),  # its group's
     (["ab=musa_rlc", "ab.fixed.ZL_TEST_Y=2"], "ZL_TEST_Y=2"),
     (["+corpus.env.ZL_TEST_X=1", "corpus.env.ZL_TEST_X=2"], "ZL_TEST_X=2"),
+    (["corpus.env.ZL_TEST_X='false'"], "ZL_TEST_X=false"),  # quoted: text, as typed
 ])
 def test_an_entry_of_a_free_dict_is_set_with_or_without_a_plus(tmp_path, args, shown):
     res = zlbench(*args, "dry_run=true", "ops=[exp]", cwd=tmp_path)

@@ -15,7 +15,7 @@ from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES, conf_dir, register_
 from zlbench.config.secrets import has_password, scrub
 from zlbench.config.validate import field_default, spell
 from zlbench.config.keys import field_of
-from zlbench.config.value_types import type_problem
+from zlbench.config.value_types import env_text_problem, type_problem
 from zlbench.errors import UsageError
 
 TRUE = ("1", "true", "yes", "on")
@@ -293,7 +293,9 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
             if (problem := _deletion_problem(name, launchers)):
                 problems.append(problem)
             continue
-        if (problem := key_problem(name, value, launchers) or type_problem(name, _values(arg), launchers)):
+        parsed = _values(arg)
+        if (problem := key_problem(name, value, launchers) or type_problem(name, parsed, launchers)
+                or env_text_problem(name, value, parsed)):
             problems.append(problem)
         if has_password(value):
             problems.append(f"{name}= holds a password, and zlbench writes its command line into the run dir "

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from enum import Enum
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from zlbench.config.keys import base_type, field_of
 from zlbench.config.validate import field_default, rule_of, spell
+
 
 def _words(hint: Any) -> str:
     base, nullable = base_type(hint)
@@ -78,3 +80,53 @@ def type_problem(key: str, values: Iterable[Any], launchers: Sequence[str] = ("l
             valid = rule_of(key, f, hint).valid if f.metadata else _words(hint)
             return f"{key}={spell(value)} is not valid: it must be {valid}. Fix: {_fix(key, f, hint, value)}."
     return None
+
+
+# Settings whose values every benchmark process gets as environment variables' text.
+ENV_TEXT = ("ab.values", "ab.fixed", "corpus.env")
+# One value of an override as typed: a quoted string, or a bare word that is not a mapping's key.
+_TYPED = re.compile(r"""'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"|[^\s\[\]{},:'"]+(?![^\s\[\]{},:'"])(?!\s*:)""")
+
+
+def _scalars(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _scalars(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _scalars(v)
+    else:
+        yield value
+
+
+def env_text_problem(key: str, typed: str, values: Iterable[Any]) -> Optional[str]:
+    """An env setting's value (ab.values, ab.fixed, corpus.env) that is not text as typed: `values`
+    (Hydra's reading of the override, before the schema makes text of it) holds an unquoted YAML
+    boolean or number whose text differs from what was typed (false, 1e3): every benchmark process
+    would get Python's spelling (False, 1000.0). A quoted 'false' is text, and passes."""
+    if not any(key == k or key.startswith(k + ".") for k in ENV_TEXT):
+        return None
+    words, scalars = list(_TYPED.finditer(typed)), list(_scalars(list(values)))
+    if len(words) != len(scalars):  # an interpolation or an escape: not read here
+        return None
+    bad = [(w, v) for w, v in zip(words, scalars) if not isinstance(v, str) and v is not None and str(v) != w[0]]
+    if not bad:
+        return None
+    kinds = sorted({"booleans" if isinstance(v, bool) else "numbers" for _, v in bad})
+    one = len(bad) == 1
+    said = " and ".join(w[0] for w, _ in bad)
+    got = " and ".join(str(v) for _, v in bad)
+
+    def rewritten(word: Callable[[Any, str], str]) -> str:
+        out, end = [], 0
+        for w, v in bad:
+            out += [typed[end:w.start()], word(v, w[0])]
+            end = w.end()
+        return "".join(out) + typed[end:]
+
+    fix = f"quote {'it' if one else 'them'}, {key}={rewritten(lambda v, w: repr(w))}"
+    if kinds == ["booleans"]:
+        fix += f", or use 0/1: {key}={rewritten(lambda v, w: str(int(v)))}"
+    kind = " and ".join(kinds)
+    return (f"{key}={typed}: unquoted, {said} {'is a YAML ' + kind[:-1] if one else 'are YAML ' + kind}, and every "
+            f"benchmark process would get {'it' if one else 'them'} as {got}, not as typed. Fix: {fix}.")
