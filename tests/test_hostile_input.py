@@ -92,6 +92,31 @@ def files_under(path):
     (["+corpus.env.ZL_TEST_X=false"], "zlbench: error: corpus.env.ZL_TEST_X=false: unquoted, false is a YAML boolean, "
      "and every benchmark process would get it as False, not as typed. Fix: quote it, corpus.env.ZL_TEST_X='false', "
      "or use 0/1: corpus.env.ZL_TEST_X=0."),
+    # A variable zlbench sets itself as the axis or in ab.fixed: the sides' value replaced zlbench's (side B's
+    # CUDA_VISIBLE_DEVICES moved it off the device whose lock it held); in corpus.env: ignored, silently.
+    (["ab=env", "ab.var=ZLBENCH_CPU_SLOT", "ab.values=[0,1]", "dry_run=true"], "zlbench: error: "
+     "ab.var=ZLBENCH_CPU_SLOT: ZLBENCH_CPU_SLOT pins each benchmark process to the device (or CPU slot) zlbench "
+     "gives it, whose lock it holds; the A/B's sides would run with their own value in its place. Fix: "
+     "devices=[...] chooses the devices."),
+    (["ab=env", "ab.var=CUDA_VISIBLE_DEVICES", "ab.values=[0,1]", "dry_run=true"], "zlbench: error: "
+     "ab.var=CUDA_VISIBLE_DEVICES: CUDA_VISIBLE_DEVICES pins each benchmark process to the device"),
+    (["ab=env", "ab.var=TRITON_CACHE_DIR", "ab.values=[a,b]", "dry_run=true"], "zlbench: error: "
+     "ab.var=TRITON_CACHE_DIR: TRITON_CACHE_DIR is where each side (and each process) keeps its kernels"),
+    (["ab=env", "ab.var=PATH", "ab.values=[a,b]", "dry_run=true"], "zlbench: error: ab.var=PATH: PATH is the "
+     "shell's"),
+    (["ab=demo_fused_softmax", "+ab.fixed.PYTEST_DISABLE_PLUGIN_AUTOLOAD=0", "dry_run=true"], "zlbench: error: "
+     "ab.fixed.PYTEST_DISABLE_PLUGIN_AUTOLOAD=0: PYTEST_DISABLE_PLUGIN_AUTOLOAD keeps the plugins merely installed "
+     "beside pytest out of every benchmark process; the A/B's sides would run with their own value in its place. "
+     "Fix: corpus.env.PYTEST_DISABLE_PLUGIN_AUTOLOAD='' loads them all, on both sides."),
+    (["+corpus.env.FLAGGEMS_CACHE_DIR=/tmp/zl_test_x", "dry_run=true"], "zlbench: error: "
+     "corpus.env.FLAGGEMS_CACHE_DIR=/tmp/zl_test_x: FLAGGEMS_CACHE_DIR is where each side (and each process) keeps "
+     "its tuning picks, under the run dir (isolate_caches; a plain run's processes each tune afresh), and zlbench "
+     "sets it, so the processes would never get this value."),
+    # The axis' variable in corpus.env too: the sides' values won, silently.
+    (["ab=demo_fused_softmax", "+corpus.env.DEMO_GEMS_FUSED_SOFTMAX=1", "dry_run=true"], "zlbench: error: "
+     "corpus.env.DEMO_GEMS_FUSED_SOFTMAX=1: DEMO_GEMS_FUSED_SOFTMAX is the A/B's variable, which each side sets "
+     "(ab.values), so the processes would never get this value. Fix: drop corpus.env.DEMO_GEMS_FUSED_SOFTMAX "
+     "(~corpus.env.DEMO_GEMS_FUSED_SOFTMAX)."),
     # A near miss of Hydra's own setting: Hydra refused it in three lines and offered +hydra.run.dri=, which
     # it then took, writing the run to zl_runs/<date>/<time>/ (the `+` form, silently).
     (["hydra.run.dri=elsewhere"], "zlbench: error: hydra.run.dri is not a Hydra setting. The settings of hydra.run "

@@ -15,9 +15,9 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from zlbench.backends import DeviceBackend, DeviceInfo
+from zlbench.backends import DeviceBackend, DeviceInfo, backend_names, get_backend
 from zlbench.config.validate import round_by_round
 from zlbench.planning.corpus import Corpus, TestNode, check_shape_file
 from zlbench.planning.switches import named_env, switch_env
@@ -244,6 +244,7 @@ def make_plan(cfg: Mapping[str, Any], backend: DeviceBackend, available: Sequenc
     shard = 0 if schedule else int(cfg["launcher"].get("shard_size") or 0)
     plain = is_plain(cfg)
     units = abba_units(make_unit, sides, rounds, devices, assignment, shard, rotate=plain)
+    check_env_settings(cfg, backend, devices[0], sides, units)
     steal = bool(cfg["launcher"].get("steal", True))
     if steal:
         share_work(units, run_dir, plain, bool(schedule) and len(devices) > 1)
@@ -486,6 +487,89 @@ def unit_env(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo,
         if _writable(shared):  # else the run's own, as share_kernels=false
             env["TRITON_CACHE_DIR"] = str(shared)
     return env
+
+
+# What zlbench sets in its benchmark processes, and why (unit_env, the factory's PYTHONPATH, the
+# backends' visibility(), engine/processes.py): an A/B's variable or ab.fixed naming one would replace
+# it, corpus.env naming one would be ignored. (name: (why, fix))
+OWNED_ENV = {
+    "PYTHONPATH": ("is the corpus' paths (corpus.root, corpus.pythonpath) ahead of the shell's",
+                   "corpus.pythonpath=[DIR] (under corpus.root, or absolute), or export it in the shell"),
+    "PYTHONUNBUFFERED": ("lets zlbench read a benchmark process' output as it comes", "drop it"),
+    "USE_FLAGTUNE": ("is set from autotune= (FlagGems' tuning)", "autotune=true (every process); to compare "
+                     "tuning on and off, two runs (autotune=false, autotune=true) and `zlbench summary A --ab B`"),
+    "TRITON_CACHE_DIR": ("is where each side (and each process) keeps its kernels, under the run dir "
+                         "(isolate_caches; an A/B's liveness compares what each side compiled)",
+                         "drop it (isolate_caches=false keeps a plain run's processes in corpus.env's caches)"),
+    "FLAGGEMS_CACHE_DIR": ("is where each side (and each process) keeps its tuning picks, under the run dir "
+                           "(isolate_caches; a plain run's processes each tune afresh)",
+                           "drop it (isolate_caches=false and timer.share_tuning=true keep a plain run's processes "
+                           "in corpus.env's caches)"),
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": ("keeps the plugins merely installed beside pytest out of every benchmark "
+                                       "process", "corpus.env.PYTEST_DISABLE_PLUGIN_AUTOLOAD='' loads them all, on "
+                                       "both sides"),
+    "TRITON_CACHE_AUTOTUNING": ("makes every process that starts afresh tune afresh",
+                                "corpus.env.TRITON_CACHE_AUTOTUNING=1 pins the picks, on both sides"),
+    # Not set by zlbench: the shell's, which the processes need as zlbench does.
+    "PATH": ("is the shell's, which the benchmark processes need as zlbench does (the tools they start: the "
+             "host compiler Triton builds with, the vendor's)", "set it in the shell that starts zlbench"),
+}
+
+
+def _pins() -> set:
+    """Every backend's visibility variables (ROCm's HIP honours CUDA_VISIBLE_DEVICES too)."""
+    pins = set()
+    for name in backend_names():
+        b = get_backend(name)
+        pins.update(v for v in (b.visibility_env, *b.extra_visibility_envs) if v)
+    return pins
+
+
+def _why_owned(name: str, backend: DeviceBackend) -> Tuple[str, str]:
+    """(why zlbench owns `name` in its benchmark processes, the fix)."""
+    if name in _pins():
+        return ("pins each benchmark process to the device (or CPU slot) zlbench gives it, whose lock it holds",
+                "devices=[...] chooses the devices")
+    if name in backend.visibility([0]):
+        return ("is set per CPU slot (its share of the cores, a settled heap: backends/cpu.py)",
+                "backend.slots=N shares the cores among N slots")
+    if name.startswith("ZLBENCH_"):
+        return "is zlbench's own (a benchmark process' device, slot and settings)", "drop it"
+    return OWNED_ENV.get(name, ("is set by zlbench in every benchmark process", "drop it"))
+
+
+def check_env_settings(cfg: Mapping[str, Any], backend: DeviceBackend, device: DeviceInfo, sides: Sequence[Side],
+                       units: Sequence[WorkUnit]) -> None:
+    """Refuse an A/B variable or ab.fixed entry that names what zlbench sets in the benchmark processes
+    (the sides' value would replace it: ab.var=CUDA_VISIBLE_DEVICES moved side B off the device whose
+    lock it held), and a corpus.env entry the processes would not get as given (zlbench or the A/B
+    sets it after corpus.env)."""
+    ab = cfg.get("ab") or {}
+    corpus_env = {str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()}
+    # What zlbench sets itself, where the plan sets the most (an A/B that respawns: autotuning).
+    own = set(unit_env({**cfg, "corpus": {**cfg["corpus"], "env": {}}}, backend, device, Side("", {}), Path("."),
+                       autotune_cache="0")) | {"PYTHONPATH", "PATH"} | _pins()
+    problems = []
+    for k, v in sides[0].env.items():
+        where = f"ab.var={k}" if k == ab.get("var") else f"ab.fixed.{k}={v}"
+        if k in own or k.startswith("ZLBENCH_"):
+            why, fix = _why_owned(k, backend)
+            problems.append(f"{where}: {k} {why}; the A/B's sides would run with their own value in its place. "
+                            f"Fix: {fix}.")
+        elif k in corpus_env:
+            what = "the A/B's variable, which each side sets (ab.values)" if k == ab.get("var") else \
+                "in ab.fixed, which both sides set"
+            problems.append(f"corpus.env.{k}={corpus_env[k]}: {k} is {what}, so the processes would never get this "
+                            f"value. Fix: drop corpus.env.{k} (~corpus.env.{k}).")
+    for k, v in corpus_env.items():
+        ignored = any(u.env.get(k) != v for u in units)
+        if k not in sides[0].env and (ignored or k in ("PATH", *_pins()) or k.startswith("ZLBENCH_")):
+            why, fix = _why_owned(k, backend)
+            effect = ", and zlbench sets it, so the processes would never get this value" if ignored else \
+                "; the processes would run with this value in its place"
+            problems.append(f"corpus.env.{k}={v}: {k} {why}{effect}. Fix: {fix}.")
+    if problems:
+        raise UsageError("\n".join(problems))
 
 
 def _truthy(value: Optional[str]) -> bool:
