@@ -615,7 +615,7 @@ def test_an_aa_run_as_two_plain_runs_is_read_as_an_aa(tmp_path):
         run_dir = tmp_path / side
         res = zlbench(f"hydra.run.dir={run_dir}", "progress=none", f"corpus.root={FIXTURES / 'ab_corpus'}",
                       "corpus.name=fixture", "ops=[live_op]", "ab=env", "ab.var=ZL_FIXTURE_SWITCH",
-                      "ab.values=[0,1]", "ab.aa=true", f"ab.side={side}", "ab.rounds=3", "ab.min_rounds=3",
+                      "ab.values=[0,1]", "ab.aa=true", f"ab.side={side}", "ab.rounds=3",
                       "store.url=none", cwd=tmp_path)
         assert res.returncode == 0, res.stderr[-3000:]
         dirs.append(run_dir)

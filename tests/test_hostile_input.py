@@ -117,6 +117,16 @@ def files_under(path):
      "corpus.env.DEMO_GEMS_FUSED_SOFTMAX=1: DEMO_GEMS_FUSED_SOFTMAX is the A/B's variable, which each side sets "
      "(ab.values), so the processes would never get this value. Fix: drop corpus.env.DEMO_GEMS_FUSED_SOFTMAX "
      "(~corpus.env.DEMO_GEMS_FUSED_SOFTMAX)."),
+    # ab.min_rounds where no node stops early (round by round, one side's pass): ignored, silently.
+    (["ab=demo_fused_softmax", "ab.schedule=round", "ab.min_rounds=3", "dry_run=true"], "zlbench: error: "
+     "ab.min_rounds= is ignored where ab.schedule=round (whole passes, round by round), so every node runs all "
+     "ab.rounds rounds (only an A/B of both sides node by node stops a node early, once its verdict settles). "
+     "Fix: drop ab.min_rounds (ab.rounds sets the rounds)."),
+    (["ab=demo_fused_softmax", "ab.side=off", "ab.min_rounds=3", "dry_run=true"], "zlbench: error: "
+     "ab.min_rounds= is ignored where ab.side=off (one side's pass: no verdict of its own), so every node runs all "
+     "ab.rounds rounds"),
+    (["ab=demo_fused_softmax", "ab.tuning=replay", "ab.min_rounds=3", "dry_run=true"], "zlbench: error: "
+     "ab.min_rounds= is ignored where ab.tuning=replay (it runs round by round)"),
     # A near miss of Hydra's own setting: Hydra refused it in three lines and offered +hydra.run.dri=, which
     # it then took, writing the run to zl_runs/<date>/<time>/ (the `+` form, silently).
     (["hydra.run.dri=elsewhere"], "zlbench: error: hydra.run.dri is not a Hydra setting. The settings of hydra.run "

@@ -321,11 +321,30 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
                         "ab.respawn_every), so it would ignore "
                         f"{'it' if len(plain_keys) == 1 else 'them'} (and a resume would refuse the run for it). "
                         "Fix: drop it, or run without ab= for a plain run.")
+    if "ab.min_rounds" in cli_keys and axis != "none" and "resume" not in cli_keys \
+            and (fixed := _fixed_horizon(overrides)):
+        problems.append(f"ab.min_rounds= is ignored where {fixed}, so every node runs all ab.rounds rounds (only an A/B "
+                        "of both sides node by node stops a node early, once its verdict settles). Fix: drop "
+                        "ab.min_rounds (ab.rounds sets the rounds).")
     if {"gpus", "devices"} <= cli_keys:
         problems.append("gpus= and devices= both select devices (gpus is the old runner's spelling of devices). "
                         "Fix: keep one, e.g. devices=[0,1].")
     if problems:
         raise UsageError("\n".join(problems))
+
+
+def _fixed_horizon(overrides: Sequence[str]) -> Optional[str]:
+    """Why the A/B the overrides choose runs every round (its ab.min_rounds unused), in words; None where
+    it runs node by node (config/validate.py round_by_round; an ab.side pass has no verdict to settle)."""
+    def given(key: str) -> List[Any]:
+        arg = next((a for a in reversed(overrides) if override_key(a) == key), None)
+        return _values(arg) if arg else []
+    if "round" in given("ab.schedule"):
+        return "ab.schedule=round (whole passes, round by round)"
+    if "replay" in given("ab.tuning"):
+        return "ab.tuning=replay (it runs round by round)"
+    side = next((v for v in given("ab.side") if v is not None), None)
+    return f"ab.side={side} (one side's pass: no verdict of its own)" if side is not None else None
 
 
 # Settings only a plain run reads (its processes, and the more processes where they disagree).
