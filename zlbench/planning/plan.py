@@ -510,9 +510,6 @@ OWNED_ENV = {
                                        "both sides"),
     "TRITON_CACHE_AUTOTUNING": ("makes every process that starts afresh tune afresh",
                                 "corpus.env.TRITON_CACHE_AUTOTUNING=1 pins the picks, on both sides"),
-    # Not set by zlbench: the shell's, which the processes need as zlbench does.
-    "PATH": ("is the shell's, which the benchmark processes need as zlbench does (the tools they start: the "
-             "host compiler Triton builds with, the vendor's)", "set it in the shell that starts zlbench"),
 }
 
 
@@ -548,7 +545,7 @@ def check_env_settings(cfg: Mapping[str, Any], backend: DeviceBackend, device: D
     corpus_env = {str(k): str(v) for k, v in (cfg["corpus"].get("env") or {}).items()}
     # What zlbench sets itself, where the plan sets the most (an A/B that respawns: autotuning).
     own = set(unit_env({**cfg, "corpus": {**cfg["corpus"], "env": {}}}, backend, device, Side("", {}), Path("."),
-                       autotune_cache="0")) | {"PYTHONPATH", "PATH"} | _pins()
+                       autotune_cache="0")) | {"PYTHONPATH"} | _pins()
     problems = []
     for k, v in sides[0].env.items():
         where = f"ab.var={k}" if k == ab.get("var") else f"ab.fixed.{k}={v}"
@@ -563,7 +560,7 @@ def check_env_settings(cfg: Mapping[str, Any], backend: DeviceBackend, device: D
                             f"value. Fix: drop corpus.env.{k} (~corpus.env.{k}).")
     for k, v in corpus_env.items():
         ignored = any(u.env.get(k) != v for u in units)
-        if k not in sides[0].env and (ignored or k in ("PATH", *_pins()) or k.startswith("ZLBENCH_")):
+        if k not in sides[0].env and (ignored or k in _pins() or k.startswith("ZLBENCH_")):
             why, fix = _why_owned(k, backend)
             effect = ", and zlbench sets it, so the processes would never get this value" if ignored else \
                 "; the processes would run with this value in its place"
