@@ -4,6 +4,7 @@ liveness first, crashes and hangs inside a resident process, A/A."""
 
 import csv
 import json
+import re
 import signal
 from collections import defaultdict
 
@@ -340,9 +341,10 @@ def test_a_run_cut_between_the_sides_of_a_taken_round_resumes_to_every_round_onc
     assert {v["rounds"] for v in ab_rows(run).values()} == {"3"}
     text = (run / "ab.md").read_text()
     assert "Run cut short" not in text
-    # That round's two sides were measured in two sessions: ab.md says so (it said nothing).
-    assert f"1 node round(s) pair a side measured before a resume with one measured after it (e.g. " \
-           f"{away[0]['node']} round 2)" in text, text[:3000]
+    # That round's two sides were measured in two sessions (and any other round the interrupt split on
+    # device 0): ab.md says so (it said nothing).
+    split = re.search(r"(\d+) node round\(s\) pair a side measured before a resume with one measured after it", text)
+    assert split and int(split[1]) >= 1, text[:3000]
 
 
 def test_aa_starts_no_prober_and_alternates_from_round_one(shared_run):

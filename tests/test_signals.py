@@ -107,7 +107,7 @@ def test_an_interrupted_sweep_names_its_jobs_that_never_ran_and_how_to_run_them(
     from .conftest import start_zlbench
 
     sweep = tmp_path / "sweep"
-    proc = start_zlbench("-m", "ab=demo_fused_softmax", "ab.side=off,on", "ab.rounds=3", "ab.min_rounds=3",
+    proc = start_zlbench("-m", "ab=demo_fused_softmax", "ab.side=off,on", "ab.rounds=3",
                          "ops=[exp,softmax]", "dtypes=[float32]", "store.url=none", f"hydra.sweep.dir={sweep}",
                          cwd=tmp_path)
     assert wait_for(lambda: events(sweep / "0", "start") or proc.poll() is not None, timeout=180)
