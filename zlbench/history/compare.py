@@ -584,8 +584,8 @@ def _result_lines(s: Mapping) -> List[str]:
     if wanted and s.get("gate_exit") == 2:
         out.append(f"- Gate (--fail-on {s['fail_on']}): **no row judged** ("
                    + ("no row paired" if not s["paired_rows"] else
-                      "every paired row unstable: too noisy to judge" if s.get("verdicts", {}).get(UNSTABLE) and
-                      all(v == UNSTABLE for v in s.get("verdicts", {})) else "no paired row had a noise estimate")
+                      "every paired row unstable: too noisy to judge" if set(s.get("verdicts") or {}) == {UNSTABLE}
+                      else "no paired row had a noise estimate")
                    + "): exit 2, a gate that checked nothing does not pass.")
     elif wanted:
         lost = s.get("lost_rows", 0) if s["fail_on"] in LOST_FAILS else 0

@@ -74,11 +74,9 @@ def rounds_across_resumes(run_dir: Path, plan: Mapping[str, Any], identity: Mapp
     sides = [s["name"] for s in plan.get("sides") or []]
     if not resumes or len(sides) != 2:
         return None
-    ended: Dict[Tuple[str, int, str], float] = {}  # (side, round, node) -> when its run ended
-    for u in plan.get("units") or []:
-        for e in ev.read_events(ev.events_path(run_dir, u["unit_id"])):
-            if ev.is_final_end(e):
-                ended[(u["side"], int(u["round"]), ev.base_node(e["node"]))] = float(e["t"])
+    events_of = unit_events(run_dir, plan)
+    ended = {(u["side"], int(u["round"]), ev.base_node(e["node"])): float(e["t"])  # when each node-side-round ended
+             for u in plan.get("units") or [] for e in events_of[u["unit_id"]] if ev.is_final_end(e)}
     split = sorted((r, node) for (side, r, node), t in ended.items() if side == sides[0]
                    and (other := ended.get((sides[1], r, node))) is not None
                    and any(min(t, other) < at <= max(t, other) for at in resumes))
