@@ -50,31 +50,39 @@ def test_sides_alternate_per_node_in_resident_processes_and_dead_nodes_stop_afte
     for r in runs:
         pids[r[2]].add(r[5])
     assert {k: len(v) for k, v in pids.items()} == {"off": 1, "on": 1}
-    # ABBA per node: in round r > 1, the node at position i starts with side A when i + r is even;
-    # round 1 (liveness first) starts every node with side A, and B's prober compiles it first.
+    # ABBA per node: in round r, the node at position i starts with side A when i + r is even.
     plan = json.loads((d / "plan.json").read_text())
     for rnd in range(3):
         order = next(u["nodes"] for u in plan["units"] if u["round"] == rnd and u["side"] == "off")
         for i, node in enumerate(order):
             sides = [r[2] for r in runs if r[3] == rnd and r[4] == node]
             if node == DEAD:
-                # Liveness first: the second side compiled it (a probe, untimed) and found its
-                # kernels identical, so only the first side timed it, and only in round 1.
+                # Liveness first: both sides compiled it (probes, untimed) and found its kernels
+                # identical, so only side A timed it, and only in round 1.
                 assert sides == ([] if rnd else ["off"]), (rnd, sides)
             else:
-                assert sides == (["off", "on"] if rnd == 0 or (i + rnd) % 2 == 0 else ["on", "off"]), (rnd, i, sides)
-    # The probes ran in a process of their own (its untimed tuning picks never reach a timed run),
-    # with a scratch tuning cache beside side B's, its path as long (liveness masks it by length).
-    unit_b0 = next(u for u in plan["units"] if u["round"] == 0 and u["side"] == "on")
-    probe_events = [json.loads(x) for x in (d / "units" / unit_b0["unit_id"] / "probe.jsonl").read_text().splitlines()]
-    prober = [e for e in probe_events if e["event"] == "probe_process"]
-    assert len(prober) == 1 and prober[0]["pid"] not in pids["on"] | pids["off"]
-    assert {e["pid"] for e in probe_events if e["event"] == "served"} == {prober[0]["pid"]}
-    # a served node says what device memory its process still holds: nothing to ask on the CPU
-    assert all("memory" in e and e["memory"] is None for e in probe_events if e["event"] == "served")
-    own = unit_b0["env"]["FLAGGEMS_CACHE_DIR"]
-    assert prober[0]["tuning_cache"] != own and len(prober[0]["tuning_cache"]) == len(own)
-    assert isinstance(prober[0]["untimed_tuning"], bool)
+                assert sides == (["off", "on"] if (i + rnd) % 2 == 0 else ["on", "off"]), (rnd, i, sides)
+    # The probes ran in processes of their own, one per side (their untimed tuning picks never
+    # reach a timed run), each with a scratch tuning cache beside its side's, its path as long
+    # (liveness masks it by length), and all of them before anything was timed.
+    probers = {}
+    for side in ("off", "on"):
+        unit = next(u for u in plan["units"] if u["round"] == 0 and u["side"] == side)
+        probe_events = [json.loads(x) for x in (d / "units" / unit["unit_id"] / "probe.jsonl").read_text().splitlines()]
+        prober = [e for e in probe_events if e["event"] == "probe_process"]
+        assert len(prober) == 1 and prober[0]["pid"] not in pids["on"] | pids["off"]
+        served = [e for e in probe_events if e["event"] == "served"]
+        assert {e["pid"] for e in served} == {prober[0]["pid"]}
+        assert sorted(e["node"] for e in served) == sorted([LIVE, DEAD])
+        assert max(e["t"] for e in served) < runs[0][0]
+        # a served node says what device memory its process still holds: nothing to ask on the CPU
+        assert all("memory" in e and e["memory"] is None for e in served)
+        own = unit["env"]["FLAGGEMS_CACHE_DIR"]
+        assert prober[0]["tuning_cache"] != own and len(prober[0]["tuning_cache"]) == len(own)
+        assert isinstance(prober[0]["untimed_tuning"], bool)
+        probers[side] = prober[0]
+    assert probers["off"]["pid"] != probers["on"]["pid"]
+    assert probers["off"]["tuning_cache"] != probers["on"]["tuning_cache"]
     rows = ab_rows(d)
     assert {k[0]: (v["rounds"], v["stop"], v["verdict"]) for k, v in rows.items()} == {
         "live_op": ("3", "max rounds", "slower"), "dead_op": ("1", "not live", "not live")}

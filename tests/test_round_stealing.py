@@ -112,7 +112,7 @@ def test_a_device_that_ended_never_reads_as_alive_afterwards(tmp_path, monkeypat
     `finished` mark, or other devices wait for rounds of it that nobody will run."""
     units = plan_units(tmp_path)
     ab = home_ab(units, tmp_path)
-    ab.lock, ab.procs, ab.prober = None, {}, None
+    ab.lock, ab.procs, ab.probers = None, {}, {}
     ab._take_others = lambda: None
     second_beat, marked, landed, beats = threading.Event(), threading.Event(), threading.Event(), []
     finished, beat = RoundStealing.finished, RoundStealing.beat

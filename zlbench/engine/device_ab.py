@@ -5,10 +5,12 @@ then runs them one command at a time (plugins/serve.py). Sides alternate per nod
 round (A n1, B n1, B n2, A n2, ...; node order shuffled per round by the planner), so both sides of
 a row are timed seconds apart, and only one process runs a node on the device at a time.
 
-Liveness first: in round 1 the first side times each node and the second side's prober (a resident
-process of its own, with untimed autotuning and a scratch tuning cache: plugins/untimed_tuning.py)
-compiles it; a node whose kernels are identical on both sides is not timed again ("not live"), nor
-is a node with nothing to compare (every row skipped or a view, on both sides). From
+Liveness first: before round 1 is timed, each side's prober (a resident process of its own, with
+untimed autotuning and a scratch tuning cache: plugins/untimed_tuning.py) compiles every node, both
+sides at once where each has a Triton cache of its own; a node whose kernels are identical on both
+sides is timed once, on side A, and never again ("not live"), nor is a node with nothing to compare
+(every row skipped or a view, on both sides) from round 2. The timed runs then find their kernels
+compiled: a dead axis costs one compile pass and one timed pass. From
 `min_rounds` on, a node whose live rows all have a settled verdict (zlbench/ab/sequential.py, valid
 although it looks after every round) stops. Both decisions are written as `stopped` events into the
 rounds left out, so a resume makes the same ones and nothing reads as cut. On several devices a
@@ -29,7 +31,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from zlbench.engine.locks import DeviceLock
 from zlbench.ab.fingerprints import cache_entries
@@ -66,13 +68,16 @@ class DeviceAB:
         collected = list(first["nodes"]) + list(first.get("pool") or [])
         self.procs = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, collected, extra_env or {}, retune=retune,
                                      index=i) for i, s in enumerate(self.sides)}
-        # Liveness first: round 1 runs the first side first on every node and the second side's
-        # prober compiles each node without timing it (plugins/untimed_tuning.py), in a process of
-        # its own so that its untimed tuning picks never reach the side's timed runs.
+        # Liveness first: one prober per side, a process of its own so that its untimed tuning
+        # picks never reach the side's timed runs.
         self.liveness = not self.schedule.get("aa")
-        second = self.sides[1]
-        self.prober = SideProcess(second, self.units[(second, 0)], self.run_dir, first["nodes"], extra_env or {},
-                                  prober=True, index=1) if self.liveness else None
+        self.probers = {s: SideProcess(s, self.units[(s, 0)], self.run_dir, first["nodes"], extra_env or {},
+                                       prober=True, index=i)
+                        for i, s in enumerate(self.sides)} if self.liveness else {}
+        # Both sides probe at once only where each compiles into a Triton cache of its own: in a
+        # shared one each probe would read the other's compiles as its own kernels.
+        caches = [self.units[(s, 0)]["env"].get("TRITON_CACHE_DIR") for s in self.sides]
+        self.probe_together = None not in caches and len(set(caches)) == len(caches)
         self.node_timeout = float(first["node_timeout_s"])
         self.crash_retries = int(first.get("crash_retries") or 0)
         self.lock = first.get("device_lock")
@@ -101,7 +106,7 @@ class DeviceAB:
                     if all(self._round(r) for r in range(self.rounds)):
                         self._take_others()
                 finally:
-                    for p in [*self.procs.values(), *([self.prober] if self.prober else [])]:
+                    for p in [*self.procs.values(), *self.probers.values()]:
                         p.stop()
         finally:
             alive.set()
@@ -122,30 +127,28 @@ class DeviceAB:
             self._stop_decided(r)
         order = self.units[(self.sides[0], r)]["nodes"]
         done = {s: self._done(self.units[(s, r)]) for s in self.sides}
-        probing = r == 0 and self.liveness
-        if probing and any(n not in done[self.sides[1]] and not self._probed(n) for n in order):
-            # Started now, it collects while the first node is timed: its start-up costs no wall.
-            self._start_prober()
-        self._start_sides(r, order, done, probing)
+        # Started before the probes, the timed processes collect while the probers compile.
+        self._start_sides(r, order, done)
+        if r == 0 and self.liveness:
+            if not self._probe_round(order, done):
+                return False
+            done = {s: self._done(self.units[(s, r)]) for s in self.sides}
         for i, node in enumerate(order):
-            first, second = self.sides if probing or (i + r) % 2 == 0 else self.sides[::-1]
+            first, second = self.sides if (i + r) % 2 == 0 else self.sides[::-1]
             if any(node not in done[s] for s in self.sides) and not self.steal.take(node, r):
                 continue  # another device took this round of the node (it reports it there)
-            if not self._node_round(node, r, (first, second), done, probing):
+            if not self._node_round(node, r, (first, second), done):
                 return False
-        if probing:
-            self.prober.stop()  # its GPU memory back before round 2
         return True
 
-    def _start_sides(self, r: int, order: Sequence[str], done: Mapping[str, set], probing: bool) -> None:
+    def _start_sides(self, r: int, order: Sequence[str], done: Mapping[str, set]) -> None:
         """At a round's start, the processes a respawn (or the run's start) left to start, all at
         once: each one's start-up (imports, collection: 5-12 s with torch and FlagGems) runs beside
-        the other's, where started at its side's first node it ran after the other side's first
-        node. With liveness first, round 1 starts the first side only: the second times only the
-        nodes its prober finds live."""
+        the other's (and in round 1 beside the probes), where started at its side's first node it
+        ran after the other side's first node."""
         if self.deadline is not None and time.time() >= self.deadline:
             return
-        for side in self.sides[:1] if probing else self.sides:
+        for side in self.sides:
             proc = self.procs[side]
             if not proc.alive() and not proc.broken and any(n not in done[side] for n in order):
                 proc.start(self.units[(side, r)])
@@ -157,68 +160,89 @@ class DeviceAB:
             for p in self.procs.values():
                 p.stop()
 
-    def _node_round(self, node: str, r: int, order: Sequence[str], done: Mapping[str, set], probing: bool) -> bool:
+    def _node_round(self, node: str, r: int, order: Sequence[str], done: Mapping[str, set]) -> bool:
         """Both sides of one node's round r in the given order; False when the time limit cut it."""
-        first, second = order
         for side in order:
             if node in done[side]:
                 continue
             if self.deadline is not None and time.time() >= self.deadline:
                 self._cut_by_deadline()
                 return False
-            if probing and side == second and \
-                    self._probe_liveness(self.units[(first, 0)], self.units[(second, 0)], node) is False:
-                # Later rounds first: once round 1 reads as done, other devices could take round 2.
-                self._stop(node, "not live", 1)
-                self._stop(node, "not live", 0, sides=[second])
-                continue
             self._run_node(side, self.units[(side, r)], node)
         return True
 
-    def _probe_file(self) -> Path:
-        return ev.events_path(self.run_dir, self.units[(self.sides[1], 0)]["unit_id"]).with_name("probe.jsonl")
+    # -- liveness first ----------------------------------------------------------------------------
+    def _probe_round(self, order: Sequence[str], done: Mapping[str, set]) -> bool:
+        """Before round 1 is timed: every node left to time is probed on both sides; one whose
+        kernels are identical gets `stopped` (not live) in every round but side A's first. False
+        when the time limit cut the probes."""
+        left = [n for n in order if any(n not in done[s] for s in self.sides)]
+        earlier = {s: self._earlier_probes(s) for s in self.sides}
+        try:
+            for side in self.sides:  # both at once: each one's start-up runs beside the other's
+                if any(n not in earlier[side] for n in left):
+                    self._start_prober(side)
+            for node in left:
+                if self.deadline is not None and time.time() >= self.deadline:
+                    self._cut_by_deadline()
+                    return False
+                if self._liveness(node, {s: earlier[s].get(node) for s in self.sides}) is False:
+                    # Later rounds first: once round 1 reads as done, other devices could take round 2.
+                    self._stop(node, "not live", 1)
+                    self._stop(node, "not live", 0, sides=self.sides[1:])
+        finally:
+            for p in self.probers.values():
+                p.stop()  # their GPU memory back before anything is timed
+        return True
 
-    def _probed(self, node: str) -> set:
-        """The kernels an earlier probe of the node found (its `artifacts` in side B's round-1 unit)."""
-        return node_kernels([e for e in self._events(self.units[(self.sides[1], 0)]) if e.get("probe")], node)
+    def _probe_file(self, side: str) -> Path:
+        return ev.events_path(self.run_dir, self.units[(side, 0)]["unit_id"]).with_name("probe.jsonl")
 
-    def _start_prober(self) -> None:
-        if self.prober.proc is not None and not self.prober.alive():
-            self._check_prober(self.prober.proc.pid)  # the eager start may have failed already
-        if not self.prober.alive() and not self.prober.broken:
-            self.prober.start(self.units[(self.sides[1], 0)], events=self._probe_file())
+    def _earlier_probes(self, side: str) -> Dict[str, Tuple[set, bool]]:
+        """node -> (kernels, failed): what the probes of the run a resume goes on with found on this
+        side (their `artifacts` in its round-1 unit), and whether a case of one failed."""
+        found: Dict[str, Tuple[set, bool]] = {}
+        for e in self._events(self.units[(side, 0)]):
+            if e.get("event") == "artifacts" and e.get("probe"):
+                kernels, failed = found.get(ev.base_node(e.get("node") or ""), (set(), False))
+                found[ev.base_node(e.get("node") or "")] = (kernels | set(e.get("kernels") or []),
+                                                           failed or bool(e.get("probe_failed")))
+        return found
 
-    def _check_prober(self, pid: int) -> None:
-        """A prober process that ended before it was ready: starting it again per node would only
-        repeat that, so the rest are timed unprobed, and the run says why."""
-        if self.prober.broken or any(e.get("event") == "ready" and e.get("pid") == pid
-                                     for e in ev.read_events(self._probe_file())):
-            return
-        self.prober.broken = f"the prober exited before it was ready; log tail: {log_tail(self.prober.log)}"
-        ev.append(ev.events_path(self.run_dir, self.units[(self.sides[1], 0)]["unit_id"]), "warning",
-                  message=f"liveness first: side {self.sides[1]}'s prober cannot start, so every node left "
-                          f"is timed on both sides ({self.prober.broken})")
-
-    def _probe_liveness(self, timed: Mapping, probed: Mapping, node: str) -> Optional[bool]:
-        """Liveness first: the second side compiles the node without timing it (a probe), and its
-        kernels are compared with those the first side compiled for the node. Not live: the
-        second side never times it. Nothing to compare (the first side compiled nothing new for
-        it, or the probe failed): unknown, and the node is timed as usual."""
-        mine = node_kernels(self._events(timed), node)
-        if not mine:
+    def _liveness(self, node: str, earlier: Mapping[str, Optional[Tuple[set, bool]]]) -> Optional[bool]:
+        """The node's kernels on both sides, each compiled by its side's prober without timing (a
+        probe; `earlier`: a side's from the run a resume goes on with), compared: False (not live)
+        when identical. None (unknown, the node is timed on both sides as usual): a side compiled
+        nothing for it, a probe failed or died, or a prober cannot start."""
+        found = {s: earlier[s] for s in self.sides if earlier.get(s)}
+        sent = {}
+        for s in self.sides:
+            if s in found:
+                continue
+            if any(p.broken for p in self.probers.values()):
+                return None
+            sent[s] = self._send_probe(s, node)
+            if not self.probe_together:
+                found[s] = self._await_probe(s, node, *sent.pop(s))
+        for s, (seq, pos, cached) in sent.items():
+            found[s] = self._await_probe(s, node, seq, pos, cached)
+        if any(failed or not kernels for kernels, failed in found.values()):
             return None
-        earlier = self._probed(node)
-        if earlier:  # probed by the run a resume goes on with (cut before side B timed it)
-            return compare_kernels(mine, earlier)
-        proc = self.prober
-        if proc.broken:
-            return None
-        probe_file = self._probe_file()
+        return compare_kernels(*(found[s][0] for s in self.sides))
+
+    def _send_probe(self, side: str, node: str) -> Tuple[int, int, set]:
+        proc, probe_file = self.probers[side], self._probe_file(side)
         pos = probe_file.stat().st_size if probe_file.exists() else 0
-        triton = probed["env"].get("TRITON_CACHE_DIR")
-        cached = cache_entries(triton)
-        self._start_prober()
-        seq = proc.send(probed, node, events=probe_file, probe=True)
+        cached = cache_entries(self.units[(side, 0)]["env"].get("TRITON_CACHE_DIR"))
+        self._start_prober(side)
+        return proc.send(self.units[(side, 0)], node, events=probe_file, probe=True), pos, cached
+
+    def _await_probe(self, side: str, node: str, seq: int, pos: int, cached: set) -> Tuple[set, bool]:
+        """The probe's kernels once it is served, written into the side's round-1 unit (the report
+        reads liveness from there, as if the timed run compiled them); nothing when it died."""
+        proc, probe_file, unit = self.probers[side], self._probe_file(side), self.units[(side, 0)]
+        if proc.broken:
+            return set(), True
         served, _ = wait_served(proc, seq, probe_file, pos, self.node_timeout, self.deadline)
         if not served:
             proc.kill()
@@ -226,16 +250,39 @@ class DeviceAB:
             # its `artifacts` event never came: the side's timed run would compile nothing and
             # leave the node's liveness unknown (or a resume's probe find nothing new). Gone, the
             # timed run (or the next probe) compiles them again and says which they are.
+            triton = unit["env"].get("TRITON_CACHE_DIR")
             _forget(triton, cache_entries(triton) - cached)
-            self._check_prober(proc.proc.pid)
-            return None
+            self._check_prober(side, proc.proc.pid)
+            return set(), True
         new, _ = ev.read_new_events(probe_file, pos)
-        theirs = node_kernels(new, node)
-        if theirs:  # the report's liveness reads them from the unit, as if the timed run compiled them
-            ev.append(ev.events_path(self.run_dir, probed["unit_id"]), "artifacts", node=node,
+        kernels = node_kernels(new, node)
+        # A case that failed (out of memory beside the other side's probe, say) compiled only part
+        # of the node's kernels: identical parts prove nothing.
+        failed = any(e.get("event") == "end" and e.get("status") not in ("ok", "skipped") for e in new)
+        if kernels:
+            ev.append(ev.events_path(self.run_dir, unit["unit_id"]), "artifacts", node=node,
                       op=next((e.get("op") for e in new if e.get("event") == "start"), None),
-                      kernels=sorted(theirs), probe=True)
-        return compare_kernels(mine, theirs)
+                      kernels=sorted(kernels), probe=True, **({"probe_failed": True} if failed else {}))
+        return kernels, failed
+
+    def _start_prober(self, side: str) -> None:
+        proc = self.probers[side]
+        if proc.proc is not None and not proc.alive():
+            self._check_prober(side, proc.proc.pid)  # the eager start may have failed already
+        if not proc.alive() and not proc.broken:
+            proc.start(self.units[(side, 0)], events=self._probe_file(side))
+
+    def _check_prober(self, side: str, pid: int) -> None:
+        """A prober process that ended before it was ready: starting it again per node would only
+        repeat that, so the rest are timed unprobed, and the run says why."""
+        proc = self.probers[side]
+        if proc.broken or any(e.get("event") == "ready" and e.get("pid") == pid
+                              for e in ev.read_events(self._probe_file(side))):
+            return
+        proc.broken = f"the prober exited before it was ready; log tail: {log_tail(proc.log)}"
+        ev.append(ev.events_path(self.run_dir, self.units[(side, 0)]["unit_id"]), "warning",
+                  message=f"liveness first: side {side}'s prober cannot start, so every node left "
+                          f"is timed on both sides ({proc.broken})")
 
     def _stop(self, node: str, why: str, from_round: int, sides: Optional[Sequence[str]] = None) -> None:
         """`stopped` events: the node runs in none of these sides' rounds from_round.. (those this
