@@ -270,6 +270,14 @@ def test_tuning_replay_gives_side_b_the_configs_side_a_tuned(tmp_path):
     assert resident.schedule is None and any(
         "ab.respawn_every=0 does nothing then (every round runs in fresh processes)" in n for n in resident.notes), \
         resident.notes
+    # So does ab.schedule=round (every round a pass of its own), and only where the setting was changed.
+    rounds = make_plan(cfg(ab={**ab, "tuning": "separate", "schedule": "round", "respawn_every": 0}),
+                       get_backend("cpu"), devs(1), MINI, tmp_path)
+    assert rounds.schedule is None and rounds.notes == [
+        "ab.schedule=round runs whole passes round by round; ab.respawn_every=0 does nothing then (every round runs "
+        "in fresh processes)"]
+    assert make_plan(cfg(ab={**ab, "tuning": "separate", "schedule": "round", "respawn_every": 1}),
+                     get_backend("cpu"), devs(1), MINI, tmp_path).notes == []
 
 
 def test_an_op_mark_that_pulls_in_tests_of_several_files_is_noted():

@@ -312,14 +312,19 @@ def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, not
     """What zlbench/engine/device_ab.py needs to run an interleaved A/B node by node (at most
     `rounds` rounds: plan.json's "rounds"); None when the A/B runs round by round (ab.schedule=round),
     or there is no pair of sides."""
-    if len(sides) != 2 or str(ab.get("schedule", "node")) != "node":
+    if len(sides) != 2:
+        return None
+    every = ab.get("respawn_every")
+    ignored = (f"; ab.respawn_every={every} does nothing then (every round runs in fresh processes)"
+               if every is not None and int(every) != 1 else "")
+    if str(getattr(ab.get("schedule", "node"), "value", ab.get("schedule", "node"))) != "node":
+        if ignored:
+            notes.append("ab.schedule=round runs whole passes round by round" + ignored)
         return None
     if round_by_round(ab):
         # Replay needs side A's tuning written before B's process starts: whole passes per round.
         notes.append("ab.tuning=replay runs round by round (ab.schedule=round): side B must start after "
-                     "side A has tuned" + (f"; ab.respawn_every={ab.get('respawn_every')} does nothing then (every "
-                                           "round runs in fresh processes)" if int(ab.get("respawn_every") or 0) != 1
-                                           else ""))
+                     "side A has tuned" + ignored)
         return None
     return {"sides": [s.name for s in sides], "min_rounds": min(int(ab.get("min_rounds") or 4), rounds),
             "respawn_every": int(ab.get("respawn_every") or 0),
