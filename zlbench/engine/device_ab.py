@@ -204,9 +204,9 @@ class DeviceAB:
         found: Dict[str, Tuple[set, bool]] = {}
         for e in self._events(self.units[(side, 0)]):
             if e.get("event") == "artifacts" and e.get("probe"):
-                kernels, failed = found.get(ev.base_node(e.get("node") or ""), (set(), False))
-                found[ev.base_node(e.get("node") or "")] = (kernels | set(e.get("kernels") or []),
-                                                           failed or bool(e.get("probe_failed")))
+                node = ev.base_node(e.get("node") or "")
+                kernels, failed = found.get(node, (set(), False))
+                found[node] = (kernels | set(e.get("kernels") or []), failed or bool(e.get("probe_failed")))
         return found
 
     def _liveness(self, node: str, earlier: Mapping[str, Optional[Tuple[set, bool]]]) -> Optional[bool]:

@@ -317,7 +317,7 @@ def node_schedule(ab: Mapping[str, Any], sides: Sequence[Side], rounds: int, not
     every = ab.get("respawn_every")
     ignored = (f"; ab.respawn_every={every} does nothing then (every round runs in fresh processes)"
                if every is not None and int(every) != 1 else "")
-    if str(getattr(ab.get("schedule", "node"), "value", ab.get("schedule", "node"))) != "node":
+    if str(ab.get("schedule", "node")) != "node":
         if ignored:
             notes.append("ab.schedule=round runs whole passes round by round" + ignored)
         return None
