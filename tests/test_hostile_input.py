@@ -146,6 +146,42 @@ def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
     assert files_under(tmp_path) == []  # no run dir, no zl_runs/<date>/, no zlbench.db
 
 
+@pytest.mark.parametrize("group,text,message", [
+    # An axis file of the user's: the processes got False/True, an A/B whose sides set the same nothing.
+    ("ab", "name: mine\nvar: ZL_TEST_X\nvalues: [off, on]\n", "mine.yaml, line 3: values: [off, on]: unquoted, off and "
+     "on are YAML booleans, and every benchmark process would get them as False and True, not as typed. Fix: in that "
+     "file, quote them, values: ['off', 'on'], or use 0/1: values: [0, 1]."),
+    ("ab", "name: mine\nvar: ZL_TEST_X\nfixed:\n  ZL_TEST_Y: \"1\"\n  ZL_TEST_Z: 1e3\n", "mine.yaml, line 5: ZL_TEST_Z: "
+     "1e3: unquoted, 1e3 is a YAML number, and every benchmark process would get it as 1000.0, not as typed. Fix: in "
+     "that file, quote it, ZL_TEST_Z: '1e3'."),
+    ("ab", "name: mine\nvar: ZL_TEST_X\nvalues:\n  - 0\n  - yes\n", "mine.yaml, line 5: - yes: unquoted, yes is a YAML "
+     "boolean"),
+    ("corpus", "defaults: [demo, _self_]\nenv: {ZL_TEST_X: true}\n", "mine.yaml, line 2: ZL_TEST_X: true: "
+     "unquoted, true is a YAML boolean, and every benchmark process would get it as True"),
+])
+def test_a_group_file_of_the_users_with_a_yaml_boolean_is_refused(tmp_path, group, text, message):
+    """The command line's env values were checked before Hydra; a group file's (--config-dir) reached
+    every process in Python's spelling, without a word."""
+    conf = tmp_path / "conf"
+    (conf / group).mkdir(parents=True)
+    (conf / group / "mine.yaml").write_text(text)
+    work = tmp_path / "work"
+    work.mkdir()
+    res = zlbench("--config-dir", str(conf), f"{group}=mine", "dry_run=true", "progress=none", cwd=work)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert message in res.stderr and "Traceback" not in res.stderr
+    assert files_under(work) == []
+    # What the command line sets replaces the file's: a list whole, a mapping's entry (ab.fixed={} merges: refused).
+    fix = {"values": "ab.values=[0,1]", "ZL_TEST_Z": "ab.fixed.ZL_TEST_Z='1e3'", "- yes": "ab.values=[0,1]",
+           "ZL_TEST_X: true": "corpus.env.ZL_TEST_X='1'"}
+    override = next(v for k, v in fix.items() if k in message)
+    res = zlbench("--config-dir", str(conf), f"{group}=mine", override, "dry_run=true", "progress=none", cwd=work)
+    assert res.returncode == 0, res.stderr[-2000:]
+    if group == "ab" and "fixed" in text:
+        res = zlbench("--config-dir", str(conf), "ab=mine", "ab.fixed={}", "dry_run=true", "progress=none", cwd=work)
+        assert res.returncode == 2 and "ZL_TEST_Z: 1e3: unquoted" in res.stderr, res.stderr[-2000:]
+
+
 def test_a_dry_run_leaves_no_dated_folder(tmp_path):
     res = zlbench("dry_run=true", "ops=[exp]", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
