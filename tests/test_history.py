@@ -509,6 +509,30 @@ def test_regressions_name_the_first_commit_of_a_step(tmp_path, store_url, capsys
     assert history("regressions", "--url", store_url, "--fail-on", "any", capsys=capsys)[0] == 1
 
 
+def test_a_step_where_the_series_moved_to_another_checkout_names_it(tmp_path, store_url, capsys):
+    """corpus.root is not in the caliber (a PR's checkout beside main's is one series): a step that
+    began where the runs moved to another checkout of no git repo said 'nothing recorded'."""
+    dirs = H.series(tmp_path, [{"exp": 1.0}] * 4 + [{"exp": 1.3}] * 4, noise=0.01, seed=3)
+    for i, d in enumerate(dirs):
+        ident = json.loads((d / "run_identity.json").read_text())
+        ident["corpus"]["commit"] = None  # a checkout that is no git repo
+        ident["versions"]["zlbench_commit"] = "zl00"
+        if i >= 4:
+            ident["corpus"]["root"] = ident["config"]["corpus"]["root"] = "/ci/pr-7/FlagGems"
+        (d / "run_identity.json").write_text(json.dumps(ident))
+    history("import", *dirs, "--url", store_url, capsys=capsys)
+    code, out = history("regressions", "--url", store_url, "--format", "json", capsys=capsys)
+    steps = json.loads(out.out)["steps"]
+    assert code == 1 and steps and {s["first_run"] for s in steps} == {5}, steps  # one series: one caliber
+    assert {s["changed"] for s in steps} == {"corpus.root /src/FlagGems -> /ci/pr-7/FlagGems"}
+    assert {s["prev_run"] for s in steps} == {4}
+    code, out = history("compare", dirs[3], dirs[4], "--url", store_url, capsys=capsys)
+    assert "- Changed between A and B: corpus.root /src/FlagGems -> /ci/pr-7/FlagGems." in out.out, out.out
+    assert "Different calibers" not in out.out
+    code, out = history("compare", dirs[0], dirs[3], "--url", store_url, capsys=capsys)
+    assert "Changed between A and B" not in out.out  # one checkout, one commit: nothing to name
+
+
 def test_regression_in_the_last_runs_is_not_yet_confirmed(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'store' / 'zlbench.db'}"
     dirs = H.series(tmp_path, [{"exp": 1.0}] * 6 + [{"exp": 1.5}] * 2, noise=0.01)

@@ -48,7 +48,7 @@ from zlbench.ab.pairing import (LOST_STATUSES, adopt_node, name_shared_keys, op_
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
 from zlbench.ab.intervals import FAIL_ON, interval_stat, interval_verdict
-from zlbench.history.query import (VERSION_FIELDS, changed_versions, short_version, test_statuses, fetch_rows, intervals_by_run, iter_rows,
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, said_changes, short_version, test_statuses, fetch_rows, intervals_by_run, iter_rows,
                                    list_runs, medians_by_run, row_key, url_option, identities, device_uuids)
 
 MIN_HISTORY = 3
@@ -189,6 +189,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart,
                        lasting)
+    summary["changed_versions"] = changed_versions(run_a, run_b, id_a, id_b)
     summary["b_is_recheck"] = is_recheck(run_b)
     summary["lost_ends"] = lost_ends(table + unpaired, failed[1])
     summary["baseline_drift"] = baseline_drift([p for _, p, _ in paired])  # as ab.md reads it between sides
@@ -288,7 +289,7 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         # an overall change whose interval left out 0; with both, 3 (process_stats.RUN_OFFSET_SD).
         "overall": {**overall_line(table, [(t["node"] or t["op"], t["side"]) for t in table],
                                    run_offset_sd=run_offset[0]), "run_offset_runs": run_offset[1]},
-        "changed_versions": changed_versions(run_a, run_b),
+        "changed_versions": changed_versions(run_a, run_b),  # and the checkout: compare_runs
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),
@@ -534,8 +535,7 @@ def _caliber_lines(s: Mapping) -> List[str]:
                    "session), and a recheck runs where B did. A row judged moved may be the device's; runs of one "
                    "device judge the code.")
     if s["changed_versions"]:
-        out.append("- Changed between A and B: " + "; ".join(
-            f"{k} {short_version(a)} -> {short_version(b)}" for k, (a, b) in s["changed_versions"].items()) + ".")
+        out.append("- Changed between A and B: " + said_changes(s["changed_versions"]) + ".")
     return out
 
 

@@ -311,8 +311,22 @@ VERSION_FIELDS = ("corpus_commit", "zlbench_commit", "triton_version", "torch_ve
                   "python_version")
 
 
-def changed_versions(a: Mapping, b: Mapping) -> Dict[str, List[Optional[str]]]:
-    return {f: [a.get(f), b.get(f)] for f in VERSION_FIELDS if a.get(f) != b.get(f)}
+def changed_versions(a: Mapping, b: Mapping, ia: Optional[Mapping] = None,
+                     ib: Optional[Mapping] = None) -> Dict[str, List[Optional[str]]]:
+    """The versions two runs differ in, and (from their identities ia, ib) the corpus checkout: it is
+    not in the caliber (a PR's checkout beside main's is one series), so a step where a series moved
+    to another checkout says so, a checkout that is no git repo (no commit) included."""
+    out = {f: [a.get(f), b.get(f)] for f in VERSION_FIELDS if a.get(f) != b.get(f)}
+    ra, rb = (((i or {}).get("corpus") or {}).get("root") for i in (ia, ib))
+    if ra and rb and ra != rb:
+        out["corpus.root"] = [ra, rb]
+    return out
+
+
+def said_changes(changes: Mapping[str, Sequence[Optional[str]]]) -> str:
+    """changed_versions' result on one line: versions shortened, a checkout's path whole."""
+    return "; ".join(f"{f} {a} -> {b}" if f == "corpus.root" else f"{f} {short_version(a)} -> {short_version(b)}"
+                     for f, (a, b) in changes.items())
 
 
 def short_version(value: Optional[str], n: int = 12) -> str:

@@ -33,8 +33,8 @@ from zlbench.results.schema import NO_WORK_MS, short_dtype
 from zlbench.errors import UsageError
 from zlbench.store.db import Store
 from zlbench.history.output import csv_text, json_text
-from zlbench.history.query import (VERSION_FIELDS, changed_versions, intervals_by_run, short_version, iter_rows, list_runs,
-                                   medians_by_run, ops_of)
+from zlbench.history.query import (VERSION_FIELDS, changed_versions, identities, intervals_by_run, iter_rows, list_runs,
+                                   medians_by_run, ops_of, said_changes)
 
 K = 3
 THRESHOLD = 0.05
@@ -156,6 +156,12 @@ def regressions(store: Store, caliber: Optional[str] = None, k: int = K, thresho
             i = st["index"]
             first, prev = series_runs[index[ids[i]]], series_runs[index[ids[i - 1]]]
             found.append(_step_record(key, st, values, ids, base.get(key, {}), first, prev, k))
+    # What changed where each step begins, the corpus checkout included (the identities the store keeps).
+    kept = identities(store, sorted({f["first_run"] for f in found} | {f["prev_run"] for f in found})) if found else {}
+    for f in found:
+        prev, first = (series_runs[index[f[w]]] for w in ("prev_run", "first_run"))
+        f["changed"] = said_changes(changed_versions(prev, first, kept.get(prev["run_id"]), kept.get(first["run_id"]))) \
+            or "nothing recorded"
     found.sort(key=lambda f: (f["kind"] != "regression", f["first_created"], -abs(f["change_pct"]), f["op"]))
     # a step's test is named where another test's series has its op, dtype, shape and side
     series = [{"op": key[0], "dtype": short_dtype(key[1]), "shape": key[2], "node": key[3] or None, "side": key[4]}
@@ -212,11 +218,9 @@ def _step_record(key: tuple, st: Mapping, values: Sequence[float], ids: Sequence
         "before_ms": float(np.median(before)), "after_ms": float(np.median(after)),
         "baseline_change_pct": None if base_change is None else round(base_change, 2),
         "noise_pct": round((math.exp(st["noise"]) - 1) * 100, 2), "noise_from": st["noise_from"],
-        "first_run": first["run_id"], "first_created": first["created"].isoformat(),
+        "first_run": first["run_id"], "prev_run": prev["run_id"], "first_created": first["created"].isoformat(),
         "corpus_commit": first.get("corpus_commit"), "zlbench_commit": first.get("zlbench_commit"),
         "triton_version": first.get("triton_version"),
-        "changed": "; ".join(f"{f} {short_version(a)} -> {short_version(c)}"
-                             for f, (a, c) in changed_versions(prev, first).items()) or "nothing recorded",
     }
 
 
