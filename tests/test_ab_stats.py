@@ -188,6 +188,25 @@ def test_live_axis_with_artifacts_that_differ():
     assert res["rows"][0]["verdict"] == "faster"
 
 
+def test_rows_of_a_node_found_not_live_in_round_1_are_said_to_be_timed_once():
+    """Node by node, a node whose probes compiled identical kernels is timed once, on side A: ab.md
+    called its rows 'a free A/A check', which they are only where both sides timed them."""
+    def on(node, rs):
+        return [{**r, "node": node} for r in rs]
+    exp, add = "benchmark/test_exp.py::test_exp", "benchmark/test_add.py::test_add"
+    a = on(exp, rows([1.0, 1.0, 1.0])) + on(add, rows([2.0], op="add"))
+    b = on(exp, rows([0.8, 0.81, 0.79]))
+    arts_a, arts_b = {"exp": ["k.cubin:h1"], "add": ["a.cubin:x"]}, {"exp": ["k.cubin:h2"], "add": ["a.cubin:x"]}
+    res = compare(a, b, "off", "on", artifacts_a=arts_a, artifacts_b=arts_b, stops={add: {"why": "not live"}})
+    s = res["summary"]
+    assert (s["live_rows"], s["not_live_rows"], s["not_live_both_sides"]) == (1, 1, 0)
+    assert "1 row(s) compiled identical kernels (excluded; timed once, on side A)." in res["markdown"]
+    # Both sides timed it (round by round): then it is the free A/A check.
+    res = compare(a, b + on(add, rows([2.01], op="add")), "off", "on", artifacts_a=arts_a, artifacts_b=arts_b)
+    assert res["summary"]["not_live_both_sides"] == 1
+    assert "(excluded; they are a free A/A check)." in res["markdown"]
+
+
 def test_unknown_liveness_is_never_called_live():
     res = compare(rows([1.0, 1.0]), rows([1.0, 1.0]), "off", "on")
     assert res["summary"]["liveness"] == "unknown"

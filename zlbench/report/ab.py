@@ -212,6 +212,8 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     return {
         "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(list(live) + [True] * unpaired_live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
+        # Not-live rows timed on both sides (round by round, two plain runs): the rest were timed once, on A.
+        "not_live_both_sides": sum(1 for p, lv in zip(pairing.rows, live) if lv is False and p.a and p.b),
         "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
@@ -411,8 +413,11 @@ def _liveness_line(summary: Mapping) -> str:
     if not summary["live_rows"]:
         return (f"Liveness: **live**, on no paired row: an unpaired op compiled other kernels on each side (its "
                 f"rows are {LISTED_BELOW}); {summary['not_live_rows']} row(s) compiled identical kernels (excluded).")
-    return (f"Liveness: **live** on {summary['live_rows']} row(s); {summary['not_live_rows']} "
-            "row(s) compiled identical kernels (excluded; they are a free A/A check).")
+    dead, both = summary["not_live_rows"], summary.get("not_live_both_sides", 0)
+    how = ("they are a free A/A check" if both == dead else
+           "timed once, on side A" if not both else
+           f"{both} of them timed on both sides, a free A/A check")
+    return f"Liveness: **live** on {summary['live_rows']} row(s); {dead} row(s) compiled identical kernels (excluded; {how})."
 
 
 def _caveats(summary: Mapping) -> List[str]:
