@@ -156,6 +156,21 @@ def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
      "that file, quote it, ZL_TEST_Z: '1e3'."),
     ("ab", "name: mine\nvar: ZL_TEST_X\nvalues:\n  - 0\n  - yes\n", "mine.yaml, line 5: - yes: unquoted, yes is a YAML "
      "boolean"),
+    # Read as YAML composed it: anchors, merge keys, comments in a list over lines, 1:30 (YAML 1.1's 90).
+    ("ab", "name: mine\nvar: ZL_TEST_X\nvalues: [&a off, on]\n", "mine.yaml, line 3 (values): off: unquoted, off is a "
+     "YAML boolean, and every benchmark process would get it as False, not as typed. Fix: in that file, quote it, "
+     "'off', or use 0/1: 0."),
+    ("ab", "name: mine\nvar: ZL_TEST_X\nfixed: {<<: {ZL_TEST_Y: off}}\n", "mine.yaml, line 3: ZL_TEST_Y: off: unquoted"),
+    ("ab", "name: mine\nvar: ZL_TEST_X\nvalues: [\n  '0',  # A\n  on  # B\n]\n", "mine.yaml, line 5 (values): on: "
+     "unquoted, on is a YAML boolean"),
+    ("ab", "name: mine\nvar: ZL_TEST_X\nfixed: {ZL_TEST_Y: 1:30}\n", "mine.yaml, line 3: ZL_TEST_Y: 1:30: unquoted, 1:30 "
+     "is a YAML number, and every benchmark process would get it as 90, not as typed. Fix: in that file, quote it, "
+     "ZL_TEST_Y: '1:30'."),
+    # A base file of the group the chosen one's defaults list names, and side names.
+    ("ab", {"mine": "defaults: [base, _self_]\nname: mine\n", "base": "name: base\nvar: ZL_TEST_X\nvalues: [no, yes]\n"},
+     "base.yaml, line 3: values: [no, yes]: unquoted, no and yes are YAML booleans"),
+    ("ab", "name: mine\nvar: ZL_TEST_X\nvalues: ['0', '1']\nsides: [off, on]\n", "mine.yaml, line 4: sides: [off, on]: "
+     "unquoted, off and on are YAML booleans, and the A/B's sides would be named False and True, not as typed."),
     ("corpus", "defaults: [demo, _self_]\nenv: {ZL_TEST_X: true}\n", "mine.yaml, line 2: ZL_TEST_X: true: "
      "unquoted, true is a YAML boolean, and every benchmark process would get it as True"),
 ])
@@ -164,20 +179,23 @@ def test_a_group_file_of_the_users_with_a_yaml_boolean_is_refused(tmp_path, grou
     every process in Python's spelling, without a word."""
     conf = tmp_path / "conf"
     (conf / group).mkdir(parents=True)
-    (conf / group / "mine.yaml").write_text(text)
+    for name, content in (text if isinstance(text, dict) else {"mine": text}).items():
+        (conf / group / f"{name}.yaml").write_text(content + "# café\n", encoding="utf-8")  # read as UTF-8 anywhere
     work = tmp_path / "work"
     work.mkdir()
-    res = zlbench("--config-dir", str(conf), f"{group}=mine", "dry_run=true", "progress=none", cwd=work)
+    res = zlbench("--config-dir", str(conf), f"{group}=mine", "dry_run=true", "progress=none", cwd=work,
+                  env={"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"})
     assert res.returncode == 2, res.stderr[-2000:]
     assert message in res.stderr and "Traceback" not in res.stderr
     assert files_under(work) == []
-    # What the command line sets replaces the file's: a list whole, a mapping's entry (ab.fixed={} merges: refused).
-    fix = {"values": "ab.values=[0,1]", "ZL_TEST_Z": "ab.fixed.ZL_TEST_Z='1e3'", "- yes": "ab.values=[0,1]",
-           "ZL_TEST_X: true": "corpus.env.ZL_TEST_X='1'"}
+    # What the command line sets replaces the file's: a list whole, a mapping's entries (ab.fixed={} merges: refused).
+    fix = {"values: [off": "ab.values=[0,1]", "ZL_TEST_Z": "ab.fixed={ZL_TEST_Z:'1e3'}", "- yes": "ab.values=[0,1]",
+           "(values)": "ab.values=[0,1]", "ZL_TEST_Y": "ab.fixed.ZL_TEST_Y='1'", "no, yes": "ab.values=[0,1]",
+           "sides": "ab.sides=[a,b]", "ZL_TEST_X: true": "corpus.env.ZL_TEST_X='1'"}
     override = next(v for k, v in fix.items() if k in message)
     res = zlbench("--config-dir", str(conf), f"{group}=mine", override, "dry_run=true", "progress=none", cwd=work)
     assert res.returncode == 0, res.stderr[-2000:]
-    if group == "ab" and "fixed" in text:
+    if "ZL_TEST_Z" in message:
         res = zlbench("--config-dir", str(conf), "ab=mine", "ab.fixed={}", "dry_run=true", "progress=none", cwd=work)
         assert res.returncode == 2 and "ZL_TEST_Z: 1e3: unquoted" in res.stderr, res.stderr[-2000:]
 

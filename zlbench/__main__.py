@@ -20,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from zlbench import __version__
 from zlbench.config import output_dir
-from zlbench.config.command_line import env_origin, normalize_argv, override_key
+from zlbench.config.command_line import env_origin, normalize_argv
 from zlbench.config.schema import conf_dir, register_schemas
 from zlbench.config.validate import config_notes
-from zlbench.config.value_types import group_file_problems
+from zlbench.config.group_files import CHECKED, group_file_problems
 from zlbench.errors import UsageError
 from zlbench.exitcodes import Exit
 from zlbench.terminal import let_readers_leave
@@ -78,9 +78,9 @@ def _app(cfg: DictConfig) -> None:
         return
     try:
         # An axis or corpus file of the user's with `values: [off, on]`: the command line's are checked before Hydra.
-        overridden = {override_key(a) for a in OmegaConf.to_container(hc.overrides.task, resolve=False)}
         problems = group_file_problems(OmegaConf.to_container(hc.runtime.choices),
-                                       OmegaConf.to_container(hc.runtime.config_sources), overridden)
+                                       OmegaConf.to_container(hc.runtime.config_sources),
+                                       {g: OmegaConf.to_container(cfg[g], resolve=False) for g in CHECKED if g in cfg})
         if problems:
             raise UsageError("\n".join(problems))
         for note in config_notes(cfg):

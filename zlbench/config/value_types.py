@@ -1,6 +1,6 @@
 """A value of the wrong type on the command line (timer.repeat=1.5, ops=exp, progress=null), refused
 before Hydra composes anything: Hydra's own refusal is several lines without the fix. And an env
-setting typed as a YAML boolean or number, on the command line or in a group file (values: [off, on]). Same form as
+setting typed as a YAML boolean or number (ab.values=[false,true]). Same form as
 the range checks (zlbench/config/validate.py): `KEY=VALUE is not valid: it must be ... Fix: ...`."""
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ import difflib
 import re
 import typing
 from enum import Enum
-from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple
 
-import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -102,99 +100,43 @@ def _scalars(value: Any) -> Iterable[Any]:
         yield value
 
 
-def env_text_problem(key: str, typed: str, values: Iterable[Any], in_file: Optional[str] = None) -> Optional[str]:
+def env_text_problem(key: str, typed: str, values: Iterable[Any]) -> Optional[str]:
     """An env setting's value (ab.values, ab.fixed, corpus.env) that is not text as typed: `values`
     (Hydra's reading of the override, before the schema makes text of it) holds an unquoted YAML
-    boolean or number whose text differs from what was typed (false, off, 1e3): every benchmark process
-    would get Python's spelling (False, 1000.0). A quoted 'false' is text, and passes. `in_file`: the
-    group file the value was typed in (then `key` is its key there, and the fix is that file's line)."""
-    if in_file is None and not any(key == k or key.startswith(k + ".") for k in ENV_TEXT):
+    boolean or number whose text differs from what was typed (false, 1e3): every benchmark process
+    would get Python's spelling (False, 1000.0). A quoted 'false' is text, and passes. A group file's
+    values: zlbench/config/group_files.py."""
+    if not any(key == k or key.startswith(k + ".") for k in ENV_TEXT):
         return None
     words, scalars = list(_TYPED.finditer(typed)), list(_scalars(list(values)))
     if len(words) != len(scalars):  # an interpolation or an escape: not read here
         return None
-    bad = [(w, v) for w, v in zip(words, scalars) if not isinstance(v, str) and v is not None and str(v) != w[0]]
-    if not bad:
-        return None
-    kinds = sorted({"booleans" if isinstance(v, bool) else "numbers" for _, v in bad})
+    bad = [(w.start(), w.end(), w[0], v) for w, v in zip(words, scalars)
+           if not isinstance(v, str) and v is not None and str(v) != w[0]]
+    return typed_problem(f"{key}=", typed, bad) if bad else None
+
+
+def typed_problem(setting: str, typed: str, bad: Sequence[Tuple[int, int, str, Any]], where: str = "",
+                  gets: str = "every benchmark process would get {it} as {got}, not as typed") -> str:
+    """The refusal of `typed` (what follows `setting`), whose words bad = (start, end, word, value)
+    YAML read as booleans or numbers: what each becomes, and `typed` rewritten quoted (and in 0/1).
+    where: 'FILE, line N: ' for a group file (the fix goes there); gets: what becomes of them."""
+    kinds = sorted({"booleans" if isinstance(v, bool) else "numbers" for *_, v in bad})
     one = len(bad) == 1
-    said = " and ".join(w[0] for w, _ in bad)
-    got = " and ".join(str(v) for _, v in bad)
-    setting = ("- " if key == "-" else f"{key}: ") if in_file else f"{key}="  # "-": a block sequence's item
+    said = " and ".join(w for _, _, w, _ in bad)
+    got = " and ".join(str(v) for *_, v in bad)
 
     def rewritten(word: Callable[[Any, str], str]) -> str:
         out, end = [], 0
-        for w, v in bad:
-            out += [typed[end:w.start()], word(v, w[0])]
-            end = w.end()
-        return " ".join(("".join(out) + typed[end:]).split())  # a block's lines, on one line
+        for start, stop, w, v in bad:
+            out += [typed[end:start], word(v, w)]
+            end = stop
+        return "".join(out) + typed[end:]
 
     fix = f"quote {'it' if one else 'them'}, {setting}{rewritten(lambda v, w: repr(w))}"
     if kinds == ["booleans"]:
         fix += f", or use 0/1: {setting}{rewritten(lambda v, w: str(int(v)))}"
     kind = " and ".join(kinds)
-    where = f"{in_file}: " if in_file else ""
-    return (f"{where}{setting}{' '.join(typed.split())}: unquoted, {said} {'is a YAML ' + kind[:-1] if one else 'are YAML ' + kind}, "
-            f"and every benchmark process would get {'it' if one else 'them'} as {got}, not as typed. "
-            f"Fix: {'in that file, ' if in_file else ''}{fix}.")
-
-
-# The group files whose keys every benchmark process gets as environment variables' text (ENV_TEXT).
-GROUP_ENV_TEXT = {"ab": ("values", "fixed"), "corpus": ("env",)}
-
-
-def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[Mapping[str, str]],
-                        overridden: Collection[str] = ()) -> List[str]:
-    """env_text_problem for the group files Hydra composed (a user's conf/ab/mine.yaml with
-    `values: [off, on]` reaches every process as False/True): `choices` and `sources` are Hydra's
-    runtime.choices and runtime.config_sources. The file is the first source that has it, as Hydra
-    finds it; what the command line sets (`overridden`: a list, or a mapping's entry) replaces the
-    file's and is checked there.
-    Only file sources are read (a config packaged as pkg:// is not)."""
-    problems = []
-    for group, keys in GROUP_ENV_TEXT.items():
-        choice = choices.get(group)
-        if not choice:
-            continue
-        found = next((Path(s["path"]) / group / f"{choice}.yaml" for s in sources if s.get("schema") == "file"
-                      and (Path(s["path"]) / group / f"{choice}.yaml").is_file()), None)
-        if found is None:
-            continue
-        text = found.read_text()
-        try:
-            root = yaml.compose(text, Loader=_yaml_loader())
-            data = yaml.load(text, Loader=_yaml_loader())
-        except yaml.YAMLError:
-            continue  # Hydra read it; a file it cannot read is its error to give
-        if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
-            continue
-        for key_node, value_node in root.value:
-            key = key_node.value
-            if key not in keys or key not in data:
-                continue
-            # A mapping's entries one by one (the command line merges its own into them: ab.fixed.X=1
-            # replaces X only), a block sequence's items one by one (each on its line), else the whole list
-            # (the command line's list replaces it).
-            if isinstance(value_node, yaml.MappingNode) and isinstance(data[key], dict):
-                entries = [(k.value, v, data[key].get(k.value)) for k, v in value_node.value
-                           if f"{group}.{key}.{k.value}" not in overridden]
-            elif f"{group}.{key}" in overridden:
-                entries = []
-            elif isinstance(value_node, yaml.SequenceNode) and not value_node.flow_style:
-                entries = [("-", v, d) for v, d in zip(value_node.value, data[key])]
-            else:
-                entries = [(key, value_node, data[key])]
-            for name, node, value in entries:
-                typed = text[node.start_mark.index:node.end_mark.index]
-                if (problem := env_text_problem(name, typed, [value], in_file=f"{found}, line {node.start_mark.line + 1}")):
-                    problems.append(problem)
-    return problems
-
-
-def _yaml_loader() -> Any:
-    """The YAML loader OmegaConf reads config files with (its own float rule, YAML 1.1 booleans)."""
-    try:
-        from omegaconf._utils import get_yaml_loader
-        return get_yaml_loader()
-    except ImportError:  # a private helper of OmegaConf's: PyYAML's safe loader reads the same booleans
-        return yaml.SafeLoader
+    return (f"{where}{setting}{typed}: unquoted, {said} {'is a YAML ' + kind[:-1] if one else 'are YAML ' + kind}, "
+            f"and {gets.format(it='it' if one else 'them', got=got)}. "
+            f"Fix: {'in that file, ' if where else ''}{fix}.")
