@@ -200,6 +200,55 @@ def test_a_group_file_of_the_users_with_a_yaml_boolean_is_refused(tmp_path, grou
         assert res.returncode == 2 and "ZL_TEST_Z: 1e3: unquoted" in res.stderr, res.stderr[-2000:]
 
 
+def test_group_files_are_read_where_hydra_takes_their_values_from(tmp_path):
+    """A second hostile pass: files a defaults entry names with a package (b1@_here_, fx@fixed), a merge
+    key at the top, a tag, a list reached through an alias, side names; and no refusal where the
+    command line replaced the value with the one the message suggests."""
+    conf, work = tmp_path / "conf", tmp_path / "work"
+    (conf / "ab").mkdir(parents=True)
+    work.mkdir()
+
+    def run(files, *args):
+        for name, content in files.items():
+            (conf / "ab" / f"{name}.yaml").write_text(content)
+        return zlbench("--config-dir", str(conf), "ab=mine", *args, "dry_run=true", "progress=none", cwd=work)
+
+    res = run({"mine": "defaults: [b1@_here_, fx@fixed, _self_]\nname: mine\nvar: ZL_TEST_X\n",
+               "b1": "values: [off, '1']\n", "fx": "ZL_TEST_Q: 1e3\n"})
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "b1.yaml, line 1: values: [off, '1']: unquoted, off is a YAML boolean" in res.stderr
+    assert "fx.yaml, line 1: ZL_TEST_Q: 1e3: unquoted" in res.stderr
+    res = run({"mine": "<<: {name: mine, var: ZL_TEST_X, values: ['0', !!float 1]}\n"})
+    assert res.returncode == 2 and "mine.yaml, line 1 (values): !!float 1: the tag !!float makes YAML read it as " \
+        "1.0, and every benchmark process would get it as 1.0, not as typed. Fix: in that file, drop the tag: '1'." \
+        in res.stderr, res.stderr[-2000:]
+    res = run({"mine": "name: mine\nvar: ZL_TEST_X\nfixed: {ZL_TEST_Y: &s 'x'}\nvalues: [&a off, *a]\n"
+                       "sides: [off, on]\n"})
+    said = [line for line in res.stderr.splitlines() if "unquoted" in line]
+    assert res.returncode == 2 and len(said) == 2, res.stderr[-2000:]  # the aliased off once
+    assert any("line 4 (values): off:" in line for line in said)
+    assert any(line.endswith("sides: [off, on]: unquoted, off and on are YAML booleans, and the A/B's sides would be "
+                              "named False and True, not as typed. Fix: in that file, quote them, sides: ['off', 'on'].")
+               for line in said)  # no 0/1 for names
+    # The fix the message gives, on the command line: the file's value never reaches a process.
+    res = run({"mine": "name: mine\nvar: ZL_TEST_X\nvalues: [00, '1']\nfixed: {ZL_TEST_Y: 00}\n"},
+              "ab.values=['0','1']", "ab.fixed={ZL_TEST_Y:'0'}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = run({}, "ab.values=['0','1']", "++ab.fixed={ZL_TEST_Z:'0'}")  # a mapping merges: the file's Y still reaches
+    assert res.returncode == 2 and "ZL_TEST_Y: 00: unquoted" in res.stderr, res.stderr[-2000:]
+
+
+def test_a_sweep_over_lists_of_quoted_values_is_taken(tmp_path):
+    """-m ab.values=['a','b'],['c','d']: the type check read Hydra's QuotedString objects inside each
+    list and refused the sweep ('ab.values=[QuotedString(text='a', ...)] is not valid')."""
+    res = zlbench("-m", "ab=demo_fused_softmax", "ab.values=['a','b'],['c','d']", "dry_run=true", "progress=none",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "ab.values=['a','b']" in res.stdout + res.stderr and "ab.values=['c','d']" in res.stdout + res.stderr
+    res = zlbench("-m", "ab=demo_fused_softmax", "ab.values=[false,'b'],['c','d']", "dry_run=true", cwd=tmp_path)
+    assert res.returncode == 2 and "unquoted, false is a YAML boolean" in res.stderr, res.stderr[-2000:]
+
+
 def test_a_dry_run_leaves_no_dated_folder(tmp_path):
     res = zlbench("dry_run=true", "ops=[exp]", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from zlbench import __version__
 from zlbench.config import output_dir
-from zlbench.config.command_line import env_origin, normalize_argv
+from zlbench.config.command_line import env_origin, normalize_argv, set_keys
 from zlbench.config.schema import conf_dir, register_schemas
 from zlbench.config.validate import config_notes
 from zlbench.config.group_files import CHECKED, group_file_problems
@@ -80,7 +80,8 @@ def _app(cfg: DictConfig) -> None:
         # An axis or corpus file of the user's with `values: [off, on]`: the command line's are checked before Hydra.
         problems = group_file_problems(OmegaConf.to_container(hc.runtime.choices),
                                        OmegaConf.to_container(hc.runtime.config_sources),
-                                       {g: OmegaConf.to_container(cfg[g], resolve=False) for g in CHECKED if g in cfg})
+                                       {g: OmegaConf.to_container(cfg[g], resolve=False) for g in CHECKED if g in cfg},
+                                       set_keys(OmegaConf.to_container(hc.overrides.task, resolve=False)))
         if problems:
             raise UsageError("\n".join(problems))
         for note in config_notes(cfg):

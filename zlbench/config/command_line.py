@@ -121,6 +121,24 @@ def override_key(arg: str) -> str:
     return arg.split("=", 1)[0].lstrip("+~")
 
 
+def set_keys(overrides: Sequence[str]) -> set:
+    """The keys a job's overrides set, a mapping's entries included: ab.fixed={X:'0'} sets ab.fixed
+    and ab.fixed.X (it merges into the composed mapping, so only X is replaced)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = set()
+    for arg in overrides:
+        key = override_key(arg)
+        keys.add(key)
+        try:
+            value = OverridesParser.create().parse_override(arg).value()
+        except Exception:  # Hydra parsed it to compose the job; a form not read here sets its key only
+            continue
+        if isinstance(value, dict):
+            keys.update(f"{key}.{k}" for k in value)
+    return keys
+
+
 def _normalize_backend(arg: str) -> str:
     key, _, value = arg.partition("=")
     if override_key(key) not in ("backend", "backend.name"):
@@ -144,9 +162,22 @@ def _values(arg: str) -> List[Any]:
         override = OverridesParser.create().parse_overrides([arg])[0]
         if not override.is_sweep_override():
             return [override.value()]
-        return [] if override.is_interval_sweep() else list(override.sweep_iterator())
+        # A sweep's elements keep Hydra's QuotedString inside lists (ab.values=['a','b'],['c','d']).
+        return [] if override.is_interval_sweep() else [_unquoted(v) for v in override.sweep_iterator()]
     except Exception:  # noqa: BLE001 (Hydra's parse errors have no common type)
         return []
+
+
+def _unquoted(value: Any) -> Any:
+    from hydra.core.override_parser.types import QuotedString
+
+    if isinstance(value, QuotedString):
+        return value.text
+    if isinstance(value, list):
+        return [_unquoted(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _unquoted(v) for k, v in value.items()}
+    return value
 
 
 def _deletion_problem(name: str, launchers: Sequence[str]) -> Optional[str]:

@@ -7,41 +7,49 @@ the config, node by node as YAML composed them (anchors, aliases, merge keys and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Collection, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import yaml
 
 from zlbench.config.value_types import typed_problem
 
 GETS = "every benchmark process would get {it} as {got}, not as typed"
+NAMED = "the A/B's sides would be named {got}, not as typed"
 # The keys read in each group's files, and what a misread value becomes.
-CHECKED = {"ab": {"values": GETS, "fixed": GETS, "sides": "the A/B's sides would be named {got}, not as typed"},
-           "corpus": {"env": GETS}}
+CHECKED = {"ab": {"values": GETS, "fixed": GETS, "sides": NAMED}, "corpus": {"env": GETS}}
+# A one-line list longer than this is refused item by item, not quoted whole.
+LINE_SHOWN = 120
 
 
 def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[Mapping[str, str]],
-                        composed: Mapping[str, Mapping[str, Any]]) -> List[str]:
+                        composed: Mapping[str, Mapping[str, Any]], overridden: Collection[str] = ()) -> List[str]:
     """One refusal per misread value of the chosen ab and corpus files and of the files of the same
     group their defaults lists name. choices, sources: Hydra's runtime.choices and
     runtime.config_sources (a file is the first file source that has it, as Hydra finds it; a pkg://
-    source is not read). composed: {group: {key: value}} as composed: a file's value counts only where
-    it reached the config (the command line or a later file did not replace it)."""
+    source is not read). A file's value counts only where it reached the config: `composed` ({group:
+    {key: value}} as composed) holds it, and the command line did not set it (`overridden`: keys such
+    as ab.values, ab.fixed.X)."""
     sources = [Path(s["path"]) for s in sources if s.get("schema") == "file"]
     problems: List[str] = []
     for group, keys in CHECKED.items():
-        for path, text, root in _chain(group, choices.get(group), sources, set()):
-            problems += [p for p in _file_problems(path, text, root, keys, composed.get(group) or {})
-                         if p not in problems]
+        for path, text, root, under in _chain(group, choices.get(group), None, sources, set()):
+            now = composed.get(group) or {}
+            skip = {k[len(group) + 1:] for k in overridden if k.startswith(group + ".")}
+            for problem in _file_problems(path, text, root, under, keys, now, skip):
+                if problem not in problems:
+                    problems.append(problem)
     return problems
 
 
-def _chain(group: str, name: Optional[str], sources: List[Path], seen: set) -> Iterator[Tuple[Path, str, Any]]:
-    """The group file `name` and, depth first, the files of its group its defaults list names."""
+def _chain(group: str, name: Optional[str], under: Optional[str], sources: List[Path],
+           seen: set) -> Iterator[Tuple[Path, str, Any, Optional[str]]]:
+    """The group file `name` and, depth first, the files of its group its defaults list names; under:
+    the key the file's content lands in (`- fx@fixed`: fixed), None for the group itself."""
     path = next((s / group / f"{name}.yaml" for s in sources if (s / group / f"{name}.yaml").is_file()), None) \
         if name else None
-    if path is None or path in seen:
+    if path is None or (path, under) in seen:
         return
-    seen.add(path)
+    seen.add((path, under))
     try:
         text = path.read_text(encoding="utf-8")
         root = yaml.compose(text, Loader=_yaml_loader())
@@ -49,57 +57,87 @@ def _chain(group: str, name: Optional[str], sources: List[Path], seen: set) -> I
         return  # Hydra read it (or refused it, in its own words)
     if not isinstance(root, yaml.MappingNode):
         return
-    yield path, text, root
-    for key, value in root.value:
-        if key.value == "defaults" and isinstance(value, yaml.SequenceNode):
-            for item in value.value:  # `- base`: the group's base.yaml; `_self_`, `/other`, `override ...`: not
-                if isinstance(item, yaml.ScalarNode) and item.value != "_self_" and not item.value.startswith("/"):
-                    yield from _chain(group, item.value, sources, seen)
+    yield path, text, root, under
+    if under is not None:
+        return
+    for key, value in _entries(root):
+        if key == "defaults" and isinstance(value, yaml.SequenceNode):
+            for item in value.value:
+                if isinstance(item, yaml.ScalarNode) and (entry := _same_group(group, item.value)):
+                    yield from _chain(group, *entry, sources, seen)
 
 
-def _file_problems(path: Path, text: str, root: Any, keys: Mapping[str, str], composed: Mapping[str, Any]) -> List[str]:
+def _same_group(group: str, item: str) -> Optional[Tuple[str, Optional[str]]]:
+    """A defaults entry that names a file of `group` (base, /ab/base, sub/base, base@_here_, fx@fixed):
+    (its name, the key its content lands in: None for the group); None for `_self_`, another group's
+    file, or a package elsewhere."""
+    name, _, package = item.partition("@")
+    if name == "_self_":
+        return None
+    if name.startswith("/"):
+        if not name.startswith(f"/{group}/"):
+            return None
+        name = name[len(group) + 2:]
+    if package in ("", "_here_", group, f"_global_.{group}"):
+        return name, None
+    if package.startswith(f"{group}."):
+        package = package[len(group) + 1:]
+    elif package.startswith("_global_.") or package.startswith("_"):
+        return None
+    return (name, package) if package in CHECKED[group] else None
+
+
+def _file_problems(path: Path, text: str, root: Any, under: Optional[str], keys: Mapping[str, str],
+                   composed: Mapping[str, Any], overridden: Collection[str]) -> List[str]:
     loader = _yaml_loader()("")
     problems = []
-    for key_node, value_node in root.value:
-        key, now = key_node.value, composed.get(key_node.value)
+    # (key, its node, where the key is typed): the file's own keys, or the whole file as one key's value.
+    pairs = [(under, root, None)] if under else [(k, v, kn) for (k, v), kn in _entries(root, with_keys=True)]
+    for key, value_node, key_node in pairs:
         if key not in keys:
             continue
-        gets = keys[key]
+        now, gets = composed.get(key), keys[key]
+        # The command line's mapping merges into the file's (ab.fixed={X:'0'} replaces X only); its list replaces it.
         if isinstance(value_node, yaml.MappingNode) and isinstance(now, Mapping):
             for name, node in _entries(value_node):
-                if (v := _misread(node, loader)) and now.get(name) == str(v[0]):
-                    problems.append(_one(path, node, f"{name}: ", v[0], gets))
-        elif isinstance(value_node, yaml.SequenceNode) and isinstance(now, list):
+                if f"{key}.{name}" not in overridden and (v := _misread(node, loader)) and now.get(name) == str(v[0]):
+                    problems.append(_one(path, text, node, f"{name}: ", v[0], gets))
+        elif isinstance(value_node, yaml.SequenceNode) and isinstance(now, list) and key not in overridden:
             bad = [(node, v[0]) for i, node in enumerate(value_node.value)
                    if i < len(now) and (v := _misread(node, loader)) and now[i] == str(v[0])]
             start, end = value_node.start_mark, value_node.end_mark
-            if bad and value_node.flow_style and start.line == end.line and all(
-                    text[n.start_mark.index:n.end_mark.index] == n.value and start.index <= n.start_mark.index < end.index
-                    for n, _ in bad):
+            typed = text[start.index:end.index]
+            if bad and value_node.flow_style and start.line == end.line and len(typed) <= LINE_SHOWN \
+                    and key_node is not None and key_node.end_mark.index <= start.index \
+                    and all(_source(text, n) == n.value and start.index <= n.start_mark.index < end.index for n, _ in bad):
                 # One line, as typed, rewritten as the fix: values: ['off', 'on'].
                 problems.append(typed_problem(
-                    f"{key}: ", text[start.index:end.index],
+                    f"{key}: ", typed,
                     [(n.start_mark.index - start.index, n.end_mark.index - start.index, n.value, v) for n, v in bad],
-                    where=f"{path}, line {start.line + 1}: ", gets=gets))
-            else:
-                problems += [_one(path, n, "- " if not value_node.flow_style else "", v, gets, key) for n, v in bad]
+                    where=f"{path}, line {start.line + 1}: ", gets=gets, zero_one=gets is GETS))
+            else:  # over lines, reached through an alias, tagged or long: each item on its own line
+                for n, v in bad:
+                    said = _one(path, text, n, "- " if not value_node.flow_style else "", v, gets, key)
+                    if said not in problems:
+                        problems.append(said)
     return problems
 
 
-def _entries(node: Any) -> Iterator[Tuple[str, Any]]:
-    """A mapping's (key, value node) pairs, those a merge key (<<: *base) brings in included."""
+def _entries(node: Any, with_keys: bool = False) -> Iterator[Any]:
+    """A mapping's (key, value node) pairs, those a merge key (<<: *base) brings in included;
+    with_keys: ((key, value node), key node)."""
     for k, v in node.value:
         if k.tag == "tag:yaml.org,2002:merge":
             for m in v.value if isinstance(v, yaml.SequenceNode) else [v]:
                 if isinstance(m, yaml.MappingNode):
-                    yield from _entries(m)
+                    yield from _entries(m, with_keys)
         elif isinstance(k, yaml.ScalarNode):
-            yield k.value, v
+            yield ((k.value, v), k) if with_keys else (k.value, v)
 
 
 def _misread(node: Any, loader: Any) -> Optional[Tuple[Any]]:
     """(value,) where YAML reads a scalar as a boolean or number whose text is not the scalar's
-    (off -> False, 1e3 -> 1000.0, 1:30 -> 90), else None."""
+    (off -> False, 1e3 -> 1000.0, 1:30 -> 90, !!float 1 -> 1.0), else None."""
     if not isinstance(node, yaml.ScalarNode) or node.tag.endswith(":str"):
         return None
     try:
@@ -109,11 +147,21 @@ def _misread(node: Any, loader: Any) -> Optional[Tuple[Any]]:
     return (value,) if isinstance(value, (bool, int, float)) and str(value) != node.value else None
 
 
-def _one(path: Path, node: Any, setting: str, value: Any, gets: str, key: str = "") -> str:
+def _source(text: str, node: Any) -> str:
+    return text[node.start_mark.index:node.end_mark.index]
+
+
+def _one(path: Path, text: str, node: Any, setting: str, value: Any, gets: str, key: str = "") -> str:
     """The refusal of one scalar, on its own line (a mapping's entry, a block list's item, or an item
-    of a list that spans lines or reaches it through an alias)."""
+    of a list that spans lines, reaches it through an alias or carries a tag)."""
     where = f"{path}, line {node.start_mark.line + 1}" + (f" ({key})" if key and not setting else "") + ": "
-    return typed_problem(setting, node.value, [(0, len(node.value), node.value, value)], where=where, gets=gets)
+    source = _source(text, node)
+    if source.startswith("!"):  # a tag (!!float 1, !!bool 'yes'): quoting alone would keep it
+        tag = source.split()[0]
+        return (f"{where}{setting}{source}: the tag {tag} makes YAML read it as {value!r}, and "
+                f"{gets.format(it='it', got=value)}. Fix: in that file, drop the tag: {setting}'{node.value}'.")
+    return typed_problem(setting, node.value, [(0, len(node.value), node.value, value)], where=where, gets=gets,
+                         zero_one=gets is GETS)
 
 
 def _yaml_loader() -> Any:

@@ -117,10 +117,12 @@ def env_text_problem(key: str, typed: str, values: Iterable[Any]) -> Optional[st
 
 
 def typed_problem(setting: str, typed: str, bad: Sequence[Tuple[int, int, str, Any]], where: str = "",
-                  gets: str = "every benchmark process would get {it} as {got}, not as typed") -> str:
+                  gets: str = "every benchmark process would get {it} as {got}, not as typed",
+                  zero_one: bool = True) -> str:
     """The refusal of `typed` (what follows `setting`), whose words bad = (start, end, word, value)
     YAML read as booleans or numbers: what each becomes, and `typed` rewritten quoted (and in 0/1).
-    where: 'FILE, line N: ' for a group file (the fix goes there); gets: what becomes of them."""
+    where: 'FILE, line N: ' for a group file (the fix goes there); gets: what becomes of them; zero_one:
+    whether 0/1 is a fix for booleans (not for names)."""
     kinds = sorted({"booleans" if isinstance(v, bool) else "numbers" for *_, v in bad})
     one = len(bad) == 1
     said = " and ".join(w for _, _, w, _ in bad)
@@ -134,7 +136,7 @@ def typed_problem(setting: str, typed: str, bad: Sequence[Tuple[int, int, str, A
         return "".join(out) + typed[end:]
 
     fix = f"quote {'it' if one else 'them'}, {setting}{rewritten(lambda v, w: repr(w))}"
-    if kinds == ["booleans"]:
+    if kinds == ["booleans"] and zero_one:
         fix += f", or use 0/1: {setting}{rewritten(lambda v, w: str(int(v)))}"
     kind = " and ".join(kinds)
     return (f"{where}{setting}{typed}: unquoted, {said} {'is a YAML ' + kind[:-1] if one else 'are YAML ' + kind}, "
