@@ -124,18 +124,11 @@ def override_key(arg: str) -> str:
 def set_keys(overrides: Sequence[str]) -> set:
     """The keys a job's overrides set, a mapping's entries included: ab.fixed={X:'0'} sets ab.fixed
     and ab.fixed.X (it merges into the composed mapping, so only X is replaced)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     keys = set()
     for arg in overrides:
         key = override_key(arg)
         keys.add(key)
-        try:
-            value = OverridesParser.create().parse_override(arg).value()
-        except Exception:  # Hydra parsed it to compose the job; a form not read here sets its key only
-            continue
-        if isinstance(value, dict):
-            keys.update(f"{key}.{k}" for k in value)
+        keys.update(f"{key}.{k}" for value in _values(arg) if isinstance(value, dict) for k in value)
     return keys
 
 

@@ -32,9 +32,9 @@ def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[
     sources = [Path(s["path"]) for s in sources if s.get("schema") == "file"]
     problems: List[str] = []
     for group, keys in CHECKED.items():
+        now = composed.get(group) or {}
+        skip = {k[len(group) + 1:] for k in overridden if k.startswith(group + ".")}
         for path, text, root, under in _chain(group, choices.get(group), None, sources, set()):
-            now = composed.get(group) or {}
-            skip = {k[len(group) + 1:] for k in overridden if k.startswith(group + ".")}
             for problem in _file_problems(path, text, root, under, keys, now, skip):
                 if problem not in problems:
                     problems.append(problem)

@@ -188,8 +188,7 @@ def compare_runs(store: Store, run_a: Mapping, run_b: Mapping, threshold: float 
         unpaired = [u for u, w in zip(unpaired, whose) if not w]
     name_shared_keys(table + unpaired, ("op", "dtype", "shape", "side"))
     summary = _summary(run_a, run_b, table, unpaired, threshold, noise_of.runs, fail_on, noise_of.run_offset(), apart,
-                       lasting)
-    summary["changed_versions"] = changed_versions(run_a, run_b, id_a, id_b)
+                       lasting, (id_a, id_b))
     summary["b_is_recheck"] = is_recheck(run_b)
     summary["lost_ends"] = lost_ends(table + unpaired, failed[1])
     summary["baseline_drift"] = baseline_drift([p for _, p, _ in paired])  # as ab.md reads it between sides
@@ -265,9 +264,10 @@ def _verdict_columns(t: Dict) -> None:
 
 def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[Dict], threshold: float,
              history_runs: int, fail_on: str, run_offset: Tuple[float, int] = (RUN_OFFSET_SD, 0),
-             apart: Optional[List[str]] = None, lasting: bool = True) -> Dict:
+             apart: Optional[List[str]] = None, lasting: bool = True,
+             kept: Tuple[Mapping, Mapping] = ({}, {})) -> Dict:
     """lasting=False: the runs named by their run dirs, without ids (those of a store gone when compare
-    ends)."""
+    ends); kept: the identities the store keeps of A and B (their corpus checkouts)."""
     lost_rows = sum(1 for u in unpaired + table if u.get("lost_in") == "B")
     failing_rows = sum(1 for t in table if t["verdict"] in FAIL_ON[fail_on])
     failing_rows += lost_rows if fail_on in LOST_FAILS else 0
@@ -289,7 +289,7 @@ def _summary(run_a: Mapping, run_b: Mapping, table: List[Dict], unpaired: List[D
         # an overall change whose interval left out 0; with both, 3 (process_stats.RUN_OFFSET_SD).
         "overall": {**overall_line(table, [(t["node"] or t["op"], t["side"]) for t in table],
                                    run_offset_sd=run_offset[0]), "run_offset_runs": run_offset[1]},
-        "changed_versions": changed_versions(run_a, run_b),  # and the checkout: compare_runs
+        "changed_versions": changed_versions(run_a, run_b, *kept),
         "fail_on": fail_on, "failing_rows": failing_rows, "lost_rows": lost_rows,
         "judged_rows": judged,
         "gate_exit": gate_exit(fail_on, judged, failing_rows),

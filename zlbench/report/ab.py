@@ -212,8 +212,9 @@ def _summary(pairing, table: List[Dict], live: Sequence[Optional[bool]], aa: boo
     return {
         "aa": aa, "liveness": LIVE_AA if aa else _axis_liveness(list(live) + [True] * unpaired_live),
         "live_rows": sum(1 for lv in live if lv), "not_live_rows": sum(1 for lv in live if lv is False),
-        # Not-live rows timed on both sides (round by round, two plain runs): the rest were timed once, on A.
-        "not_live_both_sides": sum(1 for p, lv in zip(pairing.rows, live) if lv is False and p.a and p.b),
+        # Paired not-live rows, timed on both sides (round by round, two plain runs); `live` goes on past
+        # them with the rows timed once, on A (a node found not live in round 1), which zip leaves out.
+        "not_live_both_sides": sum(1 for _, lv in zip(pairing.rows, live) if lv is False),
         "unknown_liveness_rows": 0 if aa else sum(1 for lv in live if lv is None),
         "paired_rows": len(pairing.rows), "unpaired_rows": unpaired,
         "fallback_rows": sum(1 for p in pairing.rows if p.fallback),
