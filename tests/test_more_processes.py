@@ -136,17 +136,20 @@ def test_more_passes_time_only_the_rows_whose_processes_disagree(run_zlbench):
             ("steady", "luck_one", "luck_first", "luck_deaf", "luck_rev"), "ok")
 
 
-def _drawn_as_planned(run_dir, steady=0.02, drawn=0.05) -> list:
+def _drawn_as_planned(run_dir, steady=0.02, drawn=0.05, per_process=None) -> list:
     """What the machine broke of a timing-corpus run's premise (empty: nothing): in its planned
     processes every 0.2 ms row and baseline (steady's, bimodal's, luck_tiny's [[64]] baseline) within
     `steady` of 0.2 ms, and luck_tiny's [[8]] within `drawn` of the 10 or 15 us its process drew
-    (odd passes the slow pick). On a machine this busy the rows' pool is no steady yardstick."""
+    (odd passes the slow pick). On a machine this busy the rows' pool is no steady yardstick.
+    per_process: (op, shape) -> the ms of the rows drawn per process (default luck_tiny's)."""
+    per_process = per_process or {("luck_tiny", "[[8]]"): 0.01, ("luck_tiny", "[[64]]"): 0.2}
     broken = []
     for r in _process_rows(run_dir):
         if r["round"] >= 3:
             continue
         slow = 1.5 if r["round"] % 2 else 1.0
-        expect = {("luck_tiny", "[[8]]"): 0.01 * slow, ("luck_tiny", "[[64]]"): 0.2 * slow}.get((r["op"], r["shape"]), 0.2)
+        ms = per_process.get((r["op"], r["shape"]))
+        expect = ms * slow if ms else 0.2
         tol = drawn if expect < 0.1 else steady
         for what, value, want in (("latency", r["latency"], expect), ("latency_base", r["latency_base"], 0.2)):
             if abs(math.log(value / want)) > tol:
@@ -208,6 +211,48 @@ def test_riders_are_rows_whose_own_processes_disagree_in_any_case_of_the_chosen_
     summary = (res.run_dir / "summary.md").read_text()
     assert ("2 node(s) got more processes than the 3 planned" in summary
             and "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in summary), summary
+
+
+@pytest.mark.slow
+def test_another_nodes_us_row_whose_processes_disagree_joins_more_passes_that_run_anyway(run_zlbench, tmp_path):
+    """luck_us (one row of 10 or 15 us, drawn per process) is a test of its own: with luck's wide 0.2 ms
+    row its node joins the more passes luck's has run anyway (a median of 5); alone it chooses none (a
+    pass' start-up for a us row). (bimodal: with it the pool of rows of 0.1-1 ms is steady enough to
+    read luck apart, and not steady.)"""
+    drawn = {("luck", "[[64]]"): 0.2, ("luck", "[[128]]"): 0.2, ("luck_us", "[[8]]"): 0.01}
+    for attempt in range(3):  # a run the machine disturbed (its premise broken) is made again
+        res = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck,luck_us]", "store.url=none",
+                          "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+                          "timer.max_processes=5", env=QUIET, run_dir=tmp_path / f"run{attempt}")
+        assert res.returncode == 0, res.stderr[-3000:]
+        broken = _drawn_as_planned(res.run_dir, per_process=drawn)
+        if not broken:
+            break
+    assert not broken, f"the machine disturbed every run's planned processes: {broken}"
+    log = res.stdout + res.stderr
+    assert ("1 node(s) whose processes disagree get 2 more process(es) each (rows >= 20 us wider than "
+            "timer.target_width=0.5; widest: luck [[") in log, log[-3000:]
+    assert "; 1 other node(s) join those passes for 1 row(s) under 20 us that read apart by process (no pass more)" \
+        in log, [x for x in log.splitlines() if "more process" in x]
+    rows = {(r["op"], r["shape"]): r for r in _rows(res.run_dir)}
+    assert {k: r["processes"] for k, r in rows.items()} == {
+        ("steady", "[[64]]"): 3, ("steady", "[[128]]"): 3, ("bimodal", "[[64]]"): 3, ("bimodal", "[[128]]"): 3,
+        ("luck", "[[64]]"): 5, ("luck", "[[128]]"): 5, ("luck_us", "[[8]]"): 5}
+    # Passes 0, 2, 4 read 10 us, 1 and 3 read 15 us: the median of five is the fast pick.
+    assert rows[("luck_us", "[[8]]")]["latency"] < 0.0125, rows[("luck_us", "[[8]]")]
+    node = "benchmark/test_timing.py::test_perf_{}".format
+    later = [u for u in _plan(res.run_dir)["units"] if u["round"] >= 3]
+    assert {n for u in later for n in u["nodes"]} == {node("luck"), node("luck_us")}, later
+    assert "; 1 row(s) of theirs under 20 us that read apart by process were measured in them too" in (
+        res.run_dir / "summary.md").read_text()
+
+    alone = run_zlbench(*ON_TIMING_CORPUS, "timer=direct", "ops=[steady,bimodal,luck_us]", "store.url=none",
+                        "timer.processes=3", "timer.target_width=0.5", "timer.more_budget=100",
+                        "timer.max_processes=5", env=QUIET, run_dir=tmp_path / "alone")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert "more process(es)" not in alone.stdout + alone.stderr
+    assert all(u["round"] < 3 for u in _plan(alone.run_dir)["units"])
+    assert {r["processes"] for r in _rows(alone.run_dir)} == {3}
 
 
 @pytest.mark.slow
