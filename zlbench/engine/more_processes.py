@@ -93,7 +93,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         return last - first, "", ""
 
     shapes, shares = chosen_shapes(run_dir, plan, rows)
-    passes, fits, none_fit = budgeted(list(wide), shares)
+    passes, fits, none_fit = budgeted(sorted(wide), shares)
     if none_fit:
         return MoreChoice([], first, none_fit, {})
     nodes = sorted(wide)
@@ -104,20 +104,20 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         with_extra = chosen_shapes(run_dir, plan, rows + riding + joining)
         joined = sorted(wide.keys() | {base_node(r.get("node") or "") for r in joining})
         if budgeted(joined, with_extra[1])[0] == passes:
-            (shapes, shares), nodes, passengers = with_extra, joined, joining
+            shapes, nodes, passengers = with_extra[0], joined, joining
             break
     else:
         riders, passengers = [], []
     last = first + passes
     widest = sorted(wide.values(), key=relative_width, reverse=True)[:3]
-    only, joined = len(shapes), len(nodes) - len(wide)
+    only, joining_nodes = len(shapes), len(nodes) - len(wide)
     return MoreChoice(nodes, last, (
         f"[zlbench] {len(wide)} node(s) whose processes disagree get {last - first} more process(es) each{fits} "
         f"(rows >= 20 us wider than timer.target_width={target:g}; widest: "
         + "; ".join(f"{r.get('op')} {r.get('shape')} {100 * relative_width(r):.1f}%" for r in widest) + ")"
         + (f", and {len(riders)} other row(s) of theirs that read apart by process" if riders else "")
-        + (f"; {joined} other node(s) join those passes for {len(passengers)} row(s) under 20 us that read apart "
-           "by process (no pass more)" if joined else "")
+        + (f"; {joining_nodes} other node(s) join those passes for {len(passengers)} row(s) under 20 us that "
+           "read apart by process (no pass more)" if joining_nodes else "")
         + ("; they time their tests up to those rows only" if only == len(nodes) else
            f"; {only} of them time their tests up to those rows only, the others every row" if only else "")), shapes)
 
@@ -140,7 +140,7 @@ def passenger_rows(measured: Sequence[Mapping], nodes: Mapping[str, Any]) -> Lis
     """The rows under 20 us of nodes not chosen whose own processes disagree far beyond rows of their
     size and timer (as riding_rows): alone they choose no node (a pass' start-up for a us row), but
     where more passes run anyway their nodes join them at the cost of their measuring: a us row that
-    draws its pick or placement per process (a mean of 8.9 us read 8.92, 8.92 and 9.23 us) then
+    draws its pick or placement per process (mean_dim's 8.9 us row read 8.92, 8.92 and 9.23 us) then
     reports a median of more processes, and flips between runs less often."""
     from zlbench.results.process_stats import TOP_UP_MIN_MS, op_read_apart
 
