@@ -21,7 +21,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from zlbench.engine import more_processes as mp
-from zlbench.results.process_stats import op_read_apart
 
 
 def planned_only(run_dir: Path, into: Path) -> SimpleNamespace:
@@ -54,8 +53,8 @@ def replay(run_dir: Path, spares: int) -> dict:
         finally:
             mp.passenger_rows = keep
         joined = set(with_them.nodes) - set(without.nodes)
-        riding = [r for r in collect(copy)[0] if mp.base_node(r.get("node") or "") in joined
-                  and r.get("status") == "ok" and r["latency"] < 0.02 and op_read_apart(r)]
+        riding = [r for r in mp.passenger_rows(collect(copy)[0], dict.fromkeys(without.nodes))
+                  if mp.base_node(r.get("node") or "") in joined]
 
         def measuring(nodes) -> float:  # whole tests: an upper bound where a pass times up to a row
             return round(mp.pass_seconds(copy, plan, nodes)[1], 2) if nodes else 0.0

@@ -98,7 +98,7 @@ def more_wanted(run_dir: Path, plan, timer: Mapping[str, Any], deadline: Optiona
         return MoreChoice([], first, none_fit, {})
     nodes = sorted(wide)
     # Riders and passengers come along only where they cost the wide rows no pass; else riders alone.
-    for riding, joining in ((riders, passengers), (riders, [])):
+    for riding, joining in ((riders, passengers), (riders, [])) if passengers else ((riders, []),):
         if not riding + joining:
             continue
         with_extra = chosen_shapes(run_dir, plan, rows + riding + joining)
