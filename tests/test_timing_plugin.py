@@ -282,23 +282,54 @@ def sim_capture(plugin_config, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "triton.runtime", runtime)
 
     graphs = types.ModuleType("simgraph")
+    streams = itertools.count(1)
+    device.current, device.capture_stream = "default stream", None
 
     class Graph:
         def replay(self):
             device.log.append("replay")
 
+    class graph:
+        """As torch.cuda.graph: captures on `stream`, else on a stream its class makes once."""
+
+        default_capture_stream = None
+
+        def __init__(self, g, pool=None, stream=None):
+            if stream is None and type(self).default_capture_stream is None:
+                type(self).default_capture_stream = graphs.Stream()
+            self.capture_stream = stream or type(self).default_capture_stream
+
+        def __enter__(self):
+            device.log.append("capture")
+            device.capturing = device.registered = True
+            self.before, device.current = device.current, self.capture_stream
+            device.capture_stream = self.capture_stream
+
+        def __exit__(self, exc_type, exc, tb):
+            device.capturing, device.current = False, self.before
+            if exc_type is None:
+                device.registered = False  # only a capture that completes unregisters the generators
+                device.log.append("captured")
+            return False
+
     @contextlib.contextmanager
-    def graph(g, stream=None):
-        device.log.append("capture")
-        device.capturing = device.registered = True
+    def stream(s):
+        before, device.current = device.current, s
         try:
             yield
         finally:
-            device.capturing = False
-        device.registered = False  # only a capture that completes unregisters the generators
-        device.log.append("captured")
+            device.current = before
 
+    def launch(on_stream):
+        """A kernel launched on `on_stream`: a capture fails where it is not the capture's stream."""
+        if device.capturing and on_stream != device.capture_stream:
+            raise RuntimeError("operation failed due to a previous error during capture "
+                               "(cudaErrorStreamCaptureInvalidated)")
+        device.log.append(("kernel", on_stream))
+
+    device.launch = launch
     graphs.Graph, graphs.graph = Graph, graph
+    graphs.Stream, graphs.stream = (lambda: f"stream {next(streams)}"), stream
     monkeypatch.setitem(sys.modules, "simgraph", graphs)
     monkeypatch.setattr(type(get_backend("musa")), "graph_class", "simgraph.Graph")
     monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace())  # cannot spin
@@ -338,6 +369,44 @@ def test_a_captured_op_is_graph_timed_and_leaves_the_generators_as_they_were(sim
     assert policy(device.draw, rep=20) == pytest.approx(1.0 / 100)
     assert device.generator.offset == 0 and device.log.count("replay") == 10
     assert recorded() == [{"timer_used": "graph", "markers": [], "reason": None}]
+
+
+def test_a_backward_timed_after_its_untimed_forward_is_captured_where_the_test_ran_on_the_capture_stream(sim_capture):
+    """Autograd runs a backward kernel on its forward's stream. FlagGems' is_backward benchmarks run
+    the forward once, untimed, and time the backward: with the forward on the default stream, the
+    capture (on a stream of its own) was invalidated and the shape timed directly. The graph timer
+    puts the test on the capture stream, made once, so the backward's kernels land in the capture."""
+    configure, device = sim_capture
+    configure()
+    policy, _ = timing.make_policy(direct_bench(device), None)
+
+    def forward():
+        on = device.current
+        return lambda: device.launch(on)  # the backward, on the forward's stream
+
+    backward = forward()  # as before: the test on the default stream
+    assert policy(backward, rep=20) == 5.0
+    assert _runtime.timing_calls[-1]["markers"] == [schema.MARKER_FALLBACK]
+
+    streams = set()
+    for _ in range(2):  # two tests
+        _runtime.timing_calls.clear()
+        with policy.timer.around_test():
+            streams.add(device.current)
+            backward = forward()
+            assert policy(backward, rep=20) == pytest.approx(1.0 / 100)
+        assert recorded() == [{"timer_used": "graph", "markers": [], "reason": None}]
+        assert device.current == "default stream"  # the test's scope ends with it
+    import simgraph
+    assert streams == {simgraph.graph.default_capture_stream} != {None}
+
+
+def test_only_the_graph_timer_moves_a_test_off_its_stream(sim_capture):
+    configure, device = sim_capture
+    configure(timer="direct")
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    with policy.timer.around_test():
+        assert device.current == "default stream"
 
 
 def test_a_refused_capture_falls_back_to_direct_with_the_generators_recovered(sim_capture):

@@ -4,7 +4,8 @@ they share with the timers: what a batch needs around it that is not the timer i
 - filled_gaps: direct timing on a device that can spin keeps the device busy after each L2 clear,
   so that host launch time stays out of the kernel's events (timer.fill_gaps).
 - rng_guard: a graph capture must not advance or re-register the device's default generators.
-- capture_pool_guard: a failed graph capture must not leave the caching allocator capturing."""
+- capture_pool_guard: a failed graph capture must not leave the caching allocator capturing.
+- on_capture_stream: a test's own work (around its timing calls) on the stream its captures take."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import functools
 import importlib
 import statistics
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Optional
 
 from zlbench.backends import get_backend
@@ -302,3 +303,28 @@ def _pool_releasing(graph_context: type, pool_handle, current_device, end_alloca
 
     graph.__qualname__ = graph.__name__ = graph_context.__name__
     return graph
+
+
+@contextmanager
+def on_capture_stream(backend):
+    """A test's own work on the stream the graph module's captures take (its default_capture_stream).
+
+    Autograd runs each backward kernel on the stream its forward ran on. A corpus that runs the
+    forward once, untimed, and times the backward (FlagGems' is_backward benchmarks time
+    torch.autograd.grad of the output) ran that forward on the default stream; in the capture, on a
+    stream of its own, the backward's kernels went to the default stream and invalidated it
+    (cudaErrorStreamCaptureInvalidated), so every such shape was timed directly. With the test on
+    the capture stream, they land in the capture. Where the graph module keeps no capture stream
+    of its class (a vendor's torch without one), the test runs as it did."""
+    with ExitStack() as scope:
+        try:
+            module = graph_module(backend.graph_class)
+            context = module.graph  # torch's own class: capture_pool_guard's stands in only while timing
+            stream = getattr(context, "default_capture_stream", False)
+            if stream is None:  # made on first use, as torch's class would make it at its first capture
+                stream = context.default_capture_stream = module.Stream()
+            if stream is not False:
+                scope.enter_context(module.stream(stream))
+        except Exception:  # no graph module, no device: nothing to put on its stream
+            pass
+        yield

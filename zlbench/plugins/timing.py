@@ -20,6 +20,8 @@ import importlib
 import sys
 from typing import Any, Callable, Dict, Optional
 
+import pytest
+
 from zlbench.ab import fingerprints
 from zlbench.backends import get_backend
 from zlbench.config.schema import TimerConf
@@ -27,6 +29,7 @@ from zlbench.plugins import _runtime, guards, only_shapes, sampling
 from zlbench.plugins.timers import Call, Context, Timed, timer_class
 
 _patched: Dict[str, Any] = {}
+_policy: Optional["TimingPolicy"] = None  # the run's timer, once installed
 
 
 def _note(timed: Timed) -> None:
@@ -112,6 +115,7 @@ def make_policy(orig_bench: Callable, orig_graph: Optional[Callable]):
 
 
 def install() -> None:
+    global _policy
     cfg = _runtime.config()
     first = None
     for modname in cfg.get("timer_modules", []):
@@ -130,6 +134,7 @@ def install() -> None:
         mod.do_bench = policy
         if orig_graph is not None:
             mod.do_bench_cudagraph = graph_entry
+    _policy = _policy or first
     if first is not None:
         install_entry_points(get_backend(cfg.get("backend", "cpu")).corpus_timer_entry_points, first)
 
@@ -155,3 +160,10 @@ def install_entry_points(entry_points, policy) -> None:
 
 def pytest_sessionstart(session):
     install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """The test under its timer's scope (the graph timer: the test on the capture stream)."""
+    with _policy.timer.around_test() if _policy is not None else contextlib.nullcontext():
+        return (yield)

@@ -5,6 +5,9 @@ stream/event/synchronize from Triton's device interface and the graph class from
 Launch-bound calls are given a rep that makes their replay at least timer.min_window_ms of device
 time (0: upstream's own rep). The captures run under guards.rng_guard and guards.capture_pool_guard.
 
+Each test runs on the stream its captures take (guards.on_capture_stream), so that a backward timed
+after an untimed forward (FlagGems' is_backward benchmarks) captures instead of falling back.
+
 A call whose replay takes under NO_WORK_MS per call launched no device work (a view): it is marked
 BENCHMARK_NO_DEVICE_WORK, its latency times no kernel.
 
@@ -29,6 +32,10 @@ from zlbench.results.schema import MARKER_FALLBACK, MARKER_FATAL, MARKER_NO_DEVI
 
 class Timer(BaseTimer):
     name = "graph"
+
+    def around_test(self):
+        # A test's forward on the capture stream: its captured backward then lands in the capture.
+        return guards.on_capture_stream(self.ctx.backend)
 
     def guards(self, call: Call):
         # The pool guard outermost: rng_guard's scratch capture after a failed one runs under it.
