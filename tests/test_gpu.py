@@ -44,6 +44,11 @@ def test_capture_fallback_fatal_and_poison_are_classified(run_zlbench):
                                           for r in by_op["capture_abort"])
     assert "capturing this test killed its benchmark process" in by_op["capture_abort"][0]["marker_reason"]
     assert "SIGABRT" in by_op["capture_abort"][0]["marker_reason"]
+    # A backward timed after its untimed forward captures (the test ran on the capture's stream).
+    assert st["backward_after_forward"]["status"] == "ok", st["backward_after_forward"]
+    assert by_op["backward_after_forward"] and all(
+        r["timer_used"] == "graph" and r["timer_used_base"] == "graph" and not r["markers"]
+        for r in by_op["backward_after_forward"]), by_op["backward_after_forward"]
     assert st["after_fault"]["status"] == "ok"  # measured in a fresh process
     assert all(r["latency"] > 0 for r in by_op["after_fault"])
     # The inputs' CPU draw was made on the device, the op's own CPU draw (inside the capture) was not.
