@@ -173,6 +173,12 @@ def test_refused_runs_leave_nothing_behind(tmp_path, args, message):
      "unquoted, off and on are YAML booleans, and the A/B's sides would be named False and True, not as typed."),
     ("corpus", "defaults: [demo, _self_]\nenv: {ZL_TEST_X: true}\n", "mine.yaml, line 2: ZL_TEST_X: true: "
      "unquoted, true is a YAML boolean, and every benchmark process would get it as True"),
+    # A file whose header puts it at the config's root (# @package _global_): its ab: mapping, and any
+    # other group's keys it sets.
+    ("ab", "# @package _global_\nab:\n  name: mine\n  var: ZL_TEST_X\n  values: [off, on]\n",
+     "mine.yaml, line 5: values: [off, on]: unquoted, off and on are YAML booleans"),
+    ("ab", "\n# @package _global_\nab:\n  name: mine\n  var: ZL_TEST_X\n  values: ['0', '1']\n"
+     "corpus:\n  env: {ZL_TEST_W: on}\n", "mine.yaml, line 8: ZL_TEST_W: on: unquoted, on is a YAML boolean"),
 ])
 def test_a_group_file_of_the_users_with_a_yaml_boolean_is_refused(tmp_path, group, text, message):
     """The command line's env values were checked before Hydra; a group file's (--config-dir) reached
@@ -191,7 +197,8 @@ def test_a_group_file_of_the_users_with_a_yaml_boolean_is_refused(tmp_path, grou
     # What the command line sets replaces the file's: a list whole, a mapping's entries (ab.fixed={} merges: refused).
     fix = {"values: [off": "ab.values=[0,1]", "ZL_TEST_Z": "ab.fixed={ZL_TEST_Z:'1e3'}", "- yes": "ab.values=[0,1]",
            "(values)": "ab.values=[0,1]", "ZL_TEST_Y": "ab.fixed.ZL_TEST_Y='1'", "no, yes": "ab.values=[0,1]",
-           "sides": "ab.sides=[a,b]", "ZL_TEST_X: true": "corpus.env.ZL_TEST_X='1'"}
+           "sides": "ab.sides=[a,b]", "ZL_TEST_X: true": "corpus.env.ZL_TEST_X='1'",
+           "ZL_TEST_W": "corpus.env.ZL_TEST_W='1'"}
     override = next(v for k, v in fix.items() if k in message)
     res = zlbench("--config-dir", str(conf), f"{group}=mine", override, "dry_run=true", "progress=none", cwd=work)
     assert res.returncode == 0, res.stderr[-2000:]

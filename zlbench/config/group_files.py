@@ -2,10 +2,12 @@
 environment values YAML reads as booleans or numbers: `values: [off, on]` reached every benchmark
 process as False/True, an A/B whose sides set the same nothing. The command line's values are refused
 before Hydra composes (value_types.env_text_problem); a file's are read here, once Hydra has composed
-the config, node by node as YAML composed them (anchors, aliases, merge keys and tags included)."""
+the config, node by node as YAML composed them (anchors, aliases, merge keys and tags included), each
+file's part where its `# @package` header puts it (`_global_`: its ab: and corpus: mappings)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator, List, Mapping, Optional, Tuple
 
@@ -30,15 +32,48 @@ def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[
     {key: value}} as composed) holds it, and the command line did not set it (`overridden`: keys such
     as ab.values, ab.fixed.X)."""
     sources = [Path(s["path"]) for s in sources if s.get("schema") == "file"]
+    files = [(owner, *f) for owner in CHECKED for f in _chain(owner, choices.get(owner), None, sources, set())]
     problems: List[str] = []
     for group, keys in CHECKED.items():
         now = composed.get(group) or {}
         skip = {k[len(group) + 1:] for k in overridden if k.startswith(group + ".")}
-        for path, text, root, under in _chain(group, choices.get(group), None, sources, set()):
-            for problem in _file_problems(path, text, root, under, keys, now, skip):
+        for owner, path, text, root, under in files:
+            content = _placed(group, owner, text, root, under)
+            if content is None:
+                continue
+            for problem in _file_problems(path, text, content, under, keys, now, skip):
                 if problem not in problems:
                     problems.append(problem)
     return problems
+
+
+def _placed(group: str, owner: str, text: str, root: Any, under: Optional[str]) -> Any:
+    """The part of a file of `owner`'s that lands in `group`'s config, or None: the whole file where its
+    package is its group's (no `# @package` header, or one naming the group); where the header is
+    `# @package _global_`, its `group:` mapping (a global file of any group may set any group's keys)."""
+    package = None if under is not None else _header_package(text)
+    if package in (None, "_group_", "_here_", owner, f"_global_.{owner}"):
+        return root if group == owner else None
+    if package == "_global_":
+        node = dict(_entries(root)).get(group)
+        return node if isinstance(node, yaml.MappingNode) else None
+    return None  # a package elsewhere: not one of the checked keys
+
+
+def _header_package(text: str) -> Optional[str]:
+    """The package a `# @package X` line of the file's header names, read as Hydra reads its header:
+    the leading `# @key value` lines, blank lines skipped, up to the first other line."""
+    package = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if not re.match(r"^#\s*@", line):
+            break
+        key, _, value = line.lstrip("#").strip().partition(" ")
+        if key == "@package" and value.strip():
+            package = value.strip()
+    return package
 
 
 def _chain(group: str, name: Optional[str], under: Optional[str], sources: List[Path],
