@@ -48,16 +48,16 @@ def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[
 
 
 def _placed(group: str, owner: str, text: str, root: Any, under: Optional[str]) -> Any:
-    """The part of a file of `owner`'s that lands in `group`'s config, or None: the whole file where its
-    package is its group's (no `# @package` header, or one naming the group); where the header is
-    `# @package _global_`, its `group:` mapping (a global file of any group may set any group's keys)."""
+    """The part of a file of `owner`'s that lands in `group`'s config, or None. Its `# @package` header
+    names where the whole file lands (none: its own group's; `_global_.corpus` or `corpus`: corpus'),
+    and `_global_` puts it at the root: there its `group:` mapping is the group's."""
     package = None if under is not None else _header_package(text)
-    if package in (None, "_group_", "_here_", owner, f"_global_.{owner}"):
-        return root if group == owner else None
     if package == "_global_":
         node = dict(_entries(root)).get(group)
         return node if isinstance(node, yaml.MappingNode) else None
-    return None  # a package elsewhere: not one of the checked keys
+    if package in (None, "_group_"):
+        package = owner
+    return root if package.removeprefix("_global_.") == group else None
 
 
 def _header_package(text: str) -> Optional[str]:
