@@ -14,7 +14,8 @@ forward and the capture on:
   side_stream     the whole case under another side stream (not the capture's)
 and the op from FlagGems (gems=1; nll_loss2d from torch too, gems=0). Prints one JSON line per case.
 
-Usage (a CUDA machine with FlagGems on the path): python3 benchmarks/gpu/capture_backward.py [CASE...]
+Usage (a CUDA machine; FlagGems from $FLAGGEMS_ROOT/src, as benchmarks/gpu/setup.sh sets it):
+    python3 benchmarks/gpu/capture_backward.py [CASE...]
 """
 from __future__ import annotations
 
@@ -53,8 +54,13 @@ def inputs(case, torch, dev):
 
 
 def one(case, mode, gems):
+    import os
+
     import torch
     import triton
+
+    if os.environ.get("FLAGGEMS_ROOT"):  # setup.sh names FlagGems' checkout; its package is under src/
+        sys.path.insert(0, os.path.join(os.environ["FLAGGEMS_ROOT"], "src"))
 
     dev = "cuda"
     torch.manual_seed(0)
