@@ -32,13 +32,15 @@ def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[
     {key: value}} as composed) holds it, and the command line did not set it (`overridden`: keys such
     as ab.values, ab.fixed.X)."""
     sources = [Path(s["path"]) for s in sources if s.get("schema") == "file"]
-    files = [(owner, *f) for owner in CHECKED for f in _chain(owner, choices.get(owner), None, sources, set())]
+    # (its group, path, text, root node, under, the package its header names: read once a file)
+    files = [(owner, path, text, root, under, None if under is not None else _header_package(text))
+             for owner in CHECKED for path, text, root, under in _chain(owner, choices.get(owner), None, sources, set())]
     problems: List[str] = []
     for group, keys in CHECKED.items():
         now = composed.get(group) or {}
         skip = {k[len(group) + 1:] for k in overridden if k.startswith(group + ".")}
-        for owner, path, text, root, under in files:
-            content = _placed(group, owner, text, root, under)
+        for owner, path, text, root, under, package in files:
+            content = _placed(group, owner, root, package)
             if content is None:
                 continue
             for problem in _file_problems(path, text, content, under, keys, now, skip):
@@ -47,11 +49,10 @@ def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[
     return problems
 
 
-def _placed(group: str, owner: str, text: str, root: Any, under: Optional[str]) -> Any:
+def _placed(group: str, owner: str, root: Any, package: Optional[str]) -> Any:
     """The part of a file of `owner`'s that lands in `group`'s config, or None. Its `# @package` header
     names where the whole file lands (none: its own group's; `_global_.corpus` or `corpus`: corpus'),
     and `_global_` puts it at the root: there its `group:` mapping is the group's."""
-    package = None if under is not None else _header_package(text)
     if package == "_global_":
         node = dict(_entries(root)).get(group)
         return node if isinstance(node, yaml.MappingNode) else None
