@@ -283,7 +283,12 @@ def sim_capture(plugin_config, monkeypatch, tmp_path):
 
     graphs = types.ModuleType("simgraph")
     streams = itertools.count(1)
-    device.current, device.capture_stream = "default stream", None
+
+    class Stream(str):
+        def wait_stream(self, other):  # the order kept between two streams, logged
+            device.log.append(("wait", str(self), str(other)))
+
+    device.current, device.capture_stream = Stream("default stream"), None
 
     class Graph:
         def replay(self):
@@ -329,7 +334,8 @@ def sim_capture(plugin_config, monkeypatch, tmp_path):
 
     device.launch = launch
     graphs.Graph, graphs.graph = Graph, graph
-    graphs.Stream, graphs.stream = (lambda: f"stream {next(streams)}"), stream
+    graphs.Stream, graphs.stream = (lambda: Stream(f"stream {next(streams)}")), stream
+    graphs.current_stream = lambda: device.current
     monkeypatch.setitem(sys.modules, "simgraph", graphs)
     monkeypatch.setattr(type(get_backend("musa")), "graph_class", "simgraph.Graph")
     monkeypatch.setattr(guards, "device_module", lambda: types.SimpleNamespace())  # cannot spin
@@ -399,6 +405,22 @@ def test_a_backward_timed_after_its_untimed_forward_is_captured_where_the_test_r
         assert device.current == "default stream"  # the test's scope ends with it
     import simgraph
     assert streams == {simgraph.graph.default_capture_stream} != {None}
+
+
+def test_a_test_on_the_capture_stream_starts_after_its_set_up_and_its_teardown_after_it(sim_capture):
+    """A side stream does not wait for the default stream: without the waits, the test's first
+    kernels could read inputs its fixtures were still writing there."""
+    configure, device = sim_capture
+    configure()
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    device.launch(device.current)  # the set-up's kernel
+    with policy.timer.around_test():
+        side = str(device.current)
+        device.launch(device.current)
+    device.launch(device.current)  # the teardown's
+    assert side != "default stream"
+    assert device.log == [("kernel", "default stream"), ("wait", side, "default stream"), ("kernel", side),
+                          ("wait", "default stream", side), ("kernel", "default stream")]
 
 
 def test_only_the_graph_timer_moves_a_test_off_its_stream(sim_capture):

@@ -324,6 +324,11 @@ def on_capture_stream(backend):
             if stream is None:  # made on first use, as torch's class would make it at its first capture
                 stream = context.default_capture_stream = module.Stream()
             if stream is not False:
+                # Torch's side streams do not wait for the default stream: the test's first kernels
+                # wait for what its set-up queued there, and its teardown for the test's last ones.
+                before = module.current_stream()
+                stream.wait_stream(before)
+                scope.callback(before.wait_stream, stream)
                 scope.enter_context(module.stream(stream))
         except Exception:  # no graph module, no device: nothing to put on its stream
             pass
