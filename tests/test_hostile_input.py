@@ -207,6 +207,32 @@ def test_a_group_file_of_the_users_with_a_yaml_boolean_is_refused(tmp_path, grou
         assert res.returncode == 2 and "ZL_TEST_Z: 1e3: unquoted" in res.stderr, res.stderr[-2000:]
 
 
+def test_a_primary_config_of_the_users_with_a_yaml_boolean_is_refused(tmp_path):
+    """--config-name NAME: the user's own primary config lands at the config's root, so its corpus:
+    and ab: mappings reach every benchmark process as a group file's would."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "mine.yaml").write_text("defaults:\n  - config\n  - override ab: env\n  - _self_\n"
+                                    "ab:\n  var: ZL_TEST_X\n  values: [off, on]\ncorpus:\n  env: {ZL_TEST_W: on}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    res = zlbench("--config-dir", str(conf), "--config-name", "mine", "dry_run=true", "progress=none", cwd=work,
+                  defaults=True)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "mine.yaml, line 7: values: [off, on]: unquoted, off and on are YAML booleans" in res.stderr
+    assert "mine.yaml, line 9: ZL_TEST_W: on: unquoted, on is a YAML boolean" in res.stderr
+    assert "Traceback" not in res.stderr and files_under(work) == []
+    # Set on the command line, the file's values are replaced: nothing left to refuse. The command
+    # line's ab.* settings are the A/B's the file chose (not "no A/B axis is chosen"), and a plain
+    # run's setting is refused as it would be with ab=env typed.
+    res = zlbench("--config-dir", str(conf), "--config-name", "mine", "ab.values=[0,1]", "corpus.env.ZL_TEST_W='1'",
+                  "dry_run=true", "progress=none", cwd=work, defaults=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = zlbench("--config-dir", str(conf), "--config-name", "mine", "ab.values=[0,1]", "corpus.env.ZL_TEST_W='1'",
+                  "timer.processes=1", "dry_run=true", "progress=none", cwd=work, defaults=True)
+    assert res.returncode == 2 and "an A/B axis is chosen (ab=env)" in res.stderr, res.stderr[-2000:]
+
+
 def test_group_files_are_read_where_hydra_takes_their_values_from(tmp_path):
     """A second hostile pass: files a defaults entry names with a package (b1@_here_, fx@fixed), a merge
     key at the top, a tag, a list reached through an alias, side names; and no refusal where the

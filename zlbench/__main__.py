@@ -81,7 +81,8 @@ def _app(cfg: DictConfig) -> None:
         problems = group_file_problems(OmegaConf.to_container(hc.runtime.choices),
                                        OmegaConf.to_container(hc.runtime.config_sources),
                                        {g: OmegaConf.to_container(cfg[g], resolve=False) for g in CHECKED if g in cfg},
-                                       set_keys(OmegaConf.to_container(hc.overrides.task, resolve=False)))
+                                       set_keys(OmegaConf.to_container(hc.overrides.task, resolve=False)),
+                                       primary=hc.job.config_name)
         if problems:
             raise UsageError("\n".join(problems))
         for note in config_notes(cfg):

@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import yaml
+
 from zlbench.backends import canonical_name
 from zlbench.config.keys import FREE, REMOVED, key_problem, settings
 from zlbench.config.schema import SHAPE_LEVELS, SHAPE_MODES, conf_dir, register_schemas
@@ -140,10 +142,38 @@ def _normalize_backend(arg: str) -> str:
     return f"{key}={','.join(names)}"
 
 
-def _launchers(overrides: Sequence[str]) -> Tuple[str, ...]:
-    """The launcher option(s) the command line picks (a sweep may pick several); local by default."""
+def _launchers(overrides: Sequence[str], primary: Mapping[str, str] = {}) -> Tuple[str, ...]:
+    """The launcher option(s) the command line picks (a sweep may pick several); else the primary
+    config's (_primary_choices); local by default."""
     chosen = [a.split("=", 1)[1] for a in overrides if override_key(a) == "launcher"]
-    return tuple(v.strip() for v in chosen[-1].split(",")) if chosen else ("local",)
+    return tuple(v.strip() for v in chosen[-1].split(",")) if chosen else (primary.get("launcher", "local"),)
+
+
+def _primary_choices(flags: Sequence[str]) -> Dict[str, str]:
+    """The launcher and A/B axis a primary config of the user's (--config-name NAME, found in a
+    --config-dir or conf/) picks: its defaults list's `launcher: X`, `ab: X` (`override ab: X`), and
+    its `ab:` mapping's name. The command line's own checks read them as its defaults: an ab.*
+    setting is an A/B's where the file chose the axis. A choice its nested defaults make is not seen."""
+    name = next((flags[i + 1] for i, f in enumerate(flags[:-1]) if f in ("--config-name", "-cn")), None)
+    name = next((f.split("=", 1)[1] for f in flags if f.startswith("--config-name=")), name)
+    if not name or name == "config":
+        return {}
+    path = next((p for d in reversed(_config_dirs(flags)) if (p := d / f"{name}.yaml").is_file()), None)
+    try:
+        content = yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}  # Hydra reads it (or refuses it, in its own words)
+    if not isinstance(content, dict):
+        return {}
+    picked = {}
+    for entry in content.get("defaults") or []:
+        for key, value in (entry.items() if isinstance(entry, dict) else []):
+            group = str(key).removeprefix("override ").strip()
+            if group in ("ab", "launcher") and isinstance(value, str):
+                picked[group] = value
+    if isinstance(content.get("ab"), dict) and isinstance(content["ab"].get("name"), str):
+        picked["ab"] = content["ab"]["name"]
+    return picked
 
 
 def _values(arg: str) -> List[Any]:
@@ -299,11 +329,12 @@ def _hydra_key_problem(name: str, value: str) -> Optional[str]:
     return None
 
 
-def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
+def _check_overrides(overrides: Sequence[str], cli_keys: set, primary: Mapping[str, str] = {}) -> None:
     """Refuse, before Hydra composes anything, what Hydra would take or answer with the wrong advice:
     unknown keys at any level (Hydra suggests `+key=`, which would then run), both gpus= and
-    devices=, and a password on the command line (written into .hydra/ and run_identity.json)."""
-    launchers = _launchers(overrides)
+    devices=, and a password on the command line (written into .hydra/ and run_identity.json).
+    primary: the launcher and axis a primary config of the user's picks (_primary_choices)."""
+    launchers = _launchers(overrides, primary)
     problems = []
     for arg in overrides:
         key, _, value = arg.partition("=")
@@ -328,7 +359,8 @@ def _check_overrides(overrides: Sequence[str], cli_keys: set) -> None:
                             "ZLBENCH_STORE_URL=<the URL> (read at run time, written nowhere).")
     problems += _missing_entries(overrides, launchers)
     # The axis: a config group (ab=<name>) or one named on the command line (ab.name=x ab.var=X).
-    axis = next((a.split("=", 1)[1] for a in reversed(overrides) if override_key(a) in ("ab", "ab.name")), "none")
+    axis = next((a.split("=", 1)[1] for a in reversed(overrides) if override_key(a) in ("ab", "ab.name")),
+                primary.get("ab", "none"))
     ab_keys = sorted(k for k in cli_keys if k.startswith("ab.") and k != "ab.name")
     if ab_keys and axis == "none":
         which = ", ".join(f"{k}=" for k in ab_keys) + (" is an A/B setting" if len(ab_keys) == 1 else " are A/B settings")
@@ -490,7 +522,7 @@ def normalize_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Tuple[Lis
     cli_keys = {override_key(a) for a in overrides}
     if (problems := _group_option_problems(overrides, flags)):
         raise UsageError("\n".join(problems))
-    _check_overrides(overrides, cli_keys)  # first: a password is refused before any message shows it
+    _check_overrides(overrides, cli_keys, _primary_choices(flags))  # first: a password is refused before any message shows it
     _check_grammar(overrides, multirun=any(f in ("-m", "--multirun") for f in flags))
     env_used, env_overrides, ignored = _env_overrides(environ, overrides)
     resume = _given(overrides, "resume")

@@ -24,17 +24,22 @@ LINE_SHOWN = 120
 
 
 def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[Mapping[str, str]],
-                        composed: Mapping[str, Mapping[str, Any]], overridden: Collection[str] = ()) -> List[str]:
+                        composed: Mapping[str, Mapping[str, Any]], overridden: Collection[str] = (),
+                        primary: Optional[str] = None) -> List[str]:
     """One refusal per misread value of the chosen ab and corpus files and of the files of the same
-    group their defaults lists name. choices, sources: Hydra's runtime.choices and
-    runtime.config_sources (a file is the first file source that has it, as Hydra finds it; a pkg://
-    source is not read). A file's value counts only where it reached the config: `composed` ({group:
-    {key: value}} as composed) holds it, and the command line did not set it (`overridden`: keys such
-    as ab.values, ab.fixed.X)."""
+    group their defaults lists name, and of the primary config (`--config-name NAME`: its ab: and
+    corpus: mappings). choices, sources: Hydra's runtime.choices and runtime.config_sources (a file is
+    the first file source that has it, as Hydra finds it; a pkg:// source is not read); primary: the
+    primary config's name (Hydra's job.config_name). A file's value counts only where it reached the
+    config: `composed` ({group: {key: value}} as composed) holds it, and the command line did not set
+    it (`overridden`: keys such as ab.values, ab.fixed.X)."""
     sources = [Path(s["path"]) for s in sources if s.get("schema") == "file"]
     # (its group, path, text, root node, under, the package its header names: read once a file)
     files = [(owner, path, text, root, under, None if under is not None else _header_package(text))
              for owner in CHECKED for path, text, root, under in _chain(owner, choices.get(owner), None, sources, set())]
+    # The primary config lands at the root (Hydra's default package for it), unless its header says otherwise.
+    files += [(None, path, text, root, None, _header_package(text) or "_global_")
+              for path, text, root, _ in _chain("", primary, None, sources, set())]
     problems: List[str] = []
     for group, keys in CHECKED.items():
         now = composed.get(group) or {}
@@ -49,7 +54,7 @@ def group_file_problems(choices: Mapping[str, Optional[str]], sources: Iterable[
     return problems
 
 
-def _placed(group: str, owner: str, root: Any, package: Optional[str]) -> Any:
+def _placed(group: str, owner: Optional[str], root: Any, package: Optional[str]) -> Any:
     """The part of a file of `owner`'s that lands in `group`'s config, or None. Its `# @package` header
     names where the whole file lands (none: its own group's; `_global_.corpus` or `corpus`: corpus'),
     and `_global_` puts it at the root: there its `group:` mapping is the group's."""
@@ -58,7 +63,7 @@ def _placed(group: str, owner: str, root: Any, package: Optional[str]) -> Any:
         return node if isinstance(node, yaml.MappingNode) else None
     if package in (None, "_group_"):
         package = owner
-    return root if package.removeprefix("_global_.") == group else None
+    return root if package and package.removeprefix("_global_.") == group else None
 
 
 def _header_package(text: str) -> Optional[str]:
@@ -82,7 +87,7 @@ def _chain(group: str, name: Optional[str], under: Optional[str], sources: List[
     """The group file `name` and, depth first, the files of its group its defaults list names; under:
     the key the file's content lands in (`- fx@fixed`: fixed), None for the group itself."""
     path = next((s / group / f"{name}.yaml" for s in sources if (s / group / f"{name}.yaml").is_file()), None) \
-        if name else None
+        if name else None  # group "": the primary config, at a source's top
     if path is None or (path, under) in seen:
         return
     seen.add((path, under))
@@ -94,7 +99,7 @@ def _chain(group: str, name: Optional[str], under: Optional[str], sources: List[
     if not isinstance(root, yaml.MappingNode):
         return
     yield path, text, root, under
-    if under is not None:
+    if under is not None or not group:
         return
     for key, value in _entries(root):
         if key == "defaults" and isinstance(value, yaml.SequenceNode):
