@@ -231,6 +231,11 @@ def test_a_primary_config_of_the_users_with_a_yaml_boolean_is_refused(tmp_path):
     res = zlbench("--config-dir", str(conf), "--config-name", "mine", "ab.values=[0,1]", "corpus.env.ZL_TEST_W='1'",
                   "timer.processes=1", "dry_run=true", "progress=none", cwd=work, defaults=True)
     assert res.returncode == 2 and "an A/B axis is chosen (ab=env)" in res.stderr, res.stderr[-2000:]
+    # The launcher it chooses: its settings are the command line's to set.
+    (conf / "on_slurm.yaml").write_text("defaults:\n  - config\n  - override launcher: slurm\n  - _self_\n")
+    res = zlbench("--config-dir", str(conf), "--config-name", "on_slurm", "launcher.partition=debug", "dry_run=true",
+                  "progress=none", cwd=work)
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def test_group_files_are_read_where_hydra_takes_their_values_from(tmp_path):
