@@ -423,6 +423,16 @@ def test_a_test_on_the_capture_stream_starts_after_its_set_up_and_its_teardown_a
                           ("wait", "default stream", side), ("kernel", "default stream")]
 
 
+def test_a_refused_wait_after_the_test_leaves_its_outcome_alone(sim_capture, monkeypatch):
+    configure, device = sim_capture
+    configure()
+    policy, _ = timing.make_policy(direct_bench(device), None)
+    with policy.timer.around_test():
+        monkeypatch.setattr(type(device.current), "wait_stream", lambda *a: (_ for _ in ()).throw(
+            RuntimeError("operation not permitted when stream is capturing")))
+    assert device.current == "default stream"
+
+
 def test_only_the_graph_timer_moves_a_test_off_its_stream(sim_capture):
     configure, device = sim_capture
     configure(timer="direct")
